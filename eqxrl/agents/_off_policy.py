@@ -251,6 +251,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
         if stats is not None:
             stats = stats.update(xs)
 
+        @jax.jit  # nested: `eval_shape` below traces it once and `cond` reuses the trace
         def do_updates(operand):
             learner, buffer_state, key, updates = operand
 
@@ -276,7 +277,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
 
         key, update_key = jax.random.split(key)
         operand = (learner, buffer_state, update_key, state.updates)
-        metric_shapes = eqx.filter_eval_shape(do_updates, operand)[1]
+        metric_shapes = jax.eval_shape(do_updates, operand)[1]
 
         def skip(operand):
             learner, buffer_state, _, updates = operand
