@@ -124,10 +124,12 @@ def run_one(name: str, cfg: Config, num_seeds: int, seed: int) -> dict:
     per_seed = returns.mean(axis=1)
     steps_per_seed = int(np.asarray(state.env_steps).reshape(-1)[0])
     passes = int(np.sum(per_seed >= cfg.threshold))
-    # Training episode return over the last 10% of iterations (exploratory policy).
+    # Training episode returns (exploratory policy): the mean over the last 10% of
+    # iterations, and the best mean of 20 consecutive finished episodes.
     ep = np.asarray(metrics["episode_return"], np.float64)
     tail = ep[:, -max(1, ep.shape[1] // 10):]
     train_tail = [float(np.nanmean(r)) if np.isfinite(r).any() else float("nan") for r in tail]
+    train_best = [_best_window(r) for r in ep]
     return dict(
         name=name,
         per_seed=per_seed,
@@ -140,8 +142,17 @@ def run_one(name: str, cfg: Config, num_seeds: int, seed: int) -> dict:
         total=t1 - t0,
         sps=info.steps_per_second,
         train_tail=train_tail,
+        train_best=train_best,
         agent=agent,
     )
+
+
+def _best_window(returns: np.ndarray, window: int = 20) -> float:
+    """The best mean of `window` consecutive finished training episodes (per-iteration means)."""
+    x = returns[np.isfinite(returns)]
+    if x.size < window:
+        return float("nan")
+    return float(np.convolve(x, np.ones(window) / window, mode="valid").max())
 
 
 def _versions() -> str:
@@ -244,11 +255,14 @@ def render(results: list[dict], a, elapsed: float) -> str:
         ]
     lines += [
         "",
-        "Training episode return (exploratory policy) over the last 10% of iterations, per seed:",
+        "Training episode return (exploratory policy), per seed: mean over the last 10% of iterations "
+        "/ best mean of 20 consecutive episodes (each point a per-iteration mean of the episodes that ended then):",
         "",
     ]
     for r in results:
-        lines.append(f"- {r['name']}: " + ", ".join(f"{x:.1f}" for x in r["train_tail"]))
+        lines.append(
+            f"- {r['name']}: " + ", ".join(f"{t:.1f} / {b:.1f}" for t, b in zip(r["train_tail"], r["train_best"]))
+        )
     return "\n".join(lines) + "\n"
 
 
