@@ -287,26 +287,37 @@ def train(
     return state, out, info
 
 
+def episode_returns(
+    agent: AbstractAgent, state: PyTree, key: Key, num_episodes: int, deterministic: bool, max_steps: int
+) -> Array:
+    """One member's evaluation, traceable inside a larger program (as PBT's fitness does).
+
+    **Returns:** the undiscounted returns of `num_episodes` episodes run in parallel
+    in `agent.eval_env`, each cut at `max_steps` steps.
+    """
+    env = VectorEnv(agent.eval_env, num_episodes)
+    reset_key, key = jax.random.split(key)
+    env_state, ts = env.reset(reset_key)
+    zeros = jnp.zeros((num_episodes,), jnp.float32)
+    carry = (env_state, ts.obs, zeros, jnp.zeros((num_episodes,), bool), key, jnp.zeros((), jnp.int32))
+
+    def cond(c):
+        return (~jnp.all(c[3])) & (c[5] < max_steps)
+
+    def body(c):
+        env_state, obs, returns, done, key, t = c
+        key, act_key, env_key = jax.random.split(key, 3)
+        action = agent.act(state, obs, act_key, deterministic=deterministic)
+        env_state, ts = env.step(env_key, env_state, action)
+        returns = returns + jnp.where(done, 0.0, ts.reward)
+        return env_state, ts.obs, returns, done | ts.done, key, t + 1
+
+    return jax.lax.while_loop(cond, body, carry)[2]
+
+
 def _evaluate_impl(agent, state, key, layout: _Layout, num_episodes: int, deterministic: bool, max_steps: int):
     def single(agent: AbstractAgent, state, key, _):
-        env = VectorEnv(agent.eval_env, num_episodes)
-        reset_key, key = jax.random.split(key)
-        env_state, ts = env.reset(reset_key)
-        zeros = jnp.zeros((num_episodes,), jnp.float32)
-        carry = (env_state, ts.obs, zeros, jnp.zeros((num_episodes,), bool), key, jnp.zeros((), jnp.int32))
-
-        def cond(c):
-            return (~jnp.all(c[3])) & (c[5] < max_steps)
-
-        def body(c):
-            env_state, obs, returns, done, key, t = c
-            key, act_key, env_key = jax.random.split(key, 3)
-            action = agent.act(state, obs, act_key, deterministic=deterministic)
-            env_state, ts = env.step(env_key, env_state, action)
-            returns = returns + jnp.where(done, 0.0, ts.reward)
-            return env_state, ts.obs, returns, done | ts.done, key, t + 1
-
-        return jax.lax.while_loop(cond, body, carry)[2]
+        return episode_returns(agent, state, key, num_episodes, deterministic, max_steps)
 
     return layout.vmap(single, agent)(state, key)
 

@@ -1,0 +1,82 @@
+"""PBT across devices (4 forced CPU devices) and hosts (two processes with jax.distributed).
+
+Each configuration runs `pbt_devices_worker.py` in fresh subprocesses, because the
+device count (XLA_FLAGS) must be set before jax is imported.
+"""
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+WORKER = pathlib.Path(__file__).with_name("pbt_devices_worker.py")
+
+
+def _env(devices: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def _run(mode: str, out: pathlib.Path, devices: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), mode, str(out), *extra],
+        env=_env(devices),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _wait(proc: subprocess.Popen, timeout: float = 600) -> None:
+    output, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, output[-3000:]
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("pbt") / "single.npz"
+    _wait(_run("single", out, 4))
+    return dict(np.load(out))
+
+
+def _params(result: dict) -> list[np.ndarray]:
+    return [result[k] for k in sorted(result) if k.startswith("p") and k[1:].isdigit()]
+
+
+def _assert_same_run(a: dict, b: dict) -> None:
+    np.testing.assert_array_equal(a["parent"], b["parent"])
+    np.testing.assert_allclose(a["fitness"], b["fitness"], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(a["lr"], b["lr"], rtol=1e-6)
+    for x, y in zip(_params(a), _params(b), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)  # float reduction order may differ
+
+
+def test_population_is_sharded_over_four_devices_with_the_same_result(single, tmp_path):
+    out = tmp_path / "sharded.npz"
+    _wait(_run("sharded", out, 4))
+    sharded = dict(np.load(out))
+    assert int(sharded["devices"]) == 4
+    np.testing.assert_array_equal(sharded["shard_devices"], [4])  # every population leaf spans 4 devices
+    assert list(sharded["specs"]) == ["P('population',)"]
+    np.testing.assert_array_equal(single["shard_devices"], [1])
+    _assert_same_run(sharded, single)
+
+
+def test_two_processes_with_jax_distributed_agree_with_one(single, tmp_path):
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "multihost.npz"
+    procs = [_run("multihost", out, 2, str(i), "2", str(port)) for i in range(2)]
+    for p in procs:
+        _wait(p)
+    multi = dict(np.load(out))
+    assert int(multi["processes"]) == 2 and int(multi["devices"]) == 4
+    np.testing.assert_array_equal(multi["shard_devices"], [4])
+    _assert_same_run(multi, single)
