@@ -4,6 +4,8 @@
 eqxrl train                                   # PPO on CartPole-v1, 500k steps, 1 seed
 eqxrl train ppo --env Acrobot-v1 --total-steps 1e6 --seeds 4 --learning-rate 3e-4 --anneal-lr false
 eqxrl evaluate runs/ppo-CartPole-v1-20250101-120000 --episodes 100
+eqxrl pbt sac --env Pendulum-v1 --population 16 --ready 5000 --total-steps 5e4 --tune actor_learning_rate=log:1e-4:1e-2
+eqxrl pbt --resume runs/pbt-sac-Pendulum-v1-20250101-120000
 ```
 
 Every field of an agent's dataclass except `env` is a flag, generated from
@@ -319,7 +321,98 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=_seed, default=None, metavar="S",
         help="evaluation seed (default: the run's seed, which reproduces eval.json)",
     )  # fmt: skip
+    pbt = commands.add_parser(
+        "pbt",
+        help="Population Based Training of an agent (eqxrl.pbt.PBT), or --resume RUN_DIR",
+        description="Train a population with PBT and save a run directory (pbt.json, history.csv, history.png, population.eqx).",
+    )
+    pbt.set_defaults(_parser=pbt)
+    pbt.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue an interrupted `eqxrl pbt` run")
+    pbt_agents = pbt.add_subparsers(dest="agent", metavar="AGENT")
+    for name, cls in AGENTS.items():
+        _add_pbt_agent_parser(pbt_agents, name, cls)
     return parser
+
+
+_TUNE_HELP = (
+    "NAME=SPEC, repeatable: SPEC is log:LOW:HIGH, uniform:LOW:HIGH, int:LOW:HIGH, intlog:LOW:HIGH or "
+    "choice:V1,V2,... (default: every *learning_rate leaf, log-uniform over [default/10, default*10])"
+)
+
+
+def _parse_tune(text: str) -> tuple[str, Any]:
+    from .pbt import Choice, IntLogUniform, IntUniform, LogUniform, Uniform
+
+    name, sep, spec = text.partition("=")
+    kind, _, rest = spec.partition(":")
+    if not sep or not name or not kind:
+        raise argparse.ArgumentTypeError(f"expected NAME=SPEC like learning_rate=log:1e-4:1e-2, got {text!r}")
+    try:
+        if kind == "choice":
+            return name, Choice(tuple(_parse_float(v) for v in rest.split(",")))
+        low, high = rest.split(":")
+        makers = {"log": (LogUniform, _parse_float), "uniform": (Uniform, _parse_float),
+                  "int": (IntUniform, _parse_int), "intlog": (IntLogUniform, _parse_int)}  # fmt: skip
+        if kind not in makers:
+            raise argparse.ArgumentTypeError(f"unknown domain {kind!r} (log, uniform, int, intlog, choice)")
+        cls, parse = makers[kind]
+        return name, cls(parse(low), parse(high))
+    except ValueError as e:  # a domain's own check, or a malformed LOW:HIGH
+        raise argparse.ArgumentTypeError(f"{text!r}: {_one_line(e)}") from None
+
+
+def _parse_exploit(text: str) -> Any:
+    from .pbt import Tournament, Truncation
+
+    kind, _, rest = text.partition(":")
+    try:
+        if kind == "truncation":
+            k, m = (int(v) for v in rest.split(":"))
+            return Truncation(k, m)
+        if kind == "tournament":
+            return Tournament(float(rest) if rest else 0.0)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {_one_line(e)}") from None
+    raise argparse.ArgumentTypeError(f"expected truncation:K:M or tournament[:MARGIN], got {text!r}")
+
+
+def _add_pbt_agent_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
+    p = agents.add_parser(
+        name,
+        help=f"PBT of {cls.__name__}",
+        usage="%(prog)s [-h] [--env NAME] [--population N] [--ready STEPS] [--total-steps N] [--tune NAME=SPEC ...] [--FIELD VALUE ...]",
+        description=f"Population Based Training of {cls.__name__}. Every field of {cls.__name__} except env is a flag.",
+        epilog=(
+            "example:\n"
+            f"  eqxrl pbt {name} --env {cls.default_env} --population 16 --ready 10000 --total-steps 1e5 "
+            "--tune learning_rate=log:1e-4:1e-2"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(command="pbt", agent=name, _parser=p)
+    run = p.add_argument_group("run")
+    positive = _positive(_parse_int)
+    run.add_argument("--env", default=cls.default_env, metavar="NAME", help=f"environment (default: {cls.default_env})")
+    run.add_argument("--population", type=positive, default=8, metavar="N", help="members (default: 8)")
+    run.add_argument("--ready", type=positive, default=10_000, metavar="STEPS",
+                     help="env steps per member between exploit/explore steps (default: 10000)")  # fmt: skip
+    run.add_argument("--total-steps", type=positive, default=100_000, metavar="N",
+                     help="env steps per member (default: 100000)")  # fmt: skip
+    run.add_argument("--tune", type=_parse_tune, action="append", default=None, metavar="NAME=SPEC", help=_TUNE_HELP)
+    run.add_argument("--exploit", type=_parse_exploit, default=None, metavar="KIND",
+                     help="truncation:K:M or tournament[:MARGIN] (default: truncation of a quarter)")  # fmt: skip
+    run.add_argument("--resample-probability", type=_parse_float, default=0.25, metavar="P",
+                     help="chance that explore resamples instead of perturbing (default: 0.25)")  # fmt: skip
+    run.add_argument("--eval-episodes", type=positive, default=8, metavar="N", help="episodes per fitness evaluation (default: 8)")
+    run.add_argument("--seed", type=_seed, default=0, metavar="S", help="seed (default: 0)")
+    run.add_argument("--run-dir", default=None, metavar="PATH", help="where to save (default: runs/pbt-<agent>-<env>-<timestamp>)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    hyper = p.add_argument_group(f"{cls.__name__} fields")
+    for flag in agent_flags(cls):
+        hyper.add_argument(
+            "--" + flag.name.replace("_", "-"), dest=flag.name, type=flag.parse, metavar=flag.metavar,
+            default=argparse.SUPPRESS, help=f"default: {_format_default(flag.default)}",
+        )  # fmt: skip
 
 
 def _with_default_agent(argv: list[str]) -> list[str]:
@@ -426,6 +519,85 @@ def _evaluate_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_space(agent: AbstractAgent) -> dict[str, Any]:
+    from .pbt import LogUniform
+
+    out = {}
+    for name, value in agent.hyperparameters().items():
+        v = float(np.asarray(value))
+        if name.endswith("learning_rate") and v > 0:
+            out[name] = LogUniform(v / 10, v * 10)
+    return out
+
+
+def _print_pbt_summary(pbt: Any, history: Any, run_dir: Any, seconds: float) -> None:
+    best, fitness = history.best()
+    print(
+        f"PBT {type(pbt.agent).__name__} on {pbt.agent.env.name}: {pbt.population_size} members x "
+        f"{int(history.env_steps[-1]):,} env steps, {history.num_generations} generations in {seconds:.1f} s"
+    )
+    last = history.fitness[-1]
+    print(f"  fitness after the last generation: best {fitness:.2f} (member {best}), median {np.nanmedian(last):.2f}")
+    for name, values in history.hyperparameters.items():
+        print(f"  {name:<24s} best member: {values[-1, best]:.4g}")
+    if run_dir is not None:
+        print(f"  run directory    {run_dir}")
+
+
+def _pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
+    import time as _time
+
+    import jax
+
+    from .pbt import PBT, resume
+
+    parser = args._parser
+    if args.resume is not None:
+        if args.agent is not None:
+            parser.error("--resume RUN_DIR takes no AGENT (the run directory names it)")
+        start = _time.perf_counter()
+        try:
+            population, history = resume(args.resume, progress=True)
+        except ValueError as e:
+            parser.error(_one_line(e))
+        from .pbt import pbt_from_config
+
+        import json as _json
+
+        pbt = pbt_from_config(_json.loads((pathlib.Path(args.resume) / "pbt.json").read_text()))
+        _print_pbt_summary(pbt, history, args.resume, _time.perf_counter() - start)
+        return 0
+    if args.agent is None:
+        parser.error("give an AGENT (" + ", ".join(AGENTS) + ") or --resume RUN_DIR")
+    cls = AGENTS[args.agent]
+    kwargs = {flag.name: getattr(args, flag.name) for flag in agent_flags(cls) if hasattr(args, flag.name)}
+    try:
+        agent = cls(make(args.env), **kwargs)
+        space = dict(args.tune) if args.tune else _default_space(agent)
+        pbt = PBT(
+            agent, space, population_size=args.population, ready=args.ready, exploit=args.exploit,
+            resample_probability=args.resample_probability, eval_episodes=args.eval_episodes,
+        )  # fmt: skip
+        generations = pbt.num_generations(args.total_steps)
+    except ValueError as e:
+        parser.error(_one_line(e))
+    if args.run_dir is None:
+        run_dir = _default_run_dir(f"pbt-{args.agent}", args.env)
+    else:
+        run_dir = pathlib.Path(args.run_dir)
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            parser.error(f"--run-dir {str(run_dir)!r} already exists and is not an empty directory")
+    print(
+        f"PBT {cls.__name__} on {args.env}: {args.population} members, {generations} generations of "
+        f"{pbt.steps_per_generation} env steps, tuning {', '.join(space)} -> {run_dir} (compiling...)",
+        flush=True,
+    )
+    start = _time.perf_counter()
+    _, history = pbt.run(jax.random.key(args.seed), args.total_steps, progress=not args.quiet, run_dir=run_dir)
+    _print_pbt_summary(pbt, history, run_dir, _time.perf_counter() - start)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `eqxrl` command line.
 
@@ -439,6 +611,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "train":
             return _train_command(args, argv)
+        if args.command == "pbt":
+            return _pbt_command(args, argv)
         return _evaluate_command(args)
     except KeyboardInterrupt:
         print("eqxrl: interrupted", file=sys.stderr)

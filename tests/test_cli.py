@@ -300,3 +300,61 @@ def test_discrete_agent_on_continuous_env_exits_2(capsys):
         cli.main(["train", "dqn", "--env", "Pendulum-v1"])
     assert exc.value.code == 2
     assert "DQN needs a Discrete action space" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------- eqxrl pbt
+PBT_TINY = ["--population", "2", "--ready", "128", "--total-steps", "256", "--eval-episodes", "1",
+            "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2", "--hidden-sizes", "8"]  # fmt: skip
+
+
+def test_pbt_command_writes_a_run_directory_and_resumes(tmp_path, monkeypatch):
+    run_dir = tmp_path / "pbt"
+    code, out = _main(["pbt", "ppo", "--run-dir", str(run_dir), "--quiet", *PBT_TINY,
+                       "--tune", "learning_rate=log:1e-4:1e-2", "--tune", "ent_coef=uniform:0:0.02",
+                       "--exploit", "truncation:1:1"])  # fmt: skip
+    assert code == 0
+    assert "PBT PPO on CartPole-v1: 2 members x 256 env steps, 2 generations" in out
+    assert "learning_rate" in out and "ent_coef" in out
+    for name in ("pbt.json", "history.csv", "history.png", "population.eqx"):
+        assert (run_dir / name).is_file()
+    config = json.loads((run_dir / "pbt.json").read_text())
+    assert config["space"]["learning_rate"] == {"type": "LogUniform", "low": 1e-4, "high": 1e-2, "factors": [0.8, 1.2]}
+    assert config["exploit"] == {"type": "Truncation", "num_replaced": 1, "num_parents": 1}
+    history = eqxrl.pbt.read_history_csv(run_dir / "history.csv")
+    assert history.fitness.shape == (2, 2)
+    # A finished run resumes to the same history (nothing left to do).
+    code, out = _main(["pbt", "--resume", str(run_dir)])
+    assert code == 0 and "2 generations" in out
+    np.testing.assert_array_equal(eqxrl.pbt.read_history_csv(run_dir / "history.csv").fitness, history.fitness)
+
+
+def test_pbt_default_space_tunes_learning_rates(tmp_path):
+    code, out = _main(["pbt", "ppo", "--run-dir", str(tmp_path / "d"), "--quiet", *PBT_TINY])
+    assert code == 0
+    space = json.loads((tmp_path / "d" / "pbt.json").read_text())["space"]
+    assert list(space) == ["learning_rate"]
+    assert space["learning_rate"]["low"] == pytest.approx(2.5e-5) and space["learning_rate"]["high"] == pytest.approx(2.5e-3)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["pbt"], r"give an AGENT \(ppo, .*\) or --resume RUN_DIR"),
+        (["pbt", "ppo", "--tune", "lr"], r"argument --tune: expected NAME=SPEC like learning_rate=log:1e-4:1e-2, got 'lr'"),
+        (["pbt", "ppo", "--tune", "learning_rate=beta:0:1"], r"unknown domain 'beta'"),
+        (["pbt", "ppo", "--tune", "learning_rate=log:1:0.1"], r"LogUniform needs low < high, got low=1.0, high=0.1"),
+        (["pbt", "ppo", "--tune", "lr=log:1e-4:1e-2"], r"'lr', which is not a hyperparameter leaf of PPO; tunable names"),
+        (["pbt", "ppo", "--exploit", "truncation:3:3", "--population", "4"], r"num_replaced \+ num_parents must be <= the population size 4, got 6"),
+        (["pbt", "ppo", "--exploit", "best"], r"expected truncation:K:M or tournament\[:MARGIN\], got 'best'"),
+        (["pbt", "ppo", "--ready", "0"], r"argument --ready: expected a positive integer, got '0'"),
+        (["pbt", "ppo", "--ready", "1000", "--total-steps", "500"], r"must cover at least one generation"),
+        (["pbt", "--resume", "/nonexistent/run"], r"is not a PBT run directory"),
+    ],
+)
+def test_pbt_bad_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and err[0].startswith("usage:")
+    assert __import__("re").search(message, err[1]), err[1]

@@ -445,3 +445,36 @@ def test_bad_pbt_agent_and_budget(getkey):
         pbt.run(getkey(), 32, progress=False)
     with pytest.raises(ValueError, match=r"PBT.init\(key\) must be a single key"):
         pbt.init(jax.random.split(getkey(), 2))
+
+
+# ----------------------------------------------------------------------- learning
+@pytest.mark.learning
+def test_pbt_ppo_solves_cartpole():
+    agent = PPO("CartPole-v1")
+    pbt = PBT(agent, {"learning_rate": LogUniform(1e-4, 3e-3), "ent_coef": Uniform(0.0, 0.02)},
+              population_size=4, ready=50_000, exploit=Truncation(1, 1), eval_episodes=8)  # fmt: skip
+    population, history = pbt.run(jax.random.key(0), 300_000, progress=False)
+    best, fitness = history.best()
+    assert fitness >= 475, history.fitness
+    member_agent, member_state = population.member(best)
+    returns = eqxrl.evaluate(member_agent, member_state, jax.random.key(1), num_episodes=16)
+    assert float(jnp.mean(returns)) >= 475
+
+
+@pytest.mark.learning
+def test_pbt_td3_beats_the_median_of_fixed_hyperparameters():
+    # A learning-rate range with bad values at both ends: 1e-5 barely learns, 1e-1 diverges.
+    agent = TD3("Pendulum-v1", hidden_sizes=(64, 64), learning_starts=1_000, num_envs=2, rollout_length=1)
+    space = {"actor_learning_rate": LogUniform(1e-5, 1e-1), "critic_learning_rate": LogUniform(1e-5, 1e-1)}
+    pbt = PBT(agent, space, population_size=4, ready=2_000, exploit=Truncation(1, 1), eval_episodes=4)
+    budget = 12_000
+    key = jax.random.key(0)
+    # The same initial population, trained with its sampled hyperparameters fixed, same budget per member.
+    fixed_agents = pbt.init(key).agent
+    fixed_state, _ = eqxrl.train(fixed_agents, jax.random.key(1), budget, progress=False)
+    fixed = np.asarray(eqxrl.evaluate(fixed_agents, fixed_state, jax.random.key(2), num_episodes=8)).mean(axis=1)
+    population, history = pbt.run(key, budget, progress=False)
+    best, _ = history.best()
+    member_agent, member_state = population.member(best)
+    pbt_return = float(jnp.mean(eqxrl.evaluate(member_agent, member_state, jax.random.key(2), num_episodes=8)))
+    assert pbt_return > np.median(fixed) + 50, (pbt_return, fixed, history.fitness)
