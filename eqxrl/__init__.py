@@ -7,8 +7,11 @@ from . import pbt as pbt
 from . import rundir as rundir
 from ._stack import Stacked as Stacked
 from ._stack import stack as stack
+from .train import Checkpoint as Checkpoint
+from .train import NonFiniteError as NonFiniteError
 from .train import TrainInfo as TrainInfo
 from .train import evaluate as evaluate
+from .train import rollout as rollout
 from .train import train as train
 
 __version__ = "0.1.0"

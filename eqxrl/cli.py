@@ -17,6 +17,7 @@ of ints as `64,64`, str). Fields of other types are not flags.
 import argparse
 import dataclasses
 import datetime
+import json
 import pathlib
 import shlex
 import sys
@@ -30,18 +31,20 @@ import numpy as np
 from ._types import as_float
 from .agents import AbstractAgent
 from .envs import make
+from ._stack import Stacked
 from .rundir import (
     AGENTS,
     MAX_SEED,
     _one_line,
+    agent_from_config,
     eval_key,
+    load_config,
     load_run,
-    save_evaluation,
-    save_run,
-    seed_keys,
+    resume_run,
     summarize_returns,
+    train_run,
 )
-from .train import evaluate, train
+from .train import NonFiniteError, evaluate
 
 DEFAULT_AGENT = "ppo"
 DEFAULT_ENV = "CartPole-v1"
@@ -267,6 +270,17 @@ def _add_agent_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         help=f"deterministic evaluation episodes per seed after training (default: {DEFAULT_EVAL_EPISODES})",
     )  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--checkpoint-every", type=positive, default=None, metavar="STEPS",
+        help="env steps between checkpoints in the run directory (default: about 10 per run)",
+    )  # fmt: skip
+    run.add_argument("--nan-guard", action="store_true", help="stop at the first NaN/Inf in the state or a loss, naming it")
+    run.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files (RUN_DIR/tensorboard)")
+    run.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue an interrupted run from its last checkpoint")
+    run.add_argument(
+        "--config", default=None, metavar="CONFIG_JSON",
+        help="reproduce a run: agent, env, fields, budget and seeds from a run directory's config.json",
+    )  # fmt: skip
     hyper = p.add_argument_group(f"{cls.__name__} fields")
     for flag in agent_flags(cls):
         required = flag.default is dataclasses.MISSING
@@ -458,50 +472,89 @@ def _print_returns(summary: dict[str, Any], seed: int, deterministic: bool) -> N
 
 def _train_command(args: argparse.Namespace, argv: list[str]) -> int:
     parser = args._parser
-    cls = AGENTS[args.agent]
-    kwargs = {flag.name: getattr(args, flag.name) for flag in agent_flags(cls) if hasattr(args, flag.name)}
-    try:
-        agent = cls(make(args.env), **kwargs)
-    except ValueError as e:
-        parser.error(_one_line(e))
-    per_iteration = agent.steps_per_iteration
-    num_iterations = args.total_steps // per_iteration
+    given_fields = [flag.name for flag in agent_flags(AGENTS[args.agent]) if hasattr(args, flag.name)]
+    if args.resume is not None:
+        if args.config is not None or given_fields:
+            parser.error("--resume RUN_DIR continues a run as it was configured: give no --config or agent fields")
+        return _resume_command(args)
+    if args.config is not None:
+        if given_fields:
+            parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(given_fields)})")
+        try:
+            config = json.loads(pathlib.Path(args.config).read_text())
+            agent = agent_from_config(config)
+        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            parser.error(f"--config {args.config!r}: {_one_line(e)}")
+        name, env_name = config["agent"], config["env"]
+        total_steps, num_seeds, seed = config["total_steps"], config["seeds"], config["seed"]
+        checkpoint_every = args.checkpoint_every or config.get("checkpoint_every")
+    else:
+        name, env_name = args.agent, args.env
+        total_steps, num_seeds, seed = args.total_steps, args.seeds, args.seed
+        checkpoint_every = args.checkpoint_every
+        cls = AGENTS[args.agent]
+        kwargs = {field: getattr(args, field) for field in given_fields}
+        try:
+            agent = cls(make(args.env), **kwargs)
+        except ValueError as e:
+            parser.error(_one_line(e))
+    base = agent.agent if isinstance(agent, Stacked) else agent
+    per_iteration = base.steps_per_iteration
+    num_iterations = total_steps // per_iteration
     if num_iterations < 1:
         parser.error(
-            f"--total-steps {args.total_steps} must cover at least one iteration of "
-            f"{cls.__name__} ({per_iteration} env steps)"
+            f"--total-steps {total_steps} must cover at least one iteration of "
+            f"{type(base).__name__} ({per_iteration} env steps)"
         )
-    if args.seed + args.seeds - 1 > MAX_SEED:
-        parser.error(f"--seed {args.seed} with --seeds {args.seeds} goes past the largest seed {MAX_SEED}")
+    if seed + num_seeds - 1 > MAX_SEED:
+        parser.error(f"--seed {seed} with --seeds {num_seeds} goes past the largest seed {MAX_SEED}")
+    args.agent, args.env = name, env_name
     run_dir = _prepare_run_dir(args)
-    seeds = f"{args.seeds} seeds" if args.seeds > 1 else "1 seed"
+    seeds = f"{num_seeds} seeds" if num_seeds > 1 else "1 seed"
     print(
-        f"{cls.__name__} on {args.env}: {num_iterations} iterations of {per_iteration} env steps, "
+        f"{type(base).__name__} on {env_name}: {num_iterations} iterations of {per_iteration} env steps, "
         f"{seeds} -> {run_dir} (compiling...)",
         flush=True,
     )
-    keys = seed_keys(args.seed, args.seeds)
-    state, metrics, info = train(agent, keys, args.total_steps, progress=not args.quiet, return_info=True)
-    save_run(
-        run_dir,
-        agent,
-        state,
-        metrics,
-        total_steps=args.total_steps,
-        seed=args.seed,
-        env_name=args.env,
-        info=info,
-        command=shlex.join(["eqxrl", *argv]),
-    )
-    returns = evaluate(agent, state, eval_key(args.seed), num_episodes=args.eval_episodes, deterministic=True)
-    summary = save_evaluation(run_dir, returns, deterministic=True, seed=args.seed)
+    try:
+        _, _, info, summary = train_run(
+            run_dir, agent, total_steps=total_steps, seed=seed, num_seeds=num_seeds, checkpoint_every=checkpoint_every,
+            nan_guard=args.nan_guard, tensorboard=args.tensorboard, progress=not args.quiet,
+            eval_episodes=args.eval_episodes, env_name=env_name, command=shlex.join(["eqxrl", *argv]),
+        )  # fmt: skip
+    except NonFiniteError as e:
+        print(f"eqxrl: {e}", file=sys.stderr)
+        print(f"eqxrl: the last checkpoint before it is in {run_dir}", file=sys.stderr)
+        return 1
+    _print_train_summary(type(base).__name__, env_name, seeds, info, summary, seed, run_dir)
+    return 0
 
-    print(f"{cls.__name__} on {args.env}, {seeds}, {info.env_steps:,} env steps ({info.num_iterations} iterations)")
+
+def _print_train_summary(name: str, env_name: str, seeds: str, info: Any, summary: dict, seed: int, run_dir: Any) -> None:
+    print(f"{name} on {env_name}, {seeds}, {info.env_steps:,} env steps ({info.num_iterations} iterations)")
     print(f"  compile time     {info.compile_seconds:8.1f} s")
     print(f"  training time    {info.run_seconds:8.1f} s")
     print(f"  env steps/s      {info.steps_per_second:10,.0f}")
-    _print_returns(summary, args.seed, deterministic=True)
+    _print_returns(summary, seed, deterministic=True)
     print(f"  run directory    {run_dir}")
+
+
+def _resume_command(args: argparse.Namespace) -> int:
+    parser = args._parser
+    run_dir = pathlib.Path(args.resume)
+    try:
+        config = load_config(run_dir)
+        if config.get("status") == "complete":
+            parser.error(f"--resume {str(run_dir)!r}: the run is already complete")
+        print(f"resuming {config['agent']} on {config['env']} from {run_dir} (compiling...)", flush=True)
+        _, _, info, summary = resume_run(run_dir, progress=not args.quiet)
+    except ValueError as e:
+        parser.error(_one_line(e))
+    except NonFiniteError as e:
+        print(f"eqxrl: {e}", file=sys.stderr)
+        return 1
+    seeds = f"{config['seeds']} seeds" if config["seeds"] > 1 else "1 seed"
+    _print_train_summary(config["agent"].upper(), config["env"], seeds, info, summary, config["seed"], run_dir)
     return 0
 
 

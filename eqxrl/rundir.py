@@ -20,9 +20,12 @@ returns = eqxrl.evaluate(agent, state, jax.random.key(0), num_episodes=32)
 import csv
 import dataclasses
 import datetime
+import io
 import json
 import os
 import pathlib
+import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,7 +39,8 @@ from jaxtyping import Array, PyTree
 from ._types import Key, as_float
 from .agents import DDPG, DQN, PPO, SAC, TD3, AbstractAgent
 from .envs import make
-from .train import TrainInfo
+from ._stack import Stacked, stack
+from .train import Checkpoint, TrainInfo, evaluate, train
 
 AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC}
 """The agents the command line and `load_agent` know, by name. A new agent
@@ -47,14 +51,18 @@ METRICS = "metrics.csv"
 STATE = "state.eqx"
 CURVE = "learning_curve.png"
 EVAL = "eval.json"
+CHECKPOINT = "checkpoint.npz"
+TENSORBOARD = "tensorboard"
 
 PathLike = str | os.PathLike
 MAX_SEED = 2**31 - 1
 
 
 # --------------------------------------------------------------------- helpers
-def agent_name(agent: AbstractAgent) -> str:
+def agent_name(agent: AbstractAgent | Stacked) -> str:
     """**Returns:** the `AGENTS` name of `agent`'s class (`"ppo"`), or the class name if unregistered."""
+    if isinstance(agent, Stacked):
+        agent = agent.agent
     for name, cls in AGENTS.items():
         if type(agent) is cls:
             return name
@@ -82,6 +90,13 @@ def eval_key(seed: int) -> Key:
 
 def _float_fields(agent_cls: type) -> set[str]:
     return {f.name for f in dataclasses.fields(agent_cls) if f.metadata.get("converter") is as_float}
+
+
+def _member_configs(agent: AbstractAgent | Stacked) -> list[dict[str, Any]]:
+    """One `_agent_config` per member of a stack (or a list of one)."""
+    if isinstance(agent, Stacked):
+        return [_agent_config(agent.member(i)) for i in range(agent.size)]
+    return [_agent_config(agent)]
 
 
 def _agent_config(agent: AbstractAgent) -> dict[str, Any]:
@@ -154,7 +169,12 @@ def save_metrics(path: PathLike, metrics: Mapping[str, Any], seed: int = 0) -> N
 
 
 def plot_learning_curve(
-    metrics: Mapping[str, Any], path: PathLike, *, title: str | None = None, seed: int = 0
+    metrics: Mapping[str, Any],
+    path: PathLike,
+    *,
+    title: str | None = None,
+    seed: int = 0,
+    members: list[str] | None = None,
 ) -> None:
     """Plot the mean training episode return against env steps, with the min–max band over seeds.
 
@@ -167,6 +187,8 @@ def plot_learning_curve(
     - `path`: the image file to write (`.png`).
     - `title`: the figure title.
     - `seed`: the base seed, for the legend of a single-seed run.
+    - `members`: for a sweep, one label per member: one line each instead of
+      the mean and band over seeds.
 
     **Returns:** nothing.
     """
@@ -186,7 +208,11 @@ def plot_learning_curve(
 
     fig = Figure(figsize=(6.4, 4.0), layout="constrained")
     ax = fig.add_subplot()
-    if num_seeds > 1:
+    if members is not None:
+        for i, label in enumerate(members):
+            ok = finite[i]
+            ax.plot(steps[i][ok], returns[i][ok], label=label)
+    elif num_seeds > 1:
         ax.fill_between(x, low, high, alpha=0.25, linewidth=0, label=f"min–max over {num_seeds} seeds")
         ax.plot(x, mean, label=f"mean over {num_seeds} seeds")
     else:
@@ -242,13 +268,15 @@ def save_run(
 
     **Returns:** the run directory as a `pathlib.Path`.
     """
-    if not isinstance(agent, AbstractAgent):
-        raise ValueError(f"save_run(agent) must be one eqxrl agent, got {type(agent).__name__}")
+    if not isinstance(agent, (AbstractAgent, Stacked)):
+        raise ValueError(f"save_run(agent) must be an eqxrl agent or eqxrl.stack([...]), got {type(agent).__name__}")
     run_dir = pathlib.Path(run_dir)
     if "env_steps" not in metrics or "episode_return" not in metrics:
         raise ValueError(f"save_run(metrics) must include 'env_steps' and 'episode_return', got {sorted(metrics)}")
     batch = _batch_size(metrics)
     num_seeds = 1 if batch is None else batch
+    if isinstance(agent, Stacked) and num_seeds != agent.size:
+        raise ValueError(f"save_run(metrics) must have a leading axis of {agent.size} for the stacked agents, got {num_seeds}")
     template = template_state(agent, num_seeds)
     got, want = jax.tree.leaves(state), jax.tree.leaves(template)
     if len(got) != len(want) or tuple(got[0].shape) != tuple(want[0].shape):
@@ -258,16 +286,14 @@ def save_run(
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     env_name = agent.env.name if env_name is None else env_name
-    config: dict[str, Any] = {
-        "agent": agent_name(agent),
-        "env": env_name,
-        "agent_config": _agent_config(agent),
-        "total_steps": int(total_steps),
-        "seeds": num_seeds,
-        "seed": int(seed),
-        "eqxrl_version": _version(),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+    config = run_config(agent, env_name=env_name, total_steps=total_steps, seed=seed, num_seeds=num_seeds)
+    if (run_dir / CONFIG).is_file():  # keep what train_run recorded at the start (chunking, flags)
+        try:
+            earlier = json.loads((run_dir / CONFIG).read_text())
+            config = {**earlier, **{k: v for k, v in config.items() if k != "created"}}
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            pass
+    config["status"] = "complete"
     if info is not None:
         config["timings"] = {
             "compile_seconds": float(info.compile_seconds),
@@ -280,12 +306,56 @@ def save_run(
         config["command"] = command
     save_state(run_dir / STATE, state)
     save_metrics(run_dir / METRICS, metrics, seed=int(seed))
-    seeds = f"{num_seeds} seeds" if num_seeds > 1 else f"seed {seed}"
-    title = f"{type(agent).__name__} on {env_name} ({seeds})"
-    plot_learning_curve(metrics, run_dir / CURVE, title=title, seed=int(seed))
-    # config.json last: its presence marks a complete run directory.
+    base = agent.agent if isinstance(agent, Stacked) else agent
+    if isinstance(agent, Stacked):
+        seeds = f"{num_seeds} members"
+        labels = _member_labels(config["members"])
+    else:
+        seeds = f"{num_seeds} seeds" if num_seeds > 1 else f"seed {seed}"
+        labels = None
+    title = f"{type(base).__name__} on {env_name} ({seeds})"
+    plot_learning_curve(metrics, run_dir / CURVE, title=title, seed=int(seed), members=labels)
+    # config.json last: "status": "complete" marks a finished run directory.
     _write_json(run_dir / CONFIG, config)
     return run_dir
+
+
+def _member_labels(members: list[dict[str, Any]]) -> list[str]:
+    """Legend labels for sweep members: the fields in which they differ."""
+    keys = [k for k in members[0] if any(m.get(k) != members[0].get(k) for m in members)]
+    return [", ".join(f"{k}={m[k]}" for k in keys) or f"member {i}" for i, m in enumerate(members)]
+
+
+def run_config(
+    agent: AbstractAgent | Stacked,
+    *,
+    env_name: str | None = None,
+    total_steps: int,
+    seed: int = 0,
+    num_seeds: int = 1,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The `config.json` of a run: agent name, env, every field (per member for a
+    sweep), budget, seeds, the eqxrl version, and `extra` entries (chunking, flags).
+
+    **Returns:** the JSON-ready dict; `agent_from_config` rebuilds the agent from it.
+    """
+    members = _member_configs(agent)
+    base = agent.agent if isinstance(agent, Stacked) else agent
+    config: dict[str, Any] = {
+        "agent": agent_name(agent),
+        "env": base.env.name if env_name is None else env_name,
+        "agent_config": members[0],
+        "total_steps": int(total_steps),
+        "seeds": int(num_seeds),
+        "seed": int(seed),
+        "eqxrl_version": _version(),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if isinstance(agent, Stacked):
+        config["members"] = members
+    config.update(extra)
+    return config
 
 
 def save_evaluation(
@@ -371,7 +441,7 @@ def _as_field_value(name: str, value: Any, floats: set[str]) -> Any:
     return value
 
 
-def agent_from_config(config: Mapping[str, Any]) -> AbstractAgent:
+def agent_from_config(config: Mapping[str, Any]) -> AbstractAgent | Stacked:
     """Rebuild an agent from a run config (as returned by `load_config`).
 
     **Arguments:** `config`, with `agent` (a name in `eqxrl.rundir.AGENTS`), `env`
@@ -389,11 +459,16 @@ def agent_from_config(config: Mapping[str, Any]) -> AbstractAgent:
     env = make(config["env"])
     floats = _float_fields(cls)
     init_fields = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "env"}
-    unknown = sorted(set(config["agent_config"]) - init_fields)
-    if unknown:
-        raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
-    kwargs = {k: _as_field_value(k, v, floats) for k, v in config["agent_config"].items()}
-    return cls(env, **kwargs)
+
+    def build(fields: Mapping[str, Any]) -> AbstractAgent:
+        unknown = sorted(set(fields) - init_fields)
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
+        return cls(env, **{k: _as_field_value(k, v, floats) for k, v in fields.items()})
+
+    if "members" in config:
+        return stack([build(m) for m in config["members"]])
+    return build(config["agent_config"])
 
 
 def load_agent(run_dir: PathLike) -> AbstractAgent:
@@ -418,12 +493,14 @@ def template_state(agent: AbstractAgent, num_seeds: int = 1) -> PyTree:
 
     **Returns:** `eqx.filter_eval_shape` of `agent.init` (vmapped over seeds when `num_seeds > 1`).
     """
+    if isinstance(agent, Stacked):
+        return eqx.filter_eval_shape(eqx.filter_vmap(lambda a, k: a.init(k)), agent.agent, seed_keys(0, agent.size))
     if num_seeds == 1:
         return eqx.filter_eval_shape(agent.init, jax.random.key(0))
     return eqx.filter_eval_shape(eqx.filter_vmap(agent.init), seed_keys(0, num_seeds))
 
 
-def load_state(run_dir: PathLike, agent: AbstractAgent, num_seeds: int | None = None) -> PyTree:
+def load_state(run_dir: PathLike, agent: AbstractAgent | Stacked, num_seeds: int | None = None) -> PyTree:
     """Load the final training state of a run directory.
 
     **Arguments:**
@@ -440,16 +517,21 @@ def load_state(run_dir: PathLike, agent: AbstractAgent, num_seeds: int | None = 
         num_seeds = load_config(run_dir)["seeds"]
     path = run_dir / STATE
     if not path.is_file():
-        raise ValueError(f"{str(run_dir)!r} has no {STATE}")
+        unfinished = (run_dir / CHECKPOINT).is_file()
+        hint = " (the run did not finish: continue it with `eqxrl train --resume RUN_DIR`)" if unfinished else ""
+        raise ValueError(f"{str(run_dir)!r} has no {STATE}{hint}")
+    return _deserialise_state(path, path, agent, num_seeds)
+
+
+def _deserialise_state(source: Any, path: Any, agent: AbstractAgent | Stacked, num_seeds: int) -> PyTree:
     template = template_state(agent, num_seeds)
     like = jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if _is_key(x) else x, template)
+    name = type(agent.agent if isinstance(agent, Stacked) else agent).__name__
     try:
-        data = eqx.tree_deserialise_leaves(path, like)
+        data = eqx.tree_deserialise_leaves(source, like)
     except (RuntimeError, ValueError, OSError, EOFError) as e:
         cause = f": {_one_line(e.__cause__)}" if e.__cause__ is not None else ""
-        raise ValueError(
-            f"{path} does not match {type(agent).__name__} with {num_seeds} seed(s): {_one_line(e)}{cause}"
-        ) from None
+        raise ValueError(f"{path} does not match {name} with {num_seeds} seed(s): {_one_line(e)}{cause}") from None
 
     def unwrap(t: Any, x: Any) -> Any:
         if not _is_key(t):
@@ -460,6 +542,267 @@ def load_state(run_dir: PathLike, agent: AbstractAgent, num_seeds: int | None = 
         return key
 
     return jax.tree.map(unwrap, template, data)
+
+
+# --------------------------------------------------------------------- checkpoints and resume
+def _atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
+    """Write `data` to `path` so that a crash leaves either the old file or the new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _first_mismatch(saved: list[dict[str, Any]], given: list[dict[str, Any]]) -> str | None:
+    if len(saved) != len(given):
+        return f"{len(saved)} member(s) saved, {len(given)} given"
+    for i, (a, b) in enumerate(zip(saved, given)):
+        for k in list(a) + [k for k in b if k not in a]:
+            if a.get(k) != b.get(k):
+                where = f"member {i}: " if len(saved) > 1 else ""
+                return f"{where}{k}={a.get(k)!r} in the checkpoint, {k}={b.get(k)!r} in the agent given"
+    return None
+
+
+def save_checkpoint(run_dir: PathLike, agent: AbstractAgent | Stacked, checkpoint: Checkpoint) -> None:
+    """Write `checkpoint.npz` atomically: the state, the metrics so far, where the run
+    stands, the agent's config and the eqxrl version.
+
+    **Arguments:** the `run_dir`, the `agent` being trained, and a `Checkpoint`
+    from `eqxrl.train(..., callback=...)`.
+    """
+    state_bytes = io.BytesIO()
+    eqx.tree_serialise_leaves(state_bytes, jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, checkpoint.state))
+    meta = {
+        "iteration": checkpoint.iteration,
+        "num_iterations": checkpoint.num_iterations,
+        "chunk_iterations": checkpoint.chunk_iterations,
+        "agent": agent_name(agent),
+        "members": _member_configs(agent),
+        "eqxrl_version": _version(),
+    }
+    arrays = {f"metrics/{k}": np.asarray(v) for k, v in checkpoint.metrics.items()}
+    buffer = io.BytesIO()
+    np.savez(buffer, state=np.frombuffer(state_bytes.getvalue(), np.uint8), meta=np.array(json.dumps(meta)), **arrays)
+    _atomic_write_bytes(pathlib.Path(run_dir) / CHECKPOINT, buffer.getvalue())
+
+
+def load_checkpoint(run_dir: PathLike, agent: AbstractAgent | Stacked, num_seeds: int | None = None) -> Checkpoint:
+    """Read `checkpoint.npz` back for `agent`.
+
+    Raises `ValueError` naming the first mismatched field when the checkpoint was
+    written for another configuration; warns when it was written by another eqxrl version.
+
+    **Returns:** a `Checkpoint` for `eqxrl.train(..., resume=...)`.
+    """
+    run_dir = pathlib.Path(run_dir)
+    path = run_dir / CHECKPOINT
+    if not path.is_file():
+        raise ValueError(f"{str(run_dir)!r} has no {CHECKPOINT} to resume from")
+    if num_seeds is None:
+        num_seeds = load_config(run_dir)["seeds"]
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            state_bytes = data["state"].tobytes()
+            metrics = {k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("metrics/")}
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not a readable eqxrl checkpoint: {_one_line(e)}") from None
+    if meta["agent"] != agent_name(agent):
+        raise ValueError(f"{path} was written for agent {meta['agent']!r}, got {agent_name(agent)!r}")
+    mismatch = _first_mismatch(meta["members"], _member_configs(agent))
+    if mismatch is not None:
+        raise ValueError(f"{path} does not match the agent: {mismatch}")
+    if meta["eqxrl_version"] != _version():
+        warnings.warn(f"{path} was written by eqxrl {meta['eqxrl_version']}, this is eqxrl {_version()}", stacklevel=2)
+    state = _deserialise_state(io.BytesIO(state_bytes), path, agent, num_seeds)
+    return Checkpoint(state, meta["iteration"], meta["num_iterations"], meta["chunk_iterations"], metrics)
+
+
+class _TensorBoard:
+    """TensorBoard event files (tensorboardX) with every metric against env steps
+    (the mean over seeds/members, and `episode_return` per seed/member)."""
+
+    def __init__(self, run_dir: pathlib.Path, start: int):
+        from tensorboardX import SummaryWriter
+
+        self.writer = SummaryWriter(str(run_dir / TENSORBOARD), purge_step=start or None)
+        self.done = start
+
+    def write(self, metrics: Mapping[str, np.ndarray], iteration: int) -> None:
+        steps = np.atleast_2d(np.asarray(metrics["env_steps"]))
+        for i in range(self.done, iteration):
+            step = int(steps[0, i])
+            for k, v in metrics.items():
+                if k == "env_steps":
+                    continue
+                col = np.atleast_2d(np.asarray(v, np.float64))[:, i]
+                if np.isfinite(col).any():
+                    self.writer.add_scalar(k, float(np.nanmean(col)), step)
+                if k == "episode_return" and col.size > 1:
+                    for s, x in enumerate(col):
+                        if np.isfinite(x):
+                            self.writer.add_scalar(f"episode_return/member_{s}", float(x), step)
+        self.done = iteration
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def train_run(
+    run_dir: PathLike,
+    agent: AbstractAgent | Stacked,
+    *,
+    total_steps: int,
+    seed: int = 0,
+    num_seeds: int = 1,
+    checkpoint_every: int | None = None,
+    nan_guard: bool = False,
+    tensorboard: bool = False,
+    progress: bool = True,
+    eval_episodes: int = 32,
+    env_name: str | None = None,
+    command: str | None = None,
+    _resume: Checkpoint | None = None,
+) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
+    """Train with a run directory: `config.json` first, `checkpoint.npz` every
+    `checkpoint_every` env steps (atomically), TensorBoard events if asked, then
+    the final state, metrics, learning curve and evaluation (`eval.json`).
+
+    **Arguments:**
+
+    - `run_dir`: the directory (created; it must not hold another run).
+    - `agent`: an agent, or `eqxrl.stack([...])` (a sweep, one key per member).
+    - `total_steps`, `seed`, `num_seeds`: the budget per seed/member and the keys
+      (`seed_keys(seed, num_seeds)`; a sweep uses one seed per member).
+    - `checkpoint_every`: env steps between checkpoints (default: about 10 per run).
+    - `nan_guard`, `progress`: as for `eqxrl.train`; `tensorboard`: write event files
+      under `RUN_DIR/tensorboard`.
+    - `eval_episodes`: deterministic evaluation episodes per seed at the end.
+
+    **Returns:** `(state, metrics, info, evaluation summary)`.
+    `resume_run(run_dir)` continues an interrupted call exactly.
+    """
+    run_dir = pathlib.Path(run_dir)
+    base = agent.agent if isinstance(agent, Stacked) else agent
+    if isinstance(agent, Stacked):
+        num_seeds = agent.size
+    keys = seed_keys(seed, num_seeds)
+    per_iteration = base.steps_per_iteration
+    num_iterations = int(total_steps) // per_iteration
+    if num_iterations < 1:
+        raise ValueError(
+            f"train_run(total_steps={total_steps}) must cover at least one iteration of "
+            f"{type(base).__name__} ({per_iteration} env steps)"
+        )
+    if _resume is None:
+        every = max(1, num_iterations // 10) if checkpoint_every is None else max(1, int(checkpoint_every) // per_iteration)
+        chunk = max(1, min(math.ceil(num_iterations / 50), every))
+        config = run_config(
+            agent, env_name=env_name, total_steps=total_steps, seed=seed, num_seeds=num_seeds,
+            chunk_iterations=chunk, checkpoint_every=every * per_iteration, nan_guard=bool(nan_guard),
+            tensorboard=bool(tensorboard), eval_episodes=int(eval_episodes), status="running",
+        )  # fmt: skip
+        if command is not None:
+            config["command"] = command
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _write_json(run_dir / CONFIG, config)
+    else:
+        config = load_config(run_dir)
+        chunk, every = config["chunk_iterations"], max(1, config["checkpoint_every"] // per_iteration)
+    board = _TensorBoard(run_dir, _resume.iteration if _resume is not None else 0) if tensorboard else None
+
+    def on_chunk(checkpoint: Checkpoint) -> None:
+        if board is not None:
+            board.write(checkpoint.metrics, checkpoint.iteration)
+        if checkpoint.iteration % every == 0 or checkpoint.iteration == checkpoint.num_iterations:
+            save_checkpoint(run_dir, agent, checkpoint)
+
+    try:
+        state, metrics, info = train(
+            agent, keys, int(total_steps), progress=progress, chunk_iterations=chunk, return_info=True,
+            nan_guard=nan_guard, callback=on_chunk, resume=_resume,
+        )  # fmt: skip
+    finally:
+        if board is not None:
+            board.close()
+    save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
+             command=config.get("command"))  # fmt: skip
+    returns = evaluate(agent, state, eval_key(seed), num_episodes=int(config.get("eval_episodes", eval_episodes)))
+    summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
+    # The run is complete and state.eqx holds its final state: the checkpoint has served.
+    (run_dir / CHECKPOINT).unlink(missing_ok=True)
+    return state, metrics, info, summary
+
+
+def resume_run(run_dir: PathLike, *, progress: bool = True) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
+    """Continue an interrupted `train_run` (or `eqxrl train`) from its last checkpoint.
+
+    The resumed run ends with the same metrics and parameters as the
+    uninterrupted one (on CPU, bit for bit). **Returns:** as `train_run`.
+    """
+    config = load_config(run_dir)
+    if "chunk_iterations" not in config:
+        raise ValueError(f"{str(run_dir)!r} was not written with checkpoints (no 'chunk_iterations' in {CONFIG})")
+    try:
+        agent = agent_from_config(config)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{pathlib.Path(run_dir) / CONFIG}: {_one_line(e)}") from None
+    checkpoint = load_checkpoint(run_dir, agent, config["seeds"])
+    return train_run(
+        run_dir, agent, total_steps=config["total_steps"], seed=config["seed"], num_seeds=config["seeds"],
+        nan_guard=config.get("nan_guard", False), tensorboard=config.get("tensorboard", False), progress=progress,
+        _resume=checkpoint,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------- inference
+class Policy(eqx.Module):
+    """A trained policy: `policy(obs)` acts on a batch of observations.
+
+    Built by `load_policy`; holds the agent and one member's state (or all).
+    """
+
+    agent: AbstractAgent
+    state: PyTree
+    deterministic: bool = eqx.field(static=True, default=True)
+
+    def __call__(self, obs: Array, key: Key | None = None) -> Array:
+        """**Returns:** actions for `obs` of shape `(*batch, *obs_shape)`
+        (a sampled policy needs a `key`)."""
+        return _act(self.agent, self.state, obs, key, self.deterministic)
+
+
+@eqx.filter_jit
+def _act(agent, state, obs, key, deterministic):
+    return agent.act(state, obs, key, deterministic=deterministic)
+
+
+def load_policy(run_dir: PathLike, member: int = 0, deterministic: bool = True) -> Policy:
+    """Load a trained policy from a run directory: three lines from disk to actions.
+
+    ```python
+    policy = eqxrl.rundir.load_policy("runs/ppo-CartPole-v1-...")
+    actions = policy(obs)                      # obs: (batch, *obs_shape)
+    ```
+
+    **Arguments:** the `run_dir`, which seed/sweep `member` (default 0), and
+    whether to act with the policy's mode (`deterministic`).
+    """
+    config = load_config(run_dir)
+    agent = load_agent(run_dir)
+    state = load_state(run_dir, agent, config["seeds"])
+    size = config["seeds"]
+    if not -size <= member < size:
+        raise ValueError(f"load_policy(member) must be in [-{size}, {size}) for this run of {size} seed(s), got {member}")
+    if isinstance(agent, Stacked):
+        agent, state = agent.member(member), jax.tree.map(lambda x: x[member], state)
+    elif size > 1:
+        state = jax.tree.map(lambda x: x[member], state)
+    return Policy(agent, state, bool(deterministic))
 
 
 def load_run(run_dir: PathLike) -> tuple[AbstractAgent, PyTree, dict[str, Any]]:
@@ -518,6 +861,13 @@ def load_evaluation(run_dir: PathLike) -> dict[str, Any]:
 
 __all__ = [
     "AGENTS",
+    "Policy",
+    "load_checkpoint",
+    "load_policy",
+    "resume_run",
+    "run_config",
+    "save_checkpoint",
+    "train_run",
     "MAX_SEED",
     "agent_from_config",
     "agent_name",
