@@ -37,12 +37,12 @@ import jaxtyping
 from jaxtyping import Array, PyTree
 
 from ._types import Key, as_float
-from .agents import DDPG, DQN, PPO, SAC, TD3, AbstractAgent
+from .agents import DADS, DDPG, DQN, PPO, SAC, TD3, AbstractAgent
 from .envs import make
 from ._stack import Stacked, stack
 from .train import Checkpoint, TrainInfo, evaluate, train
 
-AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC}
+AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "dads": DADS}
 """The agents the command line and `load_agent` know, by name. A new agent
 plugs in by adding one entry."""
 
@@ -242,7 +242,7 @@ def save_state(path: PathLike, state: PyTree) -> None:
 
 def save_run(
     run_dir: PathLike,
-    agent: AbstractAgent,
+    agent: AbstractAgent | Stacked,
     state: PyTree,
     metrics: Mapping[str, Any],
     *,
@@ -471,7 +471,7 @@ def agent_from_config(config: Mapping[str, Any]) -> AbstractAgent | Stacked:
     return build(config["agent_config"])
 
 
-def load_agent(run_dir: PathLike) -> AbstractAgent:
+def load_agent(run_dir: PathLike) -> AbstractAgent | Stacked:
     """Rebuild the agent of a run directory from its `config.json`.
 
     **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`).
@@ -486,7 +486,7 @@ def load_agent(run_dir: PathLike) -> AbstractAgent:
         raise ValueError(f"{pathlib.Path(run_dir) / CONFIG}: {_one_line(e)}") from None
 
 
-def template_state(agent: AbstractAgent, num_seeds: int = 1) -> PyTree:
+def template_state(agent: AbstractAgent | Stacked, num_seeds: int = 1) -> PyTree:
     """The shape of `agent`'s training state, with no arrays allocated.
 
     **Arguments:** the `agent` and `num_seeds`; more than one seed adds a leading axis.
@@ -733,6 +733,8 @@ def train_run(
              command=config.get("command"))  # fmt: skip
     returns = evaluate(agent, state, eval_key(seed), num_episodes=int(config.get("eval_episodes", eval_episodes)))
     summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
+    if not isinstance(agent, Stacked):
+        summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
     # The run is complete and state.eqx holds its final state: the checkpoint has served.
     (run_dir / CHECKPOINT).unlink(missing_ok=True)
     return state, metrics, info, summary
@@ -805,7 +807,7 @@ def load_policy(run_dir: PathLike, member: int = 0, deterministic: bool = True) 
     return Policy(agent, state, bool(deterministic))
 
 
-def load_run(run_dir: PathLike) -> tuple[AbstractAgent, PyTree, dict[str, Any]]:
+def load_run(run_dir: PathLike) -> tuple[AbstractAgent | Stacked, PyTree, dict[str, Any]]:
     """Reload a run: the agent, its final training state and its config.
 
     **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`).

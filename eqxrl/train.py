@@ -253,6 +253,12 @@ class Checkpoint:
     chunk_iterations: int
     metrics: dict[str, np.ndarray]
 
+    def copy(self) -> "Checkpoint":
+        """**Returns:** a checkpoint with its own copy of the state (a callback's
+        checkpoint shares its state with the next chunk, which consumes it)."""
+        state = jax.tree.map(lambda x: x.copy() if isinstance(x, jax.Array) else x, self.state)
+        return dataclasses.replace(self, state=state)
+
 
 class NonFiniteError(ValueError):
     """Training produced NaN or Inf (raised by `train(..., nan_guard=True)`).
@@ -263,7 +269,7 @@ class NonFiniteError(ValueError):
     inspect or to continue from with other settings).
     """
 
-    def __init__(self, message: str, iteration: int, env_steps: int, quantities: list[str], checkpoint: Checkpoint):
+    def __init__(self, message: str, iteration: int, env_steps: int, quantities: list[str], checkpoint: Checkpoint | None):
         super().__init__(message)
         self.iteration = iteration
         self.env_steps = env_steps
@@ -329,7 +335,7 @@ def train(
     desc: str | None = None,
     nan_guard: bool = False,
     callback: Callable[[Checkpoint], None] | None = None,
-    resume: Checkpoint | None = None,
+    resume: Any = None,
 ) -> tuple[PyTree, dict[str, np.ndarray]] | tuple[PyTree, dict[str, np.ndarray], TrainInfo]:
     """Train an agent, a batch of seeds, or a stacked sweep.
 
@@ -348,7 +354,7 @@ def train(
       or an Inf in a metric, and raise `NonFiniteError` naming the quantities and
       the iteration. Later iterations of the chunk are skipped in the program.
     - `callback`: called with a `Checkpoint` after every chunk (e.g. to save it).
-      The checkpoint's state is donated to the next chunk: copy or save it before returning.
+      Its state is donated to the next chunk: save it, or keep `checkpoint.copy()`.
     - `resume`: a `Checkpoint` of an earlier call with the same agent, key and
       budget; training continues from it exactly as the uninterrupted call would.
 

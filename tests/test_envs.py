@@ -40,7 +40,7 @@ def no_runtime_typecheck():
         jaxtyping.config.update("jaxtyping_disable", False)
 
 
-GYMNAX_IDS = [name for name in registered() if not name.startswith("brax/")]
+GYMNAX_IDS = [name for name in registered() if name in gymnax.registered_envs]
 BRAX_IDS = [name for name in registered() if name.startswith("brax/")]
 
 

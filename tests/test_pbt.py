@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eqxrl
-from eqxrl.agents import DDPG, DQN, PPO, SAC, TD3
+from eqxrl.agents import DADS, DDPG, DQN, PPO, SAC, TD3
 from eqxrl.pbt import (
     PBT,
     Choice,
@@ -242,6 +242,7 @@ AGENTS = {
     "td3": (lambda: TD3("Pendulum-v1", **TINY_OFF), {"actor_learning_rate": LogUniform(1e-4, 1e-2)}),
     "sac": (lambda: SAC("Pendulum-v1", **TINY_OFF), {"critic_learning_rate": LogUniform(1e-4, 1e-2)}),
     "ddpg": (lambda: DDPG("Pendulum-v1", **TINY_OFF), {"exploration_noise": Uniform(0.05, 0.5)}),
+    "dads": (lambda: DADS("Point2D-v0", num_skills=2, **TINY_OFF), {"dynamics_learning_rate": LogUniform(1e-4, 1e-2)}),
 }
 
 
@@ -265,6 +266,23 @@ def test_pbt_runs_every_agent_unchanged(name, getkey):
     steps = population.state.env_steps if hasattr(population.state, "env_steps") else None
     if steps is not None:
         assert np.all(np.asarray(steps) >= 2 * pbt.steps_per_generation)
+
+
+def test_pbt_dads_with_a_diversity_fitness(getkey):
+    def diversity(agent, state, key):  # how far apart the skills end up
+        return agent.evaluate_skills(state, key, num_steps=10).mean_pairwise_distance()
+
+    agent = DADS("Point2D-v0", num_skills=2, **TINY_OFF)
+    pbt = PBT(agent, {"actor_learning_rate": LogUniform(1e-4, 1e-2)}, population_size=2, ready=8, fitness=diversity,
+              exploit=Truncation(1, 1))  # fmt: skip
+    population, history = pbt.run(getkey(), 16, progress=False)
+    assert np.all(np.isfinite(history.fitness)) and np.all(history.fitness >= 0)
+    member_agent, member_state = population.member(history.best()[0])
+    np.testing.assert_allclose(
+        history.fitness[-1, history.best()[0]],
+        member_agent.evaluate_skills(member_state, jax.random.key(0), num_steps=10).mean_pairwise_distance(),
+        rtol=1.0,  # another key: same order of magnitude, not the same episodes
+    )
 
 
 def test_parent_history_follows_the_copies(getkey):

@@ -77,6 +77,14 @@ class AbstractAgent(eqx.Module):
         same action handling as in training)."""
         return self.env
 
+    def save_report(self, state: PyTree, key: Any, run_dir: Any) -> list[str]:
+        """Write agent-specific results into a finished run directory (the CLI calls
+        this after training; e.g. DADS draws its skills). Default: nothing.
+
+        **Returns:** the names of the files written.
+        """
+        return []
+
     def hyperparameters(self) -> dict[str, Array]:
         """**Returns:** the numeric hyperparameters (array leaves a sweep or PBT may change), by name."""
         return {

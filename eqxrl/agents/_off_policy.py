@@ -104,6 +104,9 @@ class AbstractOffPolicyAgent(AbstractAgent):
             raise ValueError(f"{owner}(env) must be an eqxrl AbstractEnv or an env name, got {self.env!r}")
         for name in ("num_envs", "rollout_length", "batch_size", "buffer_size", "n_step"):
             check_positive_int(owner, name, getattr(self, name))
+        sizes = getattr(self, "hidden_sizes", (1,))
+        if not sizes or any(isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1 for h in sizes):
+            raise ValueError(f"{owner}(hidden_sizes) must be a non-empty tuple of positive ints, got {sizes!r}")
         if isinstance(self.learning_starts, bool) or not isinstance(self.learning_starts, (int, np.integer)) or self.learning_starts < 0:
             raise ValueError(f"{owner}(learning_starts) must be an int >= 0, got {self.learning_starts!r}")
         if not (isinstance(self.updates_per_step, (int, float)) and self.updates_per_step > 0):

@@ -21,6 +21,8 @@ from ._optimizers import Optimizer as Optimizer
 from ._returns import gae as gae
 from ._returns import lambda_returns as lambda_returns
 from ._returns import n_step_returns as n_step_returns
+from ._skill_dynamics import SkillDynamics as SkillDynamics
+from ._skill_dynamics import dads_intrinsic_reward as dads_intrinsic_reward
 from ._td import clipped_double_q_target as clipped_double_q_target
 from ._td import huber as huber
 from ._td import polyak as polyak

@@ -6,10 +6,16 @@ from ._base import TimeStep as TimeStep
 from ._base import first_timestep as first_timestep
 from ._base import tree_select as tree_select
 from ._brax import BraxEnv as BraxEnv
+from ._descriptor import DescriptorWrapper as DescriptorWrapper
+from ._descriptor import SkillState as SkillState
+from ._descriptor import SkillWrapper as SkillWrapper
+from ._descriptor import brax_xy as brax_xy
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._make import make as make
 from ._make import register as register
 from ._make import registered as registered
+from ._point import Point2D as Point2D
+from ._point import PointState as PointState
 from ._spaces import AbstractSpace as AbstractSpace
 from ._spaces import Box as Box
 from ._spaces import Discrete as Discrete

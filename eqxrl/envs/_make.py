@@ -5,10 +5,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ._base import AbstractEnv
+from ._point import point2d
 from ._wrappers import TimeLimit
 
 _BRAX_PREFIX = "brax/"
 _registry: dict[str, Callable[..., AbstractEnv]] = {}
+_registry["Point2D-v0"] = point2d  # a built-in env for skill discovery (eqxrl.envs.Point2D)
 
 
 def register(name: str, factory: Callable[..., AbstractEnv]) -> None:

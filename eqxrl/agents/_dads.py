@@ -1,0 +1,546 @@
+"""DADS: Dynamics-Aware unsupervised Discovery of Skills (Sharma et al. 2019), off-policy, on SAC.
+
+The env is wrapped as `SkillWrapper(DescriptorWrapper(env), num_skills)`: every
+observation is the flat vector `[obs, descriptor, one_hot(skill)]`, and each
+episode draws its skill uniformly at each reset. The shared off-policy loop
+stores these vectors in the replay buffer like any observation; DADS's
+`update` splits them back into the policy's input `[obs, one_hot(skill)]`
+(`[obs, descriptor, one_hot(skill)]` with `policy_sees_descriptor=True`), the
+skill, and the descriptor's change `delta = descriptor' - descriptor`. It then
+
+1. trains the skill dynamics `q(delta | x, z)` (a mixture of Gaussian experts,
+   `x` the descriptor or the observation) by maximum likelihood on the batch,
+   every `dynamics_update_period`-th update;
+2. relabels the batch with the intrinsic reward
+   `log q(delta|x,z) - log (1/L) sum_z' q(delta|x,z')` over all `L` skills
+   (computed with the current dynamics, so old transitions get current rewards);
+3. runs one SAC update (`eqxrl.agents.SAC`'s own `update`) with that reward in
+   place of the env's.
+"""
+
+import os
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from .._types import Key, Metrics, float_leaf
+from ..components import Optimizer, RunningMeanStd, Sample, Transition
+from ..components._optimizers import OptState
+from ..components._skill_dynamics import SkillDynamics, dads_intrinsic_reward
+from ..envs import AbstractEnv, Box, RescaleAction
+from ..envs._descriptor import DescriptorWrapper, SkillWrapper, resolve_descriptor
+from ._base import as_env, check_hyperparameter, check_positive_int, flatten_obs
+from ._off_policy import AbstractOffPolicyAgent, OffPolicyState, check_continuous
+from ._sac import SAC, SACLearner
+
+DYNAMICS_INPUTS = ("descriptor", "observation")
+
+
+class DADSLearner(eqx.Module):
+    """DADS's SAC learner, skill dynamics, dynamics optimizer state and running statistics."""
+
+    sac: SACLearner
+    dynamics: SkillDynamics
+    dynamics_opt: OptState
+    input_stats: RunningMeanStd
+    target_stats: RunningMeanStd
+    policy_stats: RunningMeanStd | None
+
+
+class SkillReport(eqx.Module):
+    """What each skill does: one episode per skill (and per seed, on a leading axis).
+
+    - `env_return`: the env's (task) return, `(*seeds, skills)`.
+    - `intrinsic_return`: the summed DADS reward under the current dynamics, `(*seeds, skills)`.
+    - `descriptors`: the descriptor at every step, the start included, `(*seeds, skills, steps + 1, descriptor)`;
+      after an episode ends it stays at its last value.
+    - `lengths`: the episode lengths (at most `steps`), `(*seeds, skills)`.
+    """
+
+    env_return: Float[Array, "*seeds skills"]
+    intrinsic_return: Float[Array, "*seeds skills"]
+    descriptors: Float[Array, "*seeds skills steps descriptor"]
+    lengths: Int[Array, "*seeds skills"]
+
+    @property
+    def final_descriptors(self) -> Float[Array, "*seeds skills descriptor"]:
+        """The descriptor at the end of each skill's episode."""
+        return self.descriptors[..., -1, :]
+
+    def mean_pairwise_distance(self) -> Float[Array, "*seeds"]:
+        """**Returns:** the mean Euclidean distance between the final descriptors of distinct skills."""
+        final = self.final_descriptors
+        diff = final[..., :, None, :] - final[..., None, :, :]
+        dist = jnp.sqrt(jnp.sum(jnp.square(diff), axis=-1) + 1e-12)
+        num = final.shape[-2]
+        off = 1.0 - jnp.eye(num, dtype=jnp.float32)
+        return jnp.sum(dist * off, axis=(-2, -1)) / jnp.float32(num * (num - 1))
+
+    def max_distance_from_start(self) -> Float[Array, "*seeds"]:
+        """**Returns:** the largest distance of any skill's descriptor from its episode's start."""
+        diff = self.descriptors - self.descriptors[..., :1, :]
+        return jnp.max(jnp.sqrt(jnp.sum(jnp.square(diff), axis=-1)), axis=(-2, -1))
+
+
+class DADS(AbstractOffPolicyAgent):
+    """DADS on SAC: `num_skills` one-hot skills, a mixture-of-experts skill dynamics
+    over the change of a state descriptor, and SAC trained on DADS's intrinsic
+    reward (the env reward is ignored in training, and reported by `evaluate`
+    and `evaluate_skills`).
+
+    The env (an `AbstractEnv` or a name) is wrapped on construction in
+    `SkillWrapper(DescriptorWrapper(env, descriptor), num_skills)`; `agent.env`
+    is that wrapper and `agent.env.name` the original name. `descriptor`:
+    `"auto"` (a brax env's torso x-y, `Point2D`'s position), `"xy"` (brax),
+    `"observation"` (the whole observation), or pass an env already wrapped in a
+    `DescriptorWrapper` (any callable descriptor). `descriptor_size`, if given,
+    must match.
+
+    The skill dynamics predicts `delta` from `x` = the descriptor
+    (`dynamics_input="descriptor"`, DADS's x-y prior) or the observation, and is
+    updated once every `dynamics_update_period` SAC updates (1: on every
+    sampled batch, before the SAC update that uses its rewards). With
+    `normalize_dynamics`, its input and target are normalised by running
+    statistics of the sampled batches (the reward does not change with the
+    target's scale: the same affine map applies to every skill).
+
+    The shared loop's observation normalisation is off for DADS (it would also
+    normalise the one-hot skill and the descriptor);
+    `normalize_policy_observations=True` normalises the policy's observation
+    part by running statistics kept in the learner (updated from each sampled
+    batch). The intrinsic reward is multiplied by `reward_scale`. `n_step` must be 1.
+    """
+
+    env: AbstractEnv = eqx.field(converter=as_env)
+    default_env: ClassVar[str] = "Point2D-v0"
+    normalize_observations: ClassVar[bool] = False
+    num_skills: int = eqx.field(static=True, default=4)
+    num_experts: int = eqx.field(static=True, default=4)
+    descriptor: str = eqx.field(static=True, default="auto")
+    descriptor_size: int | None = eqx.field(static=True, default=None)
+    dynamics_input: str = eqx.field(static=True, default="descriptor")
+    policy_sees_descriptor: bool = eqx.field(static=True, default=False)
+    normalize_policy_observations: bool = eqx.field(static=True, default=False)
+    normalize_dynamics: bool = eqx.field(static=True, default=True)
+    dynamics_learn_std: bool = eqx.field(static=True, default=False)
+    dynamics_update_period: int = eqx.field(static=True, default=1)
+    dynamics_hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
+    num_envs: int = eqx.field(static=True, default=4)
+    rollout_length: int = eqx.field(static=True, default=1)
+    updates_per_step: float = eqx.field(static=True, default=0.5)
+    batch_size: int = eqx.field(static=True, default=256)
+    buffer_size: int = eqx.field(static=True, default=100_000)
+    learning_starts: int = eqx.field(static=True, default=1_000)
+    n_step: int = eqx.field(static=True, default=1)
+    prioritized: bool = eqx.field(static=True, default=False)
+    autotune: bool = eqx.field(static=True, default=True)
+    num_critics: int = eqx.field(static=True, default=2)
+    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
+    activation: str = eqx.field(static=True, default="relu")
+    actor_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
+    critic_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
+    alpha_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
+    dynamics_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
+    gamma: Float[Array, ""] = float_leaf(default=0.99)
+    tau: Float[Array, ""] = float_leaf(default=0.005)
+    init_alpha: Float[Array, ""] = float_leaf(default=0.1)
+    target_entropy_scale: Float[Array, ""] = float_leaf(default=1.0)
+    max_grad_norm: Float[Array, ""] = float_leaf(default=float("inf"))
+    reward_scale: Float[Array, ""] = float_leaf(default=1.0)
+    per_alpha: Float[Array, ""] = float_leaf(default=0.6)
+    per_beta: Float[Array, ""] = float_leaf(default=0.4)
+
+    def __post_init__(self):
+        # Runs before the converters and `__check_init__`: wrap the env once, here,
+        # so that the shared loop sees the skill-and-descriptor observation.
+        env = as_env(self.env)
+        if not isinstance(env, AbstractEnv):
+            return  # check_off_policy_config names the problem
+        if isinstance(self.num_skills, bool) or not isinstance(self.num_skills, (int, np.integer)) or self.num_skills < 2:
+            raise ValueError(f"DADS(num_skills) must be an int >= 2, got {self.num_skills!r}")
+        if isinstance(env, SkillWrapper):
+            if env.num_skills != self.num_skills:
+                raise ValueError(
+                    f"DADS(env) is a SkillWrapper with {env.num_skills} skills, but num_skills={self.num_skills}"
+                )
+            if not isinstance(env.env, DescriptorWrapper):
+                raise ValueError(
+                    f"DADS(env): a SkillWrapper env must wrap a DescriptorWrapper, got {type(env.env).__name__}"
+                )
+            env = env.env
+        space = env.action_space
+        if not isinstance(space, Box) or len(space.shape) != 1:
+            raise ValueError(f"DADS needs a 1-D Box action space, got {space!r} from env {env.name!r}")
+        if not isinstance(env, DescriptorWrapper):
+            if not isinstance(self.descriptor, str):
+                raise ValueError(
+                    f"DADS(descriptor) must be one of 'auto', 'observation', 'xy', got {self.descriptor!r}; "
+                    "for a custom descriptor pass env=DescriptorWrapper(env, fn)"
+                )
+            resolve_descriptor(env, self.descriptor, owner="DADS")
+            env = DescriptorWrapper(env, self.descriptor)
+        if self.descriptor_size is not None and self.descriptor_size != env.descriptor_size:
+            raise ValueError(
+                f"DADS(descriptor_size={self.descriptor_size!r}) does not match the descriptor of env "
+                f"{env.name!r} (descriptor={env.kind!r}), which has size {env.descriptor_size}"
+            )
+        if self.dynamics_input not in DYNAMICS_INPUTS:
+            raise ValueError(f"DADS(dynamics_input) must be one of {list(DYNAMICS_INPUTS)}, got {self.dynamics_input!r}")
+        self.env = SkillWrapper(env, self.num_skills)
+
+    def __check_init__(self):
+        self.check_off_policy_config("DADS")
+        check_continuous(self, "DADS")
+        if not isinstance(self.env, SkillWrapper):
+            raise ValueError(f"DADS(env) must be an env or an env name, got {self.env!r}")
+        for name in ("num_experts", "num_critics", "dynamics_update_period"):
+            check_positive_int("DADS", name, getattr(self, name))
+        if self.n_step != 1:
+            raise ValueError(
+                f"DADS(n_step) must be 1 (the intrinsic reward is a function of one-step transitions), got {self.n_step!r}"
+            )
+        check = lambda name, ok, expected: check_hyperparameter("DADS", name, getattr(self, name), ok, expected)  # noqa: E731
+        for name in (
+            "actor_learning_rate",
+            "critic_learning_rate",
+            "alpha_learning_rate",
+            "dynamics_learning_rate",
+            "init_alpha",
+        ):
+            check(name, lambda v: v > 0, "> 0")
+        check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
+        check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
+
+    # ----------------------------------------------------------------- layout
+    @property
+    def descriptor_env(self) -> DescriptorWrapper:
+        """The env below the skill wrapper: observations `[obs, descriptor]`."""
+        return self.env.env
+
+    @property
+    def _sizes(self) -> tuple[int, int, int]:
+        """`(observation, descriptor, skills)` widths of the flat observation."""
+        return self.descriptor_env.base_obs_size, self.descriptor_env.descriptor_size, self.num_skills
+
+    def split(
+        self, x: Float[Array, "*batch full"]
+    ) -> tuple[Float[Array, "*batch obs"], Float[Array, "*batch descriptor"], Float[Array, "*batch skills"]]:
+        """Split flat observations into `(observation, descriptor, one_hot(skill))`."""
+        o, d, _ = self._sizes
+        return x[..., :o], x[..., o : o + d], x[..., o + d :]
+
+    @property
+    def _policy_obs_size(self) -> int:
+        o, d, _ = self._sizes
+        return o + d if self.policy_sees_descriptor else o
+
+    @property
+    def _dynamics_input_size(self) -> int:
+        o, d, _ = self._sizes
+        return d if self.dynamics_input == "descriptor" else o
+
+    @property
+    def sac(self) -> SAC:
+        """The SAC configuration DADS's policy and critics are trained with (built on the fly
+        from DADS's fields, over an env whose observation is the policy's input)."""
+        inner = self.descriptor_env if self.policy_sees_descriptor else self.descriptor_env.env
+        return SAC(
+            SkillWrapper(inner, self.num_skills),
+            batch_size=self.batch_size,
+            buffer_size=self.buffer_size,
+            autotune=self.autotune,
+            num_critics=self.num_critics,
+            hidden_sizes=self.hidden_sizes,
+            activation=self.activation,
+            actor_learning_rate=self.actor_learning_rate,
+            critic_learning_rate=self.critic_learning_rate,
+            alpha_learning_rate=self.alpha_learning_rate,
+            gamma=self.gamma,
+            tau=self.tau,
+            init_alpha=self.init_alpha,
+            target_entropy_scale=self.target_entropy_scale,
+            max_grad_norm=self.max_grad_norm,
+        )
+
+    def _dynamics_opt(self) -> Optimizer:
+        return Optimizer(self.dynamics_learning_rate, self.max_grad_norm)
+
+    def _policy_input(self, stats: RunningMeanStd | None, x: Float[Array, "*batch full"]) -> Float[Array, "*batch policy"]:
+        obs, desc, skill = self.split(x)
+        seen = jnp.concatenate([obs, desc], axis=-1) if self.policy_sees_descriptor else obs
+        if stats is not None:
+            seen = stats.normalize(seen)
+        return jnp.concatenate([seen, skill], axis=-1)
+
+    # ----------------------------------------------------------------- hooks
+    def init_learner(self, key: Key) -> DADSLearner:
+        sac_key, dynamics_key = jax.random.split(key)
+        _, d, _ = self._sizes
+        dynamics = SkillDynamics(
+            self._dynamics_input_size,
+            d,
+            self.num_skills,
+            self.num_experts,
+            self.dynamics_hidden_sizes,
+            self.activation,
+            key=dynamics_key,
+            learn_std=self.dynamics_learn_std,
+        )
+        policy_stats = RunningMeanStd((self._policy_obs_size,)) if self.normalize_policy_observations else None
+        return DADSLearner(
+            sac=self.sac.init_learner(sac_key),
+            dynamics=dynamics,
+            dynamics_opt=self._dynamics_opt().init(dynamics),
+            input_stats=RunningMeanStd((self._dynamics_input_size,)),
+            target_stats=RunningMeanStd((d,)),
+            policy_stats=policy_stats,
+        )
+
+    def explore(self, learner: DADSLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Float[Array, "*batch action"]:
+        return self.sac.explore(learner.sac, self._policy_input(learner.policy_stats, obs), key, progress)
+
+    def greedy(self, learner: DADSLearner, obs: Array) -> Float[Array, "*batch action"]:
+        return self.sac.greedy(learner.sac, self._policy_input(learner.policy_stats, obs))
+
+    def _dynamics_data(self, x: Float[Array, "*batch full"], next_x: Float[Array, "*batch full"]):
+        obs, desc, skill = self.split(x)
+        _, next_desc, _ = self.split(next_x)
+        inputs = desc if self.dynamics_input == "descriptor" else obs
+        return inputs, next_desc - desc, skill
+
+    def _normalize_dynamics(self, learner: DADSLearner, inputs: Array, delta: Array) -> tuple[Array, Array]:
+        if not self.normalize_dynamics:
+            return inputs, delta
+        return learner.input_stats.normalize(inputs), learner.target_stats.normalize(delta)
+
+    def intrinsic_reward(
+        self, learner: DADSLearner, obs: Float[Array, "*batch full"], next_obs: Float[Array, "*batch full"]
+    ) -> tuple[Float[Array, "*batch"], Float[Array, "*batch"]]:
+        """DADS's reward for transitions between flat observations `[obs, descriptor, one_hot(skill)]`.
+
+        **Returns:** `(reward, log_prob)`: the intrinsic reward under the learner's
+        skill dynamics and `log q(delta | x, z)` of the skill that acted
+        (in the normalised target's units when `normalize_dynamics`).
+        """
+        inputs, delta, skill = self._dynamics_data(obs, next_obs)
+        inputs, delta = self._normalize_dynamics(learner, inputs, delta)
+        log_probs = learner.dynamics.log_prob_all_skills(inputs, delta)
+        index = jnp.argmax(skill, axis=-1).astype(jnp.int32)
+        own = jnp.take_along_axis(log_probs, index[..., None], axis=-1)[..., 0]
+        return dads_intrinsic_reward(log_probs, index), own
+
+    def update(
+        self, learner: DADSLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]
+    ) -> tuple[DADSLearner, Float[Array, " batch"], Metrics]:
+        data = batch.data
+        inputs, delta, skill = self._dynamics_data(data.obs, data.next_obs)
+        if self.normalize_dynamics:
+            learner = eqx.tree_at(
+                lambda l: (l.input_stats, l.target_stats),
+                learner,
+                (learner.input_stats.update(inputs), learner.target_stats.update(delta)),
+            )
+        policy_stats = learner.policy_stats
+        if policy_stats is not None:
+            policy_stats = policy_stats.update(self._policy_input(None, data.obs)[..., : self._policy_obs_size])
+        norm_inputs, norm_delta = self._normalize_dynamics(learner, inputs, delta)
+
+        def dynamics_loss(dynamics):
+            return -jnp.mean(dynamics.log_prob(norm_inputs, skill, norm_delta))
+
+        def train_dynamics(operand):
+            dynamics, opt_state = operand
+            loss, grads = eqx.filter_value_and_grad(dynamics_loss)(dynamics)
+            dynamics, opt_state = self._dynamics_opt().update(grads, opt_state, dynamics, progress)
+            return dynamics, opt_state, loss
+
+        def keep(operand):
+            dynamics, opt_state = operand
+            return dynamics, opt_state, dynamics_loss(dynamics)
+
+        operand = (learner.dynamics, learner.dynamics_opt)
+        if self.dynamics_update_period == 1:
+            dynamics, dynamics_opt, loss = train_dynamics(operand)
+        else:
+            due = updates % self.dynamics_update_period == 0
+            dynamics, dynamics_opt, loss = jax.lax.cond(due, train_dynamics, keep, operand)
+        learner = DADSLearner(
+            sac=learner.sac,
+            dynamics=dynamics,
+            dynamics_opt=dynamics_opt,
+            input_stats=learner.input_stats,
+            target_stats=learner.target_stats,
+            policy_stats=policy_stats,
+        )
+        reward, _ = self.intrinsic_reward(learner, data.obs, data.next_obs)
+        reward = jax.lax.stop_gradient(reward)
+        sac_data = Transition(
+            obs=self._policy_input(policy_stats, data.obs),
+            action=data.action,
+            reward=self.reward_scale * reward,
+            discount=data.discount,
+            next_obs=self._policy_input(policy_stats, data.next_obs),
+        )
+        sac_learner, td, metrics = self.sac.update(
+            learner.sac, Sample(sac_data, batch.indices, batch.weights), key, updates, progress
+        )
+        learner = eqx.tree_at(lambda l: l.sac, learner, sac_learner)
+        metrics = dict(metrics)
+        metrics.update(
+            dynamics_loss=loss,
+            dynamics_log_likelihood=-loss,
+            intrinsic_reward=jnp.mean(reward),
+        )
+        return learner, td, metrics
+
+    # ----------------------------------------------------------------- skills
+    def evaluate_skills(
+        self,
+        state: OffPolicyState,
+        key: Key,
+        num_steps: int | None = None,
+        deterministic: bool = True,
+    ) -> SkillReport:
+        """Run one episode of every skill and record what it does.
+
+        **Arguments:**
+
+        - `state`: a training state from `eqxrl.train` (one run, or a batch of
+          seeds: the report then has a leading seed axis).
+        - `key`: a PRNG key (split per seed and per skill).
+        - `num_steps`: episode length cap (default: the env's time limit).
+        - `deterministic`: act with the policy's mode (True) or sample.
+
+        **Returns:** a `SkillReport` (env return, intrinsic return and descriptor
+        trajectory per skill).
+        """
+        if num_steps is None:
+            num_steps = self.env.max_episode_steps
+            if num_steps is None:
+                raise ValueError(f"DADS.evaluate_skills(num_steps) is required: env {self.env.name!r} has no time limit")
+        if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
+            raise ValueError(f"DADS.evaluate_skills(num_steps) must be a positive int, got {num_steps!r}")
+        if not isinstance(state, OffPolicyState) or state.env_steps.ndim > 1:
+            raise ValueError(
+                f"DADS.evaluate_skills(state) must be one run's state or a batch of seeds', "
+                f"got {type(state).__name__}"
+            )
+        batched = state.env_steps.ndim == 1
+        return _skill_rollouts(self, state, key, int(num_steps), bool(deterministic), batched)
+
+    def save_report(self, state: OffPolicyState, key: Key, run_dir: Any) -> list[str]:
+        """Evaluate every skill and draw their descriptor trajectories: `skills.png`
+        and `skills.json` (per skill: env return, intrinsic return, final descriptor)."""
+        import json
+        import pathlib
+
+        report = self.evaluate_skills(state, key)
+        run_dir = pathlib.Path(run_dir)
+        plot_skill_trajectories(report, run_dir / "skills.png", title=f"DADS skills on {self.env.name}")
+        summary = {
+            "env_return": np.asarray(report.env_return).tolist(),
+            "intrinsic_return": np.asarray(report.intrinsic_return).tolist(),
+            "final_descriptor": np.asarray(report.final_descriptors).tolist(),
+            "mean_pairwise_distance": np.asarray(report.mean_pairwise_distance()).tolist(),
+        }
+        (run_dir / "skills.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return ["skills.png", "skills.json"]
+
+    def _skill_episode(
+        self, state: OffPolicyState, key: Key, skill: Int[Array, ""], num_steps: int, deterministic: bool
+    ) -> tuple[Array, Array, Array, Array]:
+        env = self.env
+        stepper = RescaleAction(env)
+        reset_key, key = jax.random.split(key)
+        env_state, ts = env.reset_with_skill(reset_key, skill)
+        obs = flatten_obs(env, ts.obs, "DADS")
+        _, start, _ = self.split(obs)
+        zero = jnp.zeros((), jnp.float32)
+
+        def body(carry, k):
+            env_state, obs, alive, env_ret, int_ret, length = carry
+            act_key, step_key = jax.random.split(k)
+            action = self.act(state, obs[None], act_key, deterministic=deterministic)[0]
+            env_state, ts = stepper.step(step_key, env_state, action)
+            next_obs = flatten_obs(env, ts.obs, "DADS")
+            reward, _ = self.intrinsic_reward(state.learner, obs, next_obs)
+            env_ret = env_ret + jnp.where(alive, ts.reward, 0.0)
+            int_ret = int_ret + jnp.where(alive, reward, 0.0)
+            length = length + alive.astype(jnp.int32)
+            next_obs = jnp.where(alive, next_obs, obs)
+            alive = alive & ~ts.done
+            _, desc, _ = self.split(next_obs)
+            return (env_state, next_obs, alive, env_ret, int_ret, length), desc
+
+        carry = (env_state, obs, jnp.ones((), bool), zero, zero, jnp.zeros((), jnp.int32))
+        (_, _, _, env_ret, int_ret, length), descs = jax.lax.scan(body, carry, jax.random.split(key, num_steps))
+        return env_ret, int_ret, jnp.concatenate([start[None], descs], axis=0), length
+
+
+@eqx.filter_jit
+def _skill_rollouts(agent: DADS, state: OffPolicyState, key: Key, num_steps: int, deterministic: bool, batched: bool):
+    def one_run(state, key):
+        skills = jnp.arange(agent.num_skills, dtype=jnp.int32)
+        keys = jax.random.split(key, agent.num_skills)
+        run = lambda k, z: agent._skill_episode(state, k, z, num_steps, deterministic)  # noqa: E731
+        env_ret, int_ret, descs, lengths = jax.vmap(run)(keys, skills)
+        return SkillReport(env_ret, int_ret, descs, lengths)
+
+    if batched:
+        n = state.env_steps.shape[0]
+        return jax.vmap(one_run)(state, jax.random.split(key, n))
+    return one_run(state, key)
+
+
+def plot_skill_trajectories(report: SkillReport, path: str | os.PathLike, *, title: str | None = None) -> None:
+    """Draw each skill's descriptor trajectory (the first two descriptor dimensions; a
+    1-D descriptor against time) in a PNG, one colour per skill, every seed of a batch.
+
+    **Arguments:**
+
+    - `report`: from `DADS.evaluate_skills` (one run or a batch of seeds).
+    - `path`: the image file to write (`.png`).
+    - `title`: the figure title.
+
+    **Returns:** nothing.
+    """
+    from matplotlib.figure import Figure
+
+    descs = np.asarray(report.descriptors, dtype=np.float64)
+    if descs.ndim == 3:
+        descs = descs[None]
+    if descs.ndim != 4:
+        raise ValueError(
+            "plot_skill_trajectories(report) needs descriptors of shape (skills, steps, d) or "
+            f"(seeds, skills, steps, d), got {descs.shape}"
+        )
+    num_seeds, num_skills, steps, dim = descs.shape
+    fig = Figure(figsize=(5.6, 5.0) if dim > 1 else (6.4, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    from matplotlib import colormaps
+
+    colors = colormaps["tab10" if num_skills <= 10 else "viridis"]
+    for z in range(num_skills):
+        color = colors(z if num_skills <= 10 else z / max(num_skills - 1, 1))
+        for s in range(num_seeds):
+            traj = descs[s, z]
+            xs, ys = (traj[:, 0], traj[:, 1]) if dim > 1 else (np.arange(steps), traj[:, 0])
+            ax.plot(xs, ys, color=color, alpha=0.8, linewidth=1.2, label=f"skill {z}" if s == 0 else None)
+            ax.plot(xs[-1:], ys[-1:], marker="o", color=color, markersize=4)
+        ax.plot(xs[:1], ys[:1], marker="x", color="black", markersize=5)
+    if dim > 1:
+        ax.set_xlabel("descriptor 0")
+        ax.set_ylabel("descriptor 1")
+        ax.set_aspect("equal", adjustable="datalim")
+    else:
+        ax.set_xlabel("step")
+        ax.set_ylabel("descriptor")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    ax.set_title(title or f"DADS skills ({num_seeds} seed{'s' if num_seeds > 1 else ''})")
+    fig.savefig(path, dpi=100)
+

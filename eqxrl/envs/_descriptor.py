@@ -1,0 +1,201 @@
+"""Wrappers for skill discovery: a state descriptor and a skill appended to the observation.
+
+DADS (`eqxrl.agents.DADS`) trains on `SkillWrapper(DescriptorWrapper(env), num_skills)`,
+whose flat observation is `[obs, descriptor, one_hot(skill)]`: the shared
+off-policy loop stores it like any observation, and the agent splits it back.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from .._types import EnvState, Key
+from ._base import AbstractEnv, AbstractWrapper, TimeStep
+from ._spaces import Box
+
+DESCRIPTORS = ("auto", "observation", "xy")
+"""The named descriptors of `DescriptorWrapper` (or pass a callable)."""
+
+
+def innermost_state(state: EnvState) -> EnvState:
+    """**Returns:** the state of the innermost env below eqxrl's wrappers (which keep it in `.inner`)."""
+    while isinstance(state, eqx.Module) and hasattr(state, "inner"):
+        state = state.inner
+    return state
+
+
+def brax_xy(state: EnvState, obs: Array) -> Float[Array, "2"]:
+    """The x-y position of a brax env's first body (the torso of the locomotion envs).
+
+    **Arguments:** the innermost env `state` (a brax `State`) and the observation (unused).
+
+    **Returns:** `pipeline_state.x.pos[0, :2]`.
+    """
+    del obs
+    pipeline = getattr(state, "pipeline_state", None)
+    if pipeline is None:
+        raise ValueError(
+            f"DescriptorWrapper(descriptor='xy') needs a brax state with a pipeline_state, got {type(state).__name__}"
+        )
+    pos = jnp.asarray(pipeline.x.pos, jnp.float32)
+    pos = pos[0] if pos.ndim == 2 else pos
+    return pos[:2]
+
+
+def _flat(obs: Array) -> Float[Array, " n"]:
+    return jnp.asarray(obs, jnp.float32).reshape(-1)
+
+
+def _observation(state: EnvState, obs: Array) -> Float[Array, " n"]:
+    del state
+    return _flat(obs)
+
+
+def resolve_descriptor(env: AbstractEnv, descriptor: str, owner: str = "DescriptorWrapper") -> str:
+    """Resolve `"auto"` for `env`: `"xy"` for brax envs, `"observation"` for `Point2D`.
+
+    **Returns:** `"observation"` or `"xy"`. Raises a `ValueError` naming `owner` for an
+    unknown name, `"xy"` on a non-brax env, or `"auto"` on an env without a known descriptor.
+    """
+    from ._brax import BraxEnv
+    from ._point import Point2D
+
+    if descriptor not in DESCRIPTORS:
+        raise ValueError(f"{owner}(descriptor) must be one of {list(DESCRIPTORS)} or a callable, got {descriptor!r}")
+    inner = env.unwrapped
+    if descriptor == "auto":
+        if isinstance(inner, BraxEnv):
+            return "xy"
+        if isinstance(inner, Point2D):
+            return "observation"
+        raise ValueError(
+            f"{owner}(descriptor='auto') knows the descriptors of brax envs (torso x-y) and Point2D "
+            f"(position), not of env {env.name!r}; pass descriptor='observation' (the full observation)"
+        )
+    if descriptor == "xy" and not isinstance(inner, BraxEnv):
+        raise ValueError(f"{owner}(descriptor='xy') needs a brax env (the torso's x-y), got env {env.name!r}")
+    return descriptor
+
+
+class DescriptorWrapper(AbstractWrapper):
+    """Append a state descriptor to the flattened observation: `[obs, descriptor]`.
+
+    Put it inside `AutoReset` (DADS does): the descriptor of a transition's
+    next observation is computed before any reset.
+    """
+
+    env: AbstractEnv
+    fn: Callable[[EnvState, Array], Array] = eqx.field(static=True)
+    kind: str = eqx.field(static=True)
+    descriptor_size: int = eqx.field(static=True)
+    base_obs_size: int = eqx.field(static=True)
+
+    def __init__(self, env: AbstractEnv, descriptor: str | Callable[[Any, Array], Array] = "auto"):
+        """**Arguments:**
+
+        - `env`: the environment (may be wrapped, e.g. in a `TimeLimit`).
+        - `descriptor`: `"observation"` (the flat observation), `"xy"` (a brax
+          env's torso x-y, `pipeline_state.x.pos[0, :2]`), `"auto"` (`"xy"` for brax,
+          `"observation"` for `Point2D`), or a callable `(state, obs) -> vector`
+          given the innermost env state (below eqxrl's wrappers) and the observation.
+        """
+        if not isinstance(env, AbstractEnv):
+            raise ValueError(f"DescriptorWrapper(env) must be an eqxrl AbstractEnv, got {env!r}")
+        if callable(descriptor):
+            fn, kind = descriptor, getattr(descriptor, "__name__", "callable")
+        else:
+            kind = resolve_descriptor(env, descriptor)
+            fn = brax_xy if kind == "xy" else _observation
+        self.env = env
+        self.fn = fn
+        self.kind = kind
+        shape = env.observation_space.shape
+        self.base_obs_size = int(np.prod(shape)) if shape else 1
+        out = jax.eval_shape(lambda k: self._descriptor(*env.reset(k)), jax.random.key(0))
+        if len(out.shape) != 1 or out.shape[0] < 1:
+            raise ValueError(f"DescriptorWrapper(descriptor) must return a non-empty vector, got shape {out.shape}")
+        self.descriptor_size = int(out.shape[0])
+
+    def _descriptor(self, state: EnvState, ts: TimeStep) -> Float[Array, " descriptor"]:
+        return jnp.asarray(self.fn(innermost_state(state), ts.obs), jnp.float32).reshape(-1)
+
+    def _with_descriptor(self, state: EnvState, ts: TimeStep) -> TimeStep:
+        obs = jnp.concatenate([_flat(ts.obs), self._descriptor(state, ts)])
+        return eqx.tree_at(lambda t: t.obs, ts, obs)
+
+    @property
+    def observation_space(self) -> Box:
+        space = self.env.observation_space
+        if isinstance(space, Box):
+            low, high = np.asarray(space.low).reshape(-1), np.asarray(space.high).reshape(-1)
+        else:
+            low, high = np.full(self.base_obs_size, -np.inf), np.full(self.base_obs_size, np.inf)
+        pad = np.full(self.descriptor_size, np.inf, np.float32)
+        return Box(np.concatenate([low, -pad]), np.concatenate([high, pad]))
+
+    def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
+        state, ts = self.env.reset(key)
+        return state, self._with_descriptor(state, ts)
+
+    def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
+        state, ts = self.env.step(key, state, action)
+        return state, self._with_descriptor(state, ts)
+
+
+class SkillState(eqx.Module):
+    """The wrapped env's state and the episode's skill."""
+
+    inner: EnvState
+    skill: Int[Array, ""]
+
+
+class SkillWrapper(AbstractWrapper):
+    """Draw a skill uniformly at random at each reset and append it, one-hot, to the
+    flattened observation: `[obs, one_hot(skill)]`."""
+
+    env: AbstractEnv
+    num_skills: int = eqx.field(static=True)
+
+    def __init__(self, env: AbstractEnv, num_skills: int):
+        """**Arguments:** the `env` and the number of skills `num_skills` (>= 2)."""
+        if isinstance(num_skills, bool) or not isinstance(num_skills, (int, np.integer)) or num_skills < 2:
+            raise ValueError(f"SkillWrapper(num_skills) must be an int >= 2, got {num_skills!r}")
+        if not isinstance(env, AbstractEnv):
+            raise ValueError(f"SkillWrapper(env) must be an eqxrl AbstractEnv, got {env!r}")
+        self.env = env
+        self.num_skills = int(num_skills)
+
+    @property
+    def observation_space(self) -> Box:
+        space = self.env.observation_space
+        size = int(np.prod(space.shape)) if space.shape else 1
+        if isinstance(space, Box):
+            low, high = np.asarray(space.low).reshape(-1), np.asarray(space.high).reshape(-1)
+        else:
+            low, high = np.full(size, -np.inf), np.full(size, np.inf)
+        zeros, ones = np.zeros(self.num_skills, np.float32), np.ones(self.num_skills, np.float32)
+        return Box(np.concatenate([low, zeros]), np.concatenate([high, ones]))
+
+    def _with_skill(self, skill: Int[Array, ""], ts: TimeStep) -> TimeStep:
+        one_hot = jax.nn.one_hot(skill, self.num_skills, dtype=jnp.float32)
+        return eqx.tree_at(lambda t: t.obs, ts, jnp.concatenate([_flat(ts.obs), one_hot]))
+
+    def reset_with_skill(self, key: Key, skill: Int[Array, ""]) -> tuple[SkillState, TimeStep]:
+        """Start an episode of a given skill. **Returns:** `(state, timestep)`."""
+        skill = jnp.asarray(skill, jnp.int32)
+        state, ts = self.env.reset(key)
+        return SkillState(state, skill), self._with_skill(skill, ts)
+
+    def reset(self, key: Key) -> tuple[SkillState, TimeStep]:
+        skill_key, key = jax.random.split(key)
+        skill = jax.random.randint(skill_key, (), 0, self.num_skills, dtype=jnp.int32)
+        return self.reset_with_skill(key, skill)
+
+    def step(self, key: Key, state: SkillState, action: Array) -> tuple[SkillState, TimeStep]:
+        inner, ts = self.env.step(key, state.inner, action)
+        return SkillState(inner, state.skill), self._with_skill(state.skill, ts)

@@ -1,0 +1,386 @@
+"""Running like a product, for every registered agent: checkpoint and exact resume
+(single runs, seed batches, sweeps), crash-safe writes, mismatch errors, the
+non-finite guard, determinism, reproducing a run from its config, TensorBoard,
+inference from a run directory, and config validation."""
+
+import contextlib
+import io
+import json
+import pathlib
+import struct
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqxrl
+from eqxrl import cli, rundir
+from eqxrl.agents import AbstractOffPolicyAgent, PPO
+from eqxrl.envs import AbstractWrapper, TimeStep
+
+TINY_PPO = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
+TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(8,))
+NAMES = list(rundir.AGENTS)
+
+
+def tiny(name: str, env=None, **kw):
+    cls = rundir.AGENTS[name]
+    base = TINY_PPO if issubclass(cls, PPO) else TINY_OFF
+    return cls(env if env is not None else cls.default_env, **{**base, **kw})
+
+
+def _leaves(tree) -> list[np.ndarray]:
+    tree = jax.tree.map(lambda x: jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
+                        eqx.filter(tree, eqx.is_array))  # fmt: skip
+    return [np.asarray(x) for x in jax.tree.leaves(tree)]
+
+
+def _assert_same(a, b) -> None:
+    for x, y in zip(_leaves(a), _leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def _assert_same_metrics(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+class _Crash(Exception):
+    pass
+
+
+def _interrupted_run(monkeypatch, run_dir, agent, after: int, **kw):
+    """`train_run` that dies right after writing its `after`-th checkpoint."""
+    real, calls = rundir.save_checkpoint, []
+
+    def save_then_crash(*args, **kwargs):
+        real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == after:
+            raise _Crash
+
+    monkeypatch.setattr(rundir, "save_checkpoint", save_then_crash)
+    with pytest.raises(_Crash):
+        rundir.train_run(run_dir, agent, progress=False, **kw)
+    monkeypatch.setattr(rundir, "save_checkpoint", real)
+
+
+# ----------------------------------------------------------------------- checkpoint and resume
+@pytest.mark.parametrize("name", NAMES)
+def test_resume_continues_exactly(name, tmp_path, monkeypatch):
+    agent = tiny(name)
+    budget = 12 * agent.steps_per_iteration
+    kw = dict(total_steps=budget, seed=3, checkpoint_every=4 * agent.steps_per_iteration, eval_episodes=1)
+    full_state, full_metrics, _, full_eval = rundir.train_run(tmp_path / "full", agent, progress=False, **kw)
+    _interrupted_run(monkeypatch, tmp_path / "cut", agent, after=1, **kw)
+    config = rundir.load_config(tmp_path / "cut")
+    assert config["status"] == "running" and (tmp_path / "cut" / "checkpoint.npz").is_file()
+    with pytest.raises(ValueError, match="did not finish: continue it with `eqxrl train --resume RUN_DIR`"):
+        rundir.load_run(tmp_path / "cut")
+    state, metrics, _, evaluation = rundir.resume_run(tmp_path / "cut", progress=False)
+    _assert_same(full_state, state)  # bit for bit
+    _assert_same_metrics(full_metrics, metrics)
+    assert evaluation["mean"] == full_eval["mean"]
+    assert (tmp_path / "cut" / "metrics.csv").read_text() == (tmp_path / "full" / "metrics.csv").read_text()
+    assert rundir.load_config(tmp_path / "cut")["status"] == "complete"
+    assert not (tmp_path / "cut" / "checkpoint.npz").exists()  # state.eqx holds the final state
+
+
+def test_resume_a_seed_batch_and_a_sweep(tmp_path, monkeypatch):
+    agent = tiny("ppo")
+    budget = 8 * agent.steps_per_iteration
+    kw = dict(total_steps=budget, checkpoint_every=2 * agent.steps_per_iteration, eval_episodes=1)
+    full = rundir.train_run(tmp_path / "full", agent, num_seeds=4, progress=False, **kw)
+    _interrupted_run(monkeypatch, tmp_path / "cut", agent, after=2, num_seeds=4, **kw)
+    resumed = rundir.resume_run(tmp_path / "cut", progress=False)
+    _assert_same(full[0], resumed[0])
+    _assert_same_metrics(full[1], resumed[1])
+    assert full[1]["episode_return"].shape == (4, 8)
+
+    sweep = eqxrl.stack([tiny("ppo", learning_rate=lr) for lr in (1e-3, 3e-3)])
+    full = rundir.train_run(tmp_path / "sweep", sweep, progress=False, **kw)
+    _interrupted_run(monkeypatch, tmp_path / "sweep-cut", sweep, after=1, **kw)
+    resumed = rundir.resume_run(tmp_path / "sweep-cut", progress=False)
+    _assert_same(full[0], resumed[0])
+    _assert_same_metrics(full[1], resumed[1])
+    agent, state, config = rundir.load_run(tmp_path / "sweep-cut")
+    assert isinstance(agent, eqxrl.Stacked) and [m["learning_rate"] for m in config["members"]] == [1e-3, 3e-3]
+    assert (tmp_path / "sweep" / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_train_resume_argument_checks(getkey):
+    agent = tiny("ppo")
+    checkpoints = []
+    eqxrl.train(agent, getkey(), 64, progress=False, chunk_iterations=1, callback=lambda c: checkpoints.append(c.copy()))
+    first = checkpoints[0]
+    assert (first.iteration, first.num_iterations, first.chunk_iterations) == (1, 2, 1)
+    with pytest.raises(ValueError, match=r"the checkpoint is of a run of 2 iterations, this call has 4"):
+        eqxrl.train(agent, getkey(), 128, progress=False, resume=first)
+    with pytest.raises(ValueError, match=r"train\(chunk_iterations=2\) must equal the checkpoint's 1"):
+        eqxrl.train(agent, getkey(), 64, progress=False, resume=first, chunk_iterations=2)
+    with pytest.raises(ValueError, match=r"train\(resume\) must be a Checkpoint, got dict"):
+        eqxrl.train(agent, getkey(), 64, progress=False, resume={})
+
+
+def test_a_crash_while_writing_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch, getkey):
+    agent = tiny("dqn")
+    checkpoints = []
+
+    def keep(checkpoint):
+        if not checkpoints:
+            rundir.save_checkpoint(tmp_path, agent, checkpoint)
+        checkpoints.append(checkpoint.copy())
+
+    eqxrl.train(agent, getkey(), 8 * agent.steps_per_iteration, progress=False, chunk_iterations=4, callback=keep)
+    before = (tmp_path / "checkpoint.npz").read_bytes()
+
+    def power_cut(src, dst):
+        raise OSError("power cut")
+
+    monkeypatch.setattr(rundir.os, "replace", power_cut)
+    second = checkpoints[-1]
+    with pytest.raises(OSError, match="power cut"):
+        rundir.save_checkpoint(tmp_path, agent, second)
+    monkeypatch.undo()
+    assert (tmp_path / "checkpoint.npz").read_bytes() == before
+    loaded = rundir.load_checkpoint(tmp_path, agent, num_seeds=1)
+    assert loaded.iteration == 4
+
+
+def test_mismatched_agent_names_the_first_field(tmp_path, getkey):
+    agent = tiny("ppo", learning_rate=1e-3)
+    checkpoints = []
+    eqxrl.train(agent, getkey(), 64, progress=False, chunk_iterations=1, callback=lambda c: checkpoints.append(c.copy()))
+    rundir.save_checkpoint(tmp_path, agent, checkpoints[0])
+    with pytest.raises(ValueError, match=r"learning_rate=0.001 in the checkpoint, learning_rate=0.003 in the agent given"):
+        rundir.load_checkpoint(tmp_path, tiny("ppo", learning_rate=3e-3), num_seeds=1)
+    with pytest.raises(ValueError, match=r"hidden_sizes=\[8\] in the checkpoint, hidden_sizes=\[16\]"):
+        rundir.load_checkpoint(tmp_path, tiny("ppo", learning_rate=1e-3, hidden_sizes=(16,)), num_seeds=1)
+    with pytest.raises(ValueError, match=r"was written for agent 'ppo', got 'sac'"):
+        rundir.load_checkpoint(tmp_path, tiny("sac"), num_seeds=1)
+    with pytest.raises(ValueError, match="does not match PPO with 2 seed"):
+        rundir.load_checkpoint(tmp_path, agent, num_seeds=2)
+    assert rundir.load_checkpoint(tmp_path, agent, num_seeds=1).iteration == 1
+
+
+def test_a_checkpoint_from_another_version_warns(tmp_path, getkey, monkeypatch):
+    agent = tiny("ppo")
+    checkpoints = []
+    eqxrl.train(agent, getkey(), 64, progress=False, chunk_iterations=1, callback=lambda c: checkpoints.append(c.copy()))
+    monkeypatch.setattr(rundir, "_version", lambda: "0.0.1")
+    rundir.save_checkpoint(tmp_path, agent, checkpoints[0])
+    monkeypatch.undo()
+    with pytest.warns(UserWarning, match=r"written by eqxrl 0.0.1, this is eqxrl"):
+        rundir.load_checkpoint(tmp_path, agent, num_seeds=1)
+
+
+# ----------------------------------------------------------------------- non-finite guard
+class NaNReward(AbstractWrapper):
+    """Rewards turn NaN: the injected fault the guard must catch."""
+
+    env: object
+
+    def step(self, key, state, action):
+        state, ts = self.env.step(key, state, action)
+        return state, TimeStep(ts.obs, ts.reward * jnp.float32(jnp.nan), ts.terminated, ts.truncated, ts.info)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_nan_guard_stops_at_the_first_nonfinite_iteration(name, getkey):
+    env = eqxrl.envs.make(rundir.AGENTS[name].default_env)
+    agent = tiny(name, env=NaNReward(env))
+    with pytest.raises(eqxrl.NonFiniteError) as info:
+        eqxrl.train(agent, getkey(), 40 * agent.steps_per_iteration, progress=False, nan_guard=True)
+    err = info.value
+    # The NaN enters the state in the first iteration: PPO's losses and parameters at
+    # once; an off-policy agent's n-step window (before any update) - caught there.
+    assert err.iteration == 1 and err.env_steps == agent.steps_per_iteration
+    assert "non-finite values after iteration 1 of 40" in str(err)
+    if isinstance(agent, AbstractOffPolicyAgent):
+        assert "window.data.reward" in err.quantities, err.quantities
+    else:
+        assert "metric loss (NaN)" in err.quantities and "actor.mlp.layers[0].weight" in err.quantities
+    assert err.checkpoint is None  # nothing finite to fall back on in the first chunk
+
+
+def test_nan_guard_is_silent_on_a_healthy_run(getkey):
+    agent = tiny("sac")  # max_grad_norm=inf lives in the optimizer state: not a fault
+    state, metrics = eqxrl.train(agent, getkey(), 20 * agent.steps_per_iteration, progress=False, nan_guard=True)
+    assert "nonfinite" not in metrics and metrics["episode_return"].shape == (20,)
+
+
+def test_cli_nan_guard_exits_1_with_the_iteration(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "make", lambda name: NaNReward(eqxrl.envs.make(name)))
+    code = cli.main(["train", "ppo", "--run-dir", str(tmp_path / "r"), "--quiet", "--nan-guard", "--total-steps", "1024",
+                     "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2", "--hidden-sizes", "8"])  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "non-finite values after iteration 1 of 8" in err and "metric" in err
+
+
+# ----------------------------------------------------------------------- reproducibility
+@pytest.mark.parametrize("name", NAMES)
+def test_same_key_same_result(name):
+    agent = tiny(name)
+    budget = 6 * agent.steps_per_iteration
+    a = eqxrl.train(agent, jax.random.key(5), budget, progress=False)
+    b = eqxrl.train(agent, jax.random.key(5), budget, progress=True)  # chunking does not change results
+    _assert_same(a[0], b[0])
+    _assert_same_metrics(a[1], b[1])
+    c = eqxrl.train(agent, jax.random.key(6), budget, progress=False)
+    assert any(not np.array_equal(x, y) for x, y in zip(_leaves(a[0]), _leaves(c[0])))
+
+
+def _main(argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(argv)
+    return code, out.getvalue()
+
+
+CLI_TINY = ["--total-steps", "512", "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2",
+            "--hidden-sizes", "8", "--eval-episodes", "2", "--quiet"]  # fmt: skip
+
+
+def test_config_json_reproduces_the_run(tmp_path):
+    code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "a"), *CLI_TINY, "--seeds", "2", "--learning-rate", "1e-3"])
+    assert code == 0
+    code, out = _main(["train", "--config", str(tmp_path / "a" / "config.json"), "--run-dir", str(tmp_path / "b"), "--quiet"])
+    assert code == 0 and "2 seeds" in out
+    assert (tmp_path / "a" / "metrics.csv").read_text() == (tmp_path / "b" / "metrics.csv").read_text()
+    _assert_same(rundir.load_run(tmp_path / "a")[1], rundir.load_run(tmp_path / "b")[1])
+
+
+def test_cli_resume(tmp_path, monkeypatch):
+    real, calls = rundir.save_checkpoint, []
+
+    def crash(*args, **kwargs):
+        real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(rundir, "save_checkpoint", crash)
+    code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY, "--checkpoint-every", "128"])
+    assert code == 130  # interrupted
+    monkeypatch.setattr(rundir, "save_checkpoint", real)
+    code, out = _main(["train", "--resume", str(tmp_path / "r"), "--quiet"])
+    assert code == 0 and "resuming ppo on CartPole-v1" in out and "evaluation" in out
+    code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "full"), *CLI_TINY, "--checkpoint-every", "128"])
+    assert (tmp_path / "r" / "metrics.csv").read_text() == (tmp_path / "full" / "metrics.csv").read_text()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--resume", "/nonexistent/run"], r"run directory '/nonexistent/run' does not exist"),
+        (["train", "--resume", "RUN", "--learning-rate", "1e-3"], r"--resume RUN_DIR continues a run as it was configured"),
+        (["train", "--config", "/nonexistent/config.json"], r"--config '/nonexistent/config.json': "),
+        (["train", "--config", "CONFIG", "--gamma", "0.9"], r"--config reproduces a run as it was: do not also set agent fields \(gamma\)"),
+        (["train", "--checkpoint-every", "0"], r"argument --checkpoint-every: expected a positive integer, got '0'"),
+    ],
+)
+def test_product_bad_arguments(argv, message, tmp_path, capsys):
+    argv = [str(tmp_path / "cfg.json") if a == "CONFIG" else str(tmp_path) if a == "RUN" else a for a in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and err[0].startswith("usage:")
+    assert __import__("re").search(message, err[1]), err[1]
+
+
+def test_resume_of_a_complete_run_exits_2(tmp_path, capsys):
+    assert _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY])[0] == 0
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--resume", str(tmp_path / "r")])
+    assert exit_info.value.code == 2
+    assert "the run is already complete" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------- logging
+def _tensorboard_scalars(directory: pathlib.Path) -> dict[str, list[tuple[int, float]]]:
+    """Read scalar summaries from TFRecord event files (length, crc, event proto, crc)."""
+    from tensorboardX.proto import event_pb2
+
+    out: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        data = path.read_bytes()
+        pos = 0
+        while pos < len(data):
+            (length,) = struct.unpack("<Q", data[pos : pos + 8])
+            event = event_pb2.Event.FromString(data[pos + 12 : pos + 12 + length])
+            pos += 12 + length + 4
+            for value in event.summary.value:
+                out.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return out
+
+
+def test_tensorboard_event_files(tmp_path):
+    code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY, "--seeds", "2", "--tensorboard"])
+    assert code == 0
+    scalars = _tensorboard_scalars(tmp_path / "r" / "tensorboard")
+    metrics = rundir.load_metrics(tmp_path / "r")
+    assert {"loss", "entropy", "episode_return"} <= set(scalars)
+    steps = [s for s, _ in scalars["loss"]]
+    np.testing.assert_array_equal(steps, metrics["env_steps"][0])
+    np.testing.assert_allclose([v for _, v in scalars["loss"]], metrics["loss"].mean(axis=0), rtol=1e-5)
+    assert "episode_return/member_1" in scalars
+    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert config["tensorboard"] is True and config["status"] == "complete"
+
+
+# ----------------------------------------------------------------------- inference
+def test_load_a_policy_and_act_in_three_lines(tmp_path):
+    assert _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY, "--seeds", "2"])[0] == 0
+    policy = rundir.load_policy(tmp_path / "r")
+    actions = policy(jnp.zeros((5, 4), jnp.float32))
+    assert actions.shape == (5,) and actions.dtype == jnp.int32
+    second = rundir.load_policy(tmp_path / "r", member=1, deterministic=False)
+    assert second(jnp.zeros((3, 4), jnp.float32), jax.random.key(0)).shape == (3,)
+    with pytest.raises(ValueError, match=r"load_policy\(member\) must be in \[-2, 2\) for this run of 2 seed\(s\), got 2"):
+        rundir.load_policy(tmp_path / "r", member=2)
+
+
+def test_rollout_one_member_or_all(getkey):
+    agent = tiny("ppo")
+    state, _ = eqxrl.train(agent, jax.random.split(getkey(), 3), 4 * agent.steps_per_iteration, progress=False)
+    every = eqxrl.rollout(agent, state, getkey(), 20, num_envs=2)
+    assert every["obs"].shape == (3, 20, 2, 4) and every["action"].shape == (3, 20, 2)
+    one = eqxrl.rollout(agent, state, getkey(), 20, member=1)
+    assert one["reward"].shape == (20, 1) and set(one) == {"obs", "action", "reward", "terminated", "truncated"}
+    single_state = jax.tree.map(lambda x: x[0], state)
+    assert eqxrl.rollout(agent, single_state, getkey(), 5)["obs"].shape == (5, 1, 4)
+    with pytest.raises(ValueError, match=r"rollout\(member\) must be in \[-3, 3\) for a batch of 3, got 3"):
+        eqxrl.rollout(agent, state, getkey(), 5, member=3)
+    with pytest.raises(ValueError, match=r"rollout\(num_steps\) must be a positive int, got 0"):
+        eqxrl.rollout(agent, state, getkey(), 0)
+
+
+# ----------------------------------------------------------------------- config validation, every agent
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("gamma", 1.5, r"\(gamma\) must be in \[0, 1\], got 1.5"),
+        ("num_envs", 0, r"\(num_envs\) must be a positive int, got 0"),
+        ("hidden_sizes", (), r"\(hidden_sizes\)"),
+    ],
+)
+def test_every_agent_validates_its_config(name, field, value, expected):
+    cls = rundir.AGENTS[name]
+    with pytest.raises(ValueError, match=rf"^{cls.__name__}{expected}"):
+        tiny(name, **{field: value})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_agent_rejects_non_positive_learning_rates(name):
+    cls = rundir.AGENTS[name]
+    rates = [f for f in rundir._float_fields(cls) if f.endswith("learning_rate")]
+    assert rates
+    for field in rates:
+        with pytest.raises(ValueError, match=rf"^{cls.__name__}\({field}\) must be > 0, got -0.1"):
+            tiny(name, **{field: -0.1})
