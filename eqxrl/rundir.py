@@ -625,10 +625,11 @@ class _TensorBoard:
     """TensorBoard event files (tensorboardX) with every metric against env steps
     (the mean over seeds/members, and `episode_return` per seed/member)."""
 
-    def __init__(self, run_dir: pathlib.Path, start: int):
+    def __init__(self, run_dir: pathlib.Path, start: int, start_step: int):
         from tensorboardX import SummaryWriter
 
-        self.writer = SummaryWriter(str(run_dir / TENSORBOARD), purge_step=start or None)
+        # On resume, events a crashed run wrote past its last checkpoint are purged.
+        self.writer = SummaryWriter(str(run_dir / TENSORBOARD), purge_step=start_step or None)
         self.done = start
 
     def write(self, metrics: Mapping[str, np.ndarray], iteration: int) -> None:
@@ -713,13 +714,17 @@ def train_run(
     else:
         config = load_config(run_dir)
         chunk, every = config["chunk_iterations"], max(1, config["checkpoint_every"] // per_iteration)
-    board = _TensorBoard(run_dir, _resume.iteration if _resume is not None else 0) if tensorboard else None
+    done = _resume.iteration if _resume is not None else 0
+    board = _TensorBoard(run_dir, done, done * per_iteration + 1 if done else 0) if tensorboard else None
+    last_saved = [done]
 
     def on_chunk(checkpoint: Checkpoint) -> None:
         if board is not None:
             board.write(checkpoint.metrics, checkpoint.iteration)
-        if checkpoint.iteration % every == 0 or checkpoint.iteration == checkpoint.num_iterations:
+        # A checkpoint at the first chunk boundary past each multiple of `every` iterations.
+        if checkpoint.iteration // every > last_saved[0] // every or checkpoint.iteration == checkpoint.num_iterations:
             save_checkpoint(run_dir, agent, checkpoint)
+            last_saved[0] = checkpoint.iteration
 
     try:
         state, metrics, info = train(

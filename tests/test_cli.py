@@ -210,7 +210,7 @@ def _unknown_field(config):
         ("truncated state", "state.eqx does not match PPO with 1 seed(s)"),
         (_break_config, "state.eqx does not match PPO with 1 seed(s)"),
         (_break_seeds, "state.eqx does not match PPO with 2 seed(s)"),
-        (_unknown_agent, "unknown agent 'a2c'; known agents: ['ddpg', 'dqn', 'ppo', 'sac', 'td3']"),
+        (_unknown_agent, f"unknown agent 'a2c'; known agents: {sorted(rundir.AGENTS)}"),
         (_unknown_field, "PPO has no field(s) ['no_such_field']"),
     ],
 )

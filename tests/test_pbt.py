@@ -1,6 +1,7 @@
 """PBT: search spaces, exploit strategies, exploit/explore invariants, runs for every agent,
 run directory and exact resume, bad input. (Sharding and multi-host: test_pbt_devices.py.)"""
 
+import functools
 import json
 
 import equinox as eqx
@@ -124,15 +125,22 @@ def test_bad_domains(make, match):
 
 
 # ----------------------------------------------------------------------- exploit strategies
-@settings(max_examples=40, deadline=None)
+@functools.cache
+def _truncation(k: int, m: int):
+    return jax.jit(Truncation(k, m).__call__)
+
+
+@settings(max_examples=30, deadline=None)
 @given(st.data())
 def test_truncation_invariants(data):
-    size = data.draw(st.integers(2, 12))
+    size = data.draw(st.integers(2, 8))
     k = data.draw(st.integers(1, size - 1))
     m = data.draw(st.integers(1, size - k))
-    fitness = np.asarray(data.draw(st.lists(st.floats(-100, 100), min_size=size, max_size=size)), np.float32)
+    # (XLA flushes float32 subnormals to zero on CPU: keep them out of the ranking.)
+    values = st.floats(-100, 100, width=32, allow_subnormal=False)
+    fitness = np.asarray(data.draw(st.lists(values, min_size=size, max_size=size)), np.float32)
     seed = data.draw(st.integers(0, 2**16))
-    source = np.asarray(jax.jit(Truncation(k, m).__call__)(jax.random.key(seed), jnp.asarray(fitness)))
+    source = np.asarray(_truncation(k, m)(jax.random.key(seed), jnp.asarray(fitness)))
     assert source.shape == (size,)
     order = np.argsort(fitness, kind="stable")
     worst, best = set(order[:k].tolist()), set(order[size - m :].tolist())
@@ -148,11 +156,14 @@ def test_truncation_treats_nan_as_worst(getkey):
     np.testing.assert_array_equal(source, [0, 2, 2, 3])
 
 
+_TOURNAMENT = jax.jit(Tournament().__call__)
+
+
 @settings(max_examples=20, deadline=None)
-@given(st.integers(2, 12), st.integers(0, 2**16))
+@given(st.integers(2, 8), st.integers(0, 2**16))
 def test_tournament_copies_only_better_members(size, seed):
     fitness = jax.random.normal(jax.random.key(seed + 1), (size,))
-    source = np.asarray(jax.jit(Tournament().__call__)(jax.random.key(seed), fitness))
+    source = np.asarray(_TOURNAMENT(jax.random.key(seed), fitness))
     f = np.asarray(fitness)
     for i, s in enumerate(source):
         assert s == i or f[s] > f[i]
