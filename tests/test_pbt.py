@@ -385,7 +385,7 @@ def test_crash_during_a_checkpoint_write_leaves_the_previous_one(tmp_path, monke
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(pbt_io.os, "replace", broken_replace)
+    monkeypatch.setattr(eqxrl.rundir.os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         pbt_io.save_checkpoint(tmp_path / "population.eqx", pbt, 2 * pbt.steps_per_generation,
                                pbt.init(jax.random.key(2)), [])  # fmt: skip

@@ -12,7 +12,6 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import pathlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,12 +35,9 @@ _EXPLOITS = {c.__name__: c for c in (Truncation, Tournament)}
 
 
 def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    from ..rundir import _atomic_write_bytes  # one implementation of temp file + fsync + rename
+
+    _atomic_write_bytes(path, data)
 
 
 def _module_spec(m: eqx.Module) -> dict[str, Any]:
