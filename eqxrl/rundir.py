@@ -37,12 +37,12 @@ import jaxtyping
 from jaxtyping import Array, PyTree
 
 from ._types import Key, as_float
-from .agents import DADS, DDPG, DQN, PPO, SAC, TD3, AbstractAgent
+from .agents import DADS, DDPG, DQN, MPO, PPO, SAC, TD3, AbstractAgent
 from .envs import make
 from ._stack import Stacked, stack
 from .train import Checkpoint, TrainInfo, evaluate, train
 
-AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "dads": DADS}
+AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "mpo": MPO, "dads": DADS}
 """The agents the command line and `load_agent` know, by name. A new agent
 plugs in by adding one entry."""
 

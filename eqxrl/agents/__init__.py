@@ -17,3 +17,5 @@ from ._off_policy import OffPolicyState as OffPolicyState
 from ._sac import SAC as SAC
 from ._sac import SACLearner as SACLearner
 from ._td3 import TD3 as TD3
+from ._mpo import MPO as MPO
+from ._mpo import MPOLearner as MPOLearner

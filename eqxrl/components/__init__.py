@@ -41,3 +41,10 @@ from .networks import GaussianHead as GaussianHead
 from .networks import Linear as Linear
 from .networks import TanhGaussianHead as TanhGaussianHead
 from .networks import ValueHead as ValueHead
+from ._mpo import categorical_kl as categorical_kl
+from ._mpo import mpo_categorical_loss as mpo_categorical_loss
+from ._mpo import mpo_e_step as mpo_e_step
+from ._mpo import mpo_gaussian_loss as mpo_gaussian_loss
+from ._mpo import mpo_kl_penalty as mpo_kl_penalty
+from ._mpo import mpo_weighted_log_likelihood as mpo_weighted_log_likelihood
+from ._mpo import normal_kl as normal_kl

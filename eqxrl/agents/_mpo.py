@@ -1,0 +1,296 @@
+"""MPO: Maximum a Posteriori Policy Optimisation (Abdolmaleki et al. 2018), with
+the decoupled KL constraints of Abdolmaleki et al. 2018b (as acme's `mpo` loss)."""
+
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from .._types import Key, Metrics, float_leaf
+from ..components import (
+    CategoricalHead,
+    ContinuousQHead,
+    DiscreteQHead,
+    Ensemble,
+    GaussianHead,
+    Normal,
+    Optimizer,
+    Sample,
+)
+from ..components._mpo import mpo_categorical_loss, mpo_gaussian_loss, softplus_inverse
+from ..components._optimizers import OptState
+from ..components._td import polyak, select_q
+from ..envs import AbstractEnv, Box, Discrete
+from ._base import as_env, check_hyperparameter, check_positive_int
+from ._off_policy import AbstractOffPolicyAgent
+
+# Lower bound of the raw (pre-softplus) dual parameters: softplus(-18) ~ 1.5e-8 (acme's projection).
+_MIN_RAW_DUAL = -18.0
+
+
+class MPODuals(eqx.Module):
+    """MPO's dual variables, stored as raw parameters of `softplus` (positive by construction).
+
+    `raw_alpha` holds the M-step multipliers: `(alpha_mean, alpha_std)` for a
+    Gaussian policy, `(alpha,)` for a categorical one.
+    """
+
+    raw_temperature: Float[Array, ""]
+    raw_alpha: Float[Array, " k"]
+
+    @property
+    def temperature(self) -> Float[Array, ""]:
+        return jax.nn.softplus(self.raw_temperature) + 1e-8
+
+    @property
+    def alpha(self) -> Float[Array, " k"]:
+        return jax.nn.softplus(self.raw_alpha) + 1e-8
+
+    def project(self) -> "MPODuals":
+        """**Returns:** the duals with raw parameters clipped from below (after an optimizer step)."""
+        return MPODuals(jnp.maximum(self.raw_temperature, _MIN_RAW_DUAL), jnp.maximum(self.raw_alpha, _MIN_RAW_DUAL))
+
+
+class MPOLearner(eqx.Module):
+    """MPO's networks, target networks, dual variables and optimizer states."""
+
+    policy: GaussianHead | CategoricalHead
+    target_policy: GaussianHead | CategoricalHead
+    critic: Ensemble
+    target_critic: Ensemble
+    duals: MPODuals
+    policy_opt: OptState
+    critic_opt: OptState
+    dual_opt: OptState
+
+
+class MPO(AbstractOffPolicyAgent):
+    """MPO for continuous (Box) or discrete actions.
+
+    Each update, on a replay batch:
+
+    - **critic**: an ensemble of `num_critics` Q-networks regresses on
+      `r + discount * mean_j min_i Q_target_i(s', a_j)`, with
+      `num_action_samples` actions `a_j` sampled from the *target* policy at
+      `s'` (a discrete policy takes the exact expectation over all actions);
+    - **E-step**: at the same states `s'`, the non-parametric policy
+      `q(a|s) ∝ pi_target(a|s) exp(Q_target(s, a) / eta)` over the same actions;
+      the temperature `eta` minimises its dual with KL bound `epsilon`;
+    - **M-step**: the policy fits `q` by weighted maximum likelihood under a KL
+      constraint to the target policy, held by learned Lagrange multipliers.
+      Gaussian policies have decoupled constraints: `kl_mean` on the mean
+      (`alpha_mean`) and `kl_std` on the standard deviation (`alpha_std`);
+      categorical ones a single `kl_categorical` (`alpha`).
+
+    Dual variables are softplus-parameterised (positive) and projected onto
+    raw values >= -18 after each step. Target networks (policy and critic) are
+    updated every `target_update_period` updates by `target <- tau * online +
+    (1 - tau) * target`: the default is acme's hard copy every 100 updates
+    (`tau=1`), so the KL constraints are relative to a policy fixed for 100
+    updates; `target_update_period=1, tau=0.005` gives polyak averaging.
+
+    The continuous policy is a diagonal Gaussian with a `tanh`-bounded mean and
+    a state-dependent std (`init_std * softplus(.) + min_std`); its samples are
+    clipped to [-1, 1] (rescaled onto the env's bounds) before they reach the env
+    or the critic, while the M-step's log-likelihoods use the unclipped samples.
+    The deterministic action is the mean.
+    """
+
+    env: AbstractEnv = eqx.field(converter=as_env)
+    default_env: ClassVar[str] = "Pendulum-v1"
+    num_envs: int = eqx.field(static=True, default=1)
+    rollout_length: int = eqx.field(static=True, default=1)
+    updates_per_step: float = eqx.field(static=True, default=1.0)
+    batch_size: int = eqx.field(static=True, default=256)
+    buffer_size: int = eqx.field(static=True, default=100_000)
+    learning_starts: int = eqx.field(static=True, default=1_000)
+    n_step: int = eqx.field(static=True, default=1)
+    prioritized: bool = eqx.field(static=True, default=False)
+    num_critics: int = eqx.field(static=True, default=2)
+    num_action_samples: int = eqx.field(static=True, default=20)
+    target_update_period: int = eqx.field(static=True, default=100)
+    normalize_observations: bool = eqx.field(static=True, default=False)
+    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
+    activation: str = eqx.field(static=True, default="relu")
+    policy_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
+    critic_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
+    dual_learning_rate: Float[Array, ""] = float_leaf(default=1e-2)
+    gamma: Float[Array, ""] = float_leaf(default=0.99)
+    tau: Float[Array, ""] = float_leaf(default=1.0)
+    epsilon: Float[Array, ""] = float_leaf(default=0.1)
+    kl_mean: Float[Array, ""] = float_leaf(default=2.5e-3)
+    kl_std: Float[Array, ""] = float_leaf(default=1e-5)
+    kl_categorical: Float[Array, ""] = float_leaf(default=1e-2)
+    init_temperature: Float[Array, ""] = float_leaf(default=1.0)
+    init_alpha_mean: Float[Array, ""] = float_leaf(default=1.0)
+    init_alpha_std: Float[Array, ""] = float_leaf(default=10.0)
+    init_std: Float[Array, ""] = float_leaf(default=0.5)
+    min_std: Float[Array, ""] = float_leaf(default=1e-3)
+    max_grad_norm: Float[Array, ""] = float_leaf(default=40.0)
+    reward_scale: Float[Array, ""] = float_leaf(default=1.0)
+    per_alpha: Float[Array, ""] = float_leaf(default=0.6)
+    per_beta: Float[Array, ""] = float_leaf(default=0.4)
+
+    def __check_init__(self):
+        self.check_off_policy_config("MPO")
+        space = self.env.action_space
+        if not (isinstance(space, Discrete) or (isinstance(space, Box) and len(space.shape) == 1)):
+            raise ValueError(
+                f"MPO needs a Discrete or a 1-D Box action space, got {space!r} from env {self.env.name!r}"
+            )
+        if isinstance(space, Box) and not space.bounded:
+            raise ValueError(f"MPO needs finite action bounds, got {space!r}")
+        for name in ("num_critics", "num_action_samples", "target_update_period"):
+            check_positive_int("MPO", name, getattr(self, name))
+        check = lambda name, ok, expected: check_hyperparameter("MPO", name, getattr(self, name), ok, expected)  # noqa: E731
+        for name in (
+            "policy_learning_rate",
+            "critic_learning_rate",
+            "dual_learning_rate",
+            "epsilon",
+            "kl_mean",
+            "kl_std",
+            "kl_categorical",
+            "init_temperature",
+            "init_alpha_mean",
+            "init_alpha_std",
+            "init_std",
+        ):
+            check(name, lambda v: v > 0, "> 0")
+        check("min_std", lambda v: v >= 0, ">= 0")
+        check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
+        check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
+
+    def _opt(self, lr: Float[Array, ""]) -> Optimizer:
+        return Optimizer(lr, self.max_grad_norm)
+
+    def _dual_opt(self) -> Optimizer:
+        # Dual variables are not clipped: their gradients are KL gaps, small by construction.
+        return Optimizer(self.dual_learning_rate)
+
+    def policy_distribution(self, policy: GaussianHead, obs: Float[Array, "*batch obs"]) -> Normal:
+        """**Returns:** the Gaussian policy at `obs`: a `tanh`-bounded mean and
+        `init_std * softplus(.) + min_std` as std (its samples still need clipping)."""
+        d = policy(obs)
+        return Normal(jnp.tanh(d.loc), self.init_std * d.scale + self.min_std)
+
+    def init_learner(self, key: Key) -> MPOLearner:
+        policy_key, critic_key = jax.random.split(key)
+        n, a = self.obs_size, self.action_size
+        if self.discrete:
+            policy = CategoricalHead(n, a, self.hidden_sizes, self.activation, key=policy_key)
+            make_q = lambda k: DiscreteQHead(n, a, self.hidden_sizes, self.activation, key=k)  # noqa: E731
+            raw_alpha = softplus_inverse(self.init_alpha_mean[None])
+        else:
+            # init_std = 1, min_std = 0 here: `policy_distribution` scales and floors the std.
+            policy = GaussianHead(
+                n, a, self.hidden_sizes, self.activation, key=policy_key, state_dependent_std=True, init_std=1.0, min_std=0.0
+            )
+            make_q = lambda k: ContinuousQHead(n, a, self.hidden_sizes, self.activation, key=k)  # noqa: E731
+            raw_alpha = softplus_inverse(jnp.stack([self.init_alpha_mean, self.init_alpha_std]))
+        critic = Ensemble(make_q, self.num_critics, key=critic_key)
+        duals = MPODuals(softplus_inverse(self.init_temperature), raw_alpha)
+        return MPOLearner(
+            policy=policy,
+            target_policy=policy,
+            critic=critic,
+            target_critic=critic,
+            duals=duals,
+            policy_opt=self._opt(self.policy_learning_rate).init(policy),
+            critic_opt=self._opt(self.critic_learning_rate).init(critic),
+            dual_opt=self._dual_opt().init(duals),
+        )
+
+    def greedy(self, learner: MPOLearner, obs: Array) -> Array:
+        if self.discrete:
+            return learner.policy(obs).mode()
+        return jnp.clip(self.policy_distribution(learner.policy, obs).mode(), -1.0, 1.0)
+
+    def explore(self, learner: MPOLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Array:
+        if self.discrete:
+            return learner.policy(obs).sample(key)
+        return jnp.clip(self.policy_distribution(learner.policy, obs).sample(key), -1.0, 1.0)
+
+    def update(
+        self, learner: MPOLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]
+    ) -> tuple[MPOLearner, Float[Array, " batch"], Metrics]:
+        data = batch.data
+        next_obs = data.next_obs
+        if self.discrete:
+            target_logits = learner.target_policy(next_obs).logits
+            # (batch, actions): every action of s', the minimum over critics
+            next_q = jnp.min(learner.target_critic(next_obs), axis=0)
+            next_value = jnp.sum(jax.nn.softmax(target_logits, axis=-1) * next_q, axis=-1)
+        else:
+            target_dist = self.policy_distribution(learner.target_policy, next_obs)
+            noise = jax.random.normal(key, (self.num_action_samples,) + target_dist.loc.shape, jnp.float32)
+            actions = target_dist.loc + target_dist.scale * noise  # (samples, batch, action)
+            tiled = jnp.broadcast_to(next_obs, (self.num_action_samples,) + next_obs.shape)
+            next_q = jnp.min(learner.target_critic(tiled, jnp.clip(actions, -1.0, 1.0)), axis=0)  # (samples, batch)
+            next_value = jnp.mean(next_q, axis=0)
+        next_q = jax.lax.stop_gradient(next_q)
+        target = jax.lax.stop_gradient(data.reward + data.discount * next_value)
+
+        def critic_loss_fn(critic):
+            if self.discrete:
+                qs = jax.vmap(lambda q: select_q(q, data.action))(critic(data.obs))
+            else:
+                qs = critic(data.obs, data.action)
+            td = qs - target
+            return jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0)), jnp.mean(td, axis=0)
+
+        (critic_loss, td), grads = eqx.filter_value_and_grad(critic_loss_fn, has_aux=True)(learner.critic)
+        critic, critic_opt = self._opt(self.critic_learning_rate).update(grads, learner.critic_opt, learner.critic)
+
+        def policy_loss_fn(params):
+            policy, duals = params
+            alpha = duals.alpha
+            if self.discrete:
+                return mpo_categorical_loss(
+                    policy(next_obs).logits, target_logits, next_q, duals.temperature, alpha[0],
+                    self.epsilon, self.kl_categorical,
+                )
+            online = self.policy_distribution(policy, next_obs)
+            return mpo_gaussian_loss(
+                online.loc, online.scale, target_dist.loc, target_dist.scale, actions, next_q,
+                duals.temperature, alpha[0], alpha[1], self.epsilon, self.kl_mean, self.kl_std,
+            )
+
+        (_, stats), (policy_grads, dual_grads) = eqx.filter_value_and_grad(policy_loss_fn, has_aux=True)(
+            (learner.policy, learner.duals)
+        )
+        policy, policy_opt = self._opt(self.policy_learning_rate).update(policy_grads, learner.policy_opt, learner.policy)
+        duals, dual_opt = self._dual_opt().update(dual_grads, learner.dual_opt, learner.duals)
+        duals = duals.project()
+
+        sync = (updates + 1) % self.target_update_period == 0
+        follow = lambda online, old: jax.tree.map(  # noqa: E731
+            lambda new, prev: jnp.where(sync, new, prev), polyak(online, old, self.tau), old
+        )
+        new = MPOLearner(
+            policy=policy,
+            target_policy=follow(policy, learner.target_policy),
+            critic=critic,
+            target_critic=follow(critic, learner.target_critic),
+            duals=duals,
+            policy_opt=policy_opt,
+            critic_opt=critic_opt,
+            dual_opt=dual_opt,
+        )
+        metrics = dict(stats)
+        metrics.update(
+            critic_loss=critic_loss,
+            q_mean=jnp.mean(target),
+            temperature=learner.duals.temperature,
+        )
+        if self.discrete:
+            metrics["alpha"] = learner.duals.alpha[0]
+        else:
+            metrics.update(
+                alpha_mean=learner.duals.alpha[0],
+                alpha_std=learner.duals.alpha[1],
+                policy_std=jnp.mean(target_dist.scale),
+            )
+        return new, td, metrics
