@@ -150,7 +150,26 @@ _run_chunk = eqx.filter_jit(_chunk_impl, donate="all-except-first")
 
 
 def _init_impl(agent, keys, layout: _Layout):
-    state = layout.vmap(lambda a, k, _: a.init(k), agent)(keys)
+    if not layout.seeds:
+        state = agent.init(keys)
+    else:
+        # Members are initialised one after the other (`lax.map`), not vmapped: a
+        # vmapped MPO init (batched partitionable-threefry draws next to each other)
+        # deadlocked XLA's CPU runtime at jax 0.10.2, and init is cheap anyway.
+        inner = agent.agent if layout.members else agent
+        arrays, static = eqx.partition(inner, eqx.is_array)
+        per_member = arrays if layout.members else None
+
+        def one(xs):
+            member_arrays, key = xs
+            member = eqx.combine(member_arrays, static) if layout.members else inner
+            out = member.init(key)
+            return eqx.filter(out, eqx.is_array)
+
+        first = eqx.combine(jax.tree.map(lambda x: x[0], arrays), static) if layout.members else inner
+        shape = eqx.filter_eval_shape(first.init, keys[0])
+        data = jax.lax.map(one, (per_member, keys))
+        state = eqx.combine(data, eqx.filter(shape, eqx.is_array, inverse=True))
     # Strong dtypes only (gymnax's step counter starts as a weak int): the
     # chunk is compiled ahead of time from these shapes and must accept them.
     return jax.tree.map(lambda x: jnp.asarray(x, x.dtype) if eqx.is_array(x) else x, state)
