@@ -307,8 +307,8 @@ def _host_metrics(chunks: list[dict[str, Any]], num_iterations: int, seeds: bool
 
 
 def _join_metrics(before: dict[str, np.ndarray], after: dict[str, np.ndarray], seeds: bool) -> dict[str, np.ndarray]:
-    if not before:
-        return after
+    if not before or not after:
+        return after or before
     axis = 1 if seeds else 0
     return {k: np.concatenate([before[k], after[k]], axis=axis) for k in after}
 

@@ -123,6 +123,11 @@ def test_train_resume_argument_checks(getkey):
         eqxrl.train(agent, getkey(), 64, progress=False, resume=first, chunk_iterations=2)
     with pytest.raises(ValueError, match=r"train\(resume\) must be a Checkpoint, got dict"):
         eqxrl.train(agent, getkey(), 64, progress=False, resume={})
+    # Resuming from the last checkpoint has nothing left to do: the run's state and metrics come back.
+    last = checkpoints[-1]
+    state, metrics = eqxrl.train(agent, getkey(), 64, progress=False, resume=last)
+    _assert_same(state, last.state)
+    assert metrics["episode_return"].shape == (2,)
 
 
 def test_a_crash_while_writing_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch, getkey):
