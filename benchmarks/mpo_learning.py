@@ -30,6 +30,7 @@ import jax
 import numpy as np
 
 import eqxrl
+from _common import _git_rev, _nproc, _versions  # (benchmarks/ is the script's directory)
 from eqxrl.agents import MPO
 
 ENV = "Pendulum-v1"
@@ -41,35 +42,6 @@ EVAL_EPISODES = 16
 
 def required_passes(num_seeds: int) -> int:
     return math.ceil(3 * num_seeds / 4)
-
-
-def _versions() -> str:
-    from importlib.metadata import version
-
-    out = []
-    for m in ("jax", "jaxlib", "equinox", "optax", "gymnax"):
-        try:
-            out.append(f"{m} {version(m)}")
-        except Exception:  # noqa: BLE001
-            pass
-    return ", ".join(out)
-
-
-def _git_rev() -> str:
-    root = Path(__file__).resolve().parent.parent
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "eqxrl"], cwd=root, capture_output=True, text=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown commit"
-    return f"commit {rev.stdout.strip()}" + (" (eqxrl/ has uncommitted changes)" if dirty.stdout.strip() else "")
-
-
-def _nproc() -> str:
-    try:
-        return subprocess.run(["nproc"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return str(os.cpu_count())
 
 
 def _all_fields(agent) -> str:
