@@ -14,3 +14,14 @@ def getkey():
     counter = itertools.count()
     base = jax.random.key(0)
     return lambda: jax.random.fold_in(base, next(counter))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module: a worker that keeps
+    every module's executables grew past 6 GB by the end of the suite."""
+    yield
+    import gc
+
+    jax.clear_caches()
+    gc.collect()
