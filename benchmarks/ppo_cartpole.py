@@ -63,6 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import eqxrl
+from _common import _git_rev, _nproc  # (benchmarks/ is the script's directory)
 from eqxrl.agents import PPO
 
 ENV_ID = "CartPole-v1"
@@ -423,23 +424,6 @@ def _versions() -> str:
     from importlib.metadata import version
 
     return ", ".join(f"{m} {version(m)}" for m in ("jax", "jaxlib", "equinox", "optax", "gymnax", "rejax", "flax"))
-
-
-def _git_rev() -> str:
-    root = Path(__file__).resolve().parent.parent
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "eqxrl"], cwd=root, capture_output=True, text=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown commit"
-    return f"commit {rev.stdout.strip()}" + (" (eqxrl/ has uncommitted changes)" if dirty.stdout.strip() else "")
-
-
-def _nproc() -> str:
-    try:
-        return subprocess.run(["nproc"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return str(os.cpu_count())
 
 
 def _cpu_model() -> str:
