@@ -5,8 +5,8 @@ from . import components as components
 from . import envs as envs
 from . import pbt as pbt
 from . import rundir as rundir
-from ._stack import Stacked as Stacked
-from ._stack import stack as stack
+from .agents import Stacked as Stacked
+from .agents import stack as stack
 from .train import Checkpoint as Checkpoint
 from .train import NonFiniteError as NonFiniteError
 from .train import TrainInfo as TrainInfo
@@ -14,4 +14,4 @@ from .train import evaluate as evaluate
 from .train import rollout as rollout
 from .train import train as train
 
-__version__ = "0.1.0"
+from .core import __version__ as __version__

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from ._types import as_float
+from .core import as_float
 from .agents import AbstractAgent
 from .envs import make
-from ._stack import Stacked
+from .agents import Stacked
 from .rundir import (
     AGENTS,
     MAX_SEED,
@@ -298,7 +298,7 @@ def _add_agent_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """**Returns:** the `eqxrl` argument parser (commands `train` and `evaluate`)."""
-    from . import __version__
+    from .core import __version__
 
     parser = argparse.ArgumentParser(
         prog="eqxrl",

@@ -36,10 +36,10 @@ import numpy as np
 import jaxtyping
 from jaxtyping import Array, PyTree
 
-from ._types import Key, as_float
+from .core import Key, as_float
 from .agents import DADS, DDPG, DQN, MPO, PPO, SAC, TD3, AbstractAgent
 from .envs import make
-from ._stack import Stacked, stack
+from .agents import Stacked, stack
 from .train import Checkpoint, TrainInfo, evaluate, train
 
 AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "mpo": MPO, "dads": DADS}
@@ -395,7 +395,7 @@ def summarize_returns(returns: Array | np.ndarray) -> dict[str, Any]:
 
 
 def _version() -> str:
-    from . import __version__
+    from .core import __version__
 
     return __version__
 

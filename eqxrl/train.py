@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PyTree
 
-from ._stack import Stacked
-from ._types import Key
+from .agents import Stacked
+from .core import Key
 from .agents import AbstractAgent, Clock
 from .envs import VectorEnv
 

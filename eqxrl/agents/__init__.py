@@ -19,3 +19,10 @@ from ._sac import SACLearner as SACLearner
 from ._td3 import TD3 as TD3
 from ._mpo import MPO as MPO
 from ._mpo import MPOLearner as MPOLearner
+from ._registry import AGENTS as AGENTS
+from ._registry import agent_class as agent_class
+from ._registry import agent_name as agent_name
+from ._registry import register_agent as register_agent
+from ._stack import Batch as Batch
+from ._stack import Stacked as Stacked
+from ._stack import stack as stack

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from .._types import Key, Metrics, as_float
+from ..core import Key, Metrics, as_float
 from ..envs import AbstractEnv
 
 

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from .._types import Key, Metrics, float_leaf
+from ..core import Key, Metrics, float_leaf
 from ..components import Optimizer, RunningMeanStd, Sample, Transition
 from ..components._optimizers import OptState
 from ..components._skill_dynamics import SkillDynamics, dads_intrinsic_reward

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .._types import Key, Metrics
+from ..core import Key, Metrics
 from ..components import ContinuousQHead, DeterministicHead, Ensemble, Optimizer, Sample
 from ..components._optimizers import OptState
 from ..components._td import clipped_double_q_target, polyak, smoothed_target_action

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .._types import Key, Metrics, float_leaf
+from ..core import Key, Metrics, float_leaf
 from ..components import DiscreteQHead, Optimizer, Sample
 from ..components._optimizers import OptState
 from ..components._td import huber, polyak, q_learning_target, select_q

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .._types import Key, Metrics, float_leaf
+from ..core import Key, Metrics, float_leaf
 from ..components import (
     CategoricalHead,
     ContinuousQHead,

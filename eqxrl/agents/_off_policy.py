@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from .._types import EnvState, Key, Metrics
+from ..core import EnvState, Key, Metrics
 from ..components import PrioritizedReplayBuffer, ReplayBuffer, RunningMeanStd, Sample, Transition
 from ..components._nstep import NStepWindow
 from ..envs import AbstractEnv, AutoReset, Box, Discrete, EpisodeStatistics, RescaleAction, VectorEnv

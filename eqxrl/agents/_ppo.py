@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from .._types import EnvState, Key, Metrics, float_leaf
+from ..core import EnvState, Key, Metrics, float_leaf
 from ..components import (
     CategoricalHead,
     GaussianHead,

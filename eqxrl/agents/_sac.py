@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .._types import Key, Metrics, float_leaf
+from ..core import Key, Metrics, float_leaf
 from ..components import ContinuousQHead, Ensemble, Optimizer, Sample, TanhGaussianHead
 from ..components._optimizers import OptState
 from ..components._td import clipped_double_q_target, polyak, sac_actor_loss, sac_alpha_loss

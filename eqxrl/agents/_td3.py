@@ -5,7 +5,7 @@ from typing import ClassVar
 import equinox as eqx
 from jaxtyping import Array, Float, Int
 
-from .._types import Key, Metrics, float_leaf
+from ..core import Key, Metrics, float_leaf
 from ..components import Optimizer, Sample
 from ..envs import AbstractEnv
 from ._base import as_env, check_hyperparameter, check_positive_int

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from .._types import Key, float_leaf
+from ..core import Key, float_leaf
 
 
 class Transition(eqx.Module):

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, PyTree
 
-from .._compat import foreign_promotion
-from .._types import float_leaf
+from ..core import foreign_promotion
+from ..core import float_leaf
 
 OptState = Any
 

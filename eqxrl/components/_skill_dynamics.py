@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from .._types import Key
+from ..core import Key
 from .networks._mlp import MLP, check_last_axis
 
 _LOG_2PI = math.log(2.0 * math.pi)

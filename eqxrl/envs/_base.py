@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PyTree
 
-from .._types import EnvState, Key
+from ..core import EnvState, Key
 from ._spaces import AbstractSpace
 
 

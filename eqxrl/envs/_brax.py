@@ -7,10 +7,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._types import EnvState, Key
+from ..core import EnvState, Key
 from ._base import AbstractEnv, TimeStep, first_timestep
 from ._spaces import Box
-from .._compat import foreign_promotion
+from ..core import foreign_promotion
 from ._static import StaticHandle
 
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from .._types import EnvState, Key
+from ..core import EnvState, Key
 from ._base import AbstractEnv, AbstractWrapper, TimeStep
 from ._spaces import Box
 

@@ -7,10 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PyTree
 
-from .._types import EnvState, Key
+from ..core import EnvState, Key
 from ._base import AbstractEnv, TimeStep, first_timestep
 from ._spaces import AbstractSpace, Box, Discrete
-from .._compat import foreign_promotion as _foreign_promotion
+from ..core import foreign_promotion as _foreign_promotion
 from ._static import StaticHandle
 
 

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._types import Key
+from ..core import Key
 from ._base import AbstractEnv, TimeStep, first_timestep
 from ._spaces import Box
 from ._wrappers import TimeLimit

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool
 
-from .._types import Key
+from ..core import Key
 
 
 class AbstractSpace(eqx.Module):

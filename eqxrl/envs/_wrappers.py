@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .._types import EnvState, Key
+from ..core import EnvState, Key
 from ..components._normalization import RunningMeanStd
 from ._base import AbstractEnv, AbstractWrapper, TimeStep, tree_select
 from ._spaces import AbstractSpace, Box

@@ -30,8 +30,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float, Int, PyTree
 
-from .._stack import Stacked
-from .._types import Key
+from ..agents import Stacked
+from ..core import Key
 from ..agents import AbstractAgent
 from ._exploit import Exploit, Truncation
 from ._spaces import Domain

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._types import Key
+from ..core import Key
 
 DEFAULT_FACTORS = (0.8, 1.2)
 

@@ -7,7 +7,7 @@ import equinox as eqx
 import jax
 from jaxtyping import PyTree
 
-from ..._types import Key
+from ...core import Key
 
 M = TypeVar("M", bound=eqx.Module)
 

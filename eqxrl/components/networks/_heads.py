@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..._types import Key
+from ...core import Key
 from .._distributions import Categorical, Normal, TanhNormal
 from ._mlp import MLP, check_last_axis
 

@@ -1,4 +1,4 @@
-"""Type aliases shared across eqxrl."""
+"""Type aliases and the hyperparameter field shared across eqxrl."""
 
 from typing import Any, TypeAlias
 

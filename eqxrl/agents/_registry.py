@@ -1,0 +1,56 @@
+"""The agent registry: the names under which run directories, `eqxrl.load_run`, PBT
+run directories and the command line know agent classes."""
+
+from typing import Any
+
+from ._base import AbstractAgent
+from ._dads import DADS
+from ._ddpg import DDPG
+from ._dqn import DQN
+from ._mpo import MPO
+from ._ppo import PPO
+from ._sac import SAC
+from ._stack import Batch
+from ._td3 import TD3
+
+AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "mpo": MPO, "dads": DADS}
+"""The agents known by name (`"ppo"` → `PPO`); `register_agent` adds one."""
+
+
+def register_agent(cls: type[AbstractAgent], name: str | None = None) -> type[AbstractAgent]:
+    """Make a custom agent class known to run directories and the command line.
+
+    **Arguments:** `cls`, a concrete subclass of `AbstractAgent`; `name`, its
+    registry name (default: the class name in lower case). Usable as a decorator.
+
+    **Returns:** `cls`.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, AbstractAgent)):
+        raise ValueError(f"register_agent(cls) must be a subclass of eqxrl.agents.AbstractAgent, got {cls!r}")
+    name = cls.__name__.lower() if name is None else name
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"register_agent(name) must be an identifier like 'reinforce', got {name!r}")
+    if AGENTS.get(name, cls) is not cls:
+        raise ValueError(f"register_agent: the name {name!r} is taken by {AGENTS[name].__name__}")
+    AGENTS[name] = cls
+    return cls
+
+
+def agent_name(agent: Any) -> str:
+    """**Returns:** the registry name of `agent`'s class (`"ppo"`; also for a `Stacked` population),
+    or its class name when it is not registered."""
+    base = Batch.of(agent).agent
+    for name, cls in AGENTS.items():
+        if type(base) is cls:
+            return name
+    return type(base).__name__
+
+
+def agent_class(name: str) -> type[AbstractAgent]:
+    """**Returns:** the agent class registered as `name`; a `ValueError` listing the known names otherwise."""
+    if name not in AGENTS:
+        raise ValueError(
+            f"unknown agent {name!r}; known agents: {sorted(AGENTS)} "
+            "(register another with eqxrl.register_agent(cls))"
+        )
+    return AGENTS[name]

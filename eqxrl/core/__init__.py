@@ -1,0 +1,27 @@
+"""The ground floor: type aliases, hyperparameter fields and the checks every other floor shares.
+
+Nothing here knows about environments, agents or training; every other
+package of eqxrl may import it, and it imports none of them.
+"""
+
+from ._checks import check_hyperparameter as check_hyperparameter
+from ._checks import check_positive_int as check_positive_int
+from ._checks import concrete_scalar as concrete_scalar
+from ._checks import is_key as is_key
+from ._checks import is_positive_int as is_positive_int
+from ._checks import keys_as_data as keys_as_data
+from ._checks import nanmean as nanmean
+from ._checks import one_line as one_line
+from ._checks import tree_select as tree_select
+from ._compat import foreign_promotion as foreign_promotion
+from ._plot import figure as figure
+from ._plot import png_bytes as png_bytes
+from ._types import Action as Action
+from ._types import EnvState as EnvState
+from ._types import Key as Key
+from ._types import Metrics as Metrics
+from ._types import Obs as Obs
+from ._types import Scalar as Scalar
+from ._types import as_float as as_float
+from ._types import float_leaf as float_leaf
+from ._version import __version__ as __version__

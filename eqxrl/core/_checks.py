@@ -1,0 +1,71 @@
+"""Argument checks and small tree helpers that every floor shares."""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, PyTree
+
+
+def is_key(x: Any) -> bool:
+    """Whether `x` is a typed PRNG key array (or the shape of one)."""
+    return isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def keys_as_data(tree: PyTree) -> PyTree:
+    """`tree` with every PRNG key leaf replaced by its raw `uint32` key data (for serialisation)."""
+    return jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, tree)
+
+
+def is_positive_int(value: Any) -> bool:
+    """Whether `value` is an `int` (not a `bool`) of at least 1."""
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 1
+
+
+def check_positive_int(owner: str, name: str, value: Any) -> int:
+    """Raise `ValueError("PPO(num_envs) must be a positive int, got 0")` unless `value` is one.
+
+    **Returns:** `value` as a Python int.
+    """
+    if not is_positive_int(value):
+        raise ValueError(f"{owner}({name}) must be a positive int, got {value!r}")
+    return int(value)
+
+
+def concrete_scalar(value: Any) -> float | None:
+    """`value` as a Python float when it is a concrete scalar, else None.
+
+    Traced values (inside jit/vmap) and stacked populations (non-scalar leaves)
+    are None: they were checked where each member was made.
+    """
+    if isinstance(value, jax.core.Tracer) or jnp.ndim(value) != 0:
+        return None
+    return float(value)
+
+
+def check_hyperparameter(owner: str, name: str, value: Any, ok, expected: str) -> None:
+    """Raise `ValueError("PPO(clip_eps) must be in (0, 1), got 1.5")` for a bad concrete scalar
+    (traced and stacked values are skipped: see `concrete_scalar`)."""
+    v = concrete_scalar(value)
+    if v is not None and not ok(v):
+        raise ValueError(f"{owner}({name}) must be {expected}, got {v:g}")
+
+
+def tree_select(pred: Bool[Array, ""], on_true: PyTree, on_false: PyTree) -> PyTree:
+    """Leafwise `where(pred, on_true, on_false)` over two trees of one structure;
+    non-array leaves (static parts) are taken from `on_true`."""
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b) if eqx.is_array(a) else a, on_true, on_false)
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's message on one line (for command-line errors)."""
+    return " ".join(str(e).split())
+
+
+def nanmean(x: Any) -> float:
+    """The mean of the finite entries of `x` (NaN when there are none)."""
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else float("nan")

@@ -1,0 +1,132 @@
+"""The package layout, checked by parsing every module of `eqxrl` (no import runs).
+
+- no private name (a segment with a leading underscore) is imported from outside
+  the package that owns it;
+- no `importlib` reach-arounds;
+- no import circle between modules, and the floors import only downwards:
+  core → envs → components → agents → loop → runs → pbt → cli;
+- no module over about 400 lines.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "eqxrl"
+MAX_LINES = 420
+# Each floor may import the floors before it (and itself), never one after it.
+FLOORS = ["core", "envs", "components", "agents", "loop", "runs", "pbt", "cli"]
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    out = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _package(module: str) -> str:
+    """The package a module belongs to (a package's `__init__` belongs to itself)."""
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _imports(module: str) -> list[tuple[int, str, str | None]]:
+    """`(line, target module, imported name or None)` for every import in `module`, nested ones too."""
+    tree = ast.parse(MODULES[module].read_text())
+    package = _package(module)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, None) for a in node.names if a.name.split(".")[0] == "eqxrl"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "eqxrl":
+                continue
+            for a in node.names:
+                # `from . import x` may import a submodule: resolve it as one.
+                if f"{target}.{a.name}" in MODULES:
+                    out.append((node.lineno, f"{target}.{a.name}", None))
+                else:
+                    out.append((node.lineno, target, a.name))
+    return out
+
+
+def _floor(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1].lstrip("_") if len(parts) > 1 else None
+
+
+def test_no_private_import_across_packages():
+    bad = []
+    for module in MODULES:
+        package = _package(module)
+        for line, target, name in _imports(module):
+            segments = target.split(".") + ([name] if name else [])
+            for i, segment in enumerate(segments):
+                if segment.startswith("_") and not segment.startswith("__"):
+                    owner = ".".join(segments[:i])
+                    if owner != package:
+                        bad.append(f"{module}:{line} imports {'.'.join(segments)}")
+                    break
+    assert not bad, "private names imported across a package boundary:\n" + "\n".join(bad)
+
+
+def test_no_importlib_tricks():
+    bad = [m for m, p in MODULES.items() if "import_module" in p.read_text() or "__import__(" in p.read_text()]
+    assert not bad, f"importlib reach-arounds in {bad}"
+
+
+def test_floors_import_only_downwards():
+    bad = []
+    for module in MODULES:
+        floor = _floor(module)
+        if floor not in FLOORS:
+            continue
+        for line, target, _ in _imports(module):
+            other = _floor(target)
+            if other is None:
+                bad.append(f"{module}:{line} imports the top-level eqxrl package")
+            elif other in FLOORS and FLOORS.index(other) > FLOORS.index(floor):
+                bad.append(f"{module}:{line} ({floor}) imports {target} ({other})")
+    assert not bad, "imports that run up the floors:\n" + "\n".join(bad)
+
+
+def test_no_import_circle():
+    graph = {m: sorted({t for _, t, _ in _imports(m) if t in MODULES and t != m and t != "eqxrl"}) for m in MODULES}
+    # A package's `__init__` re-exports its modules: an edge from a module to its own
+    # package's `__init__` is what makes a circle, so those count too.
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for n in graph[m]:
+            if state.get(n) == 1:
+                return stack[stack.index(n):] + [n]
+            if n not in state and (cycle := visit(n)):
+                return cycle
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in graph:
+        if m not in state and (cycle := visit(m)):
+            pytest.fail("import circle: " + " -> ".join(cycle))
+
+
+def test_no_module_over_400_lines():
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
