@@ -1,4 +1,4 @@
-"""Tests for `eqxrl.components._buffers`: ReplayBuffer and PrioritizedReplayBuffer."""
+"""Tests for the replay buffers of `eqxrl.components`: ReplayBuffer and PrioritizedReplayBuffer."""
 
 import re
 
@@ -11,7 +11,7 @@ import pytest
 import scipy.stats
 from hypothesis import given, settings
 
-from eqxrl.components._buffers import (
+from eqxrl.components import (
     BufferState,
     PrioritizedReplayBuffer,
     ReplayBuffer,

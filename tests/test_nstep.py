@@ -1,4 +1,4 @@
-"""Tests for `eqxrl.components._nstep`: nstep_return and NStepWindow."""
+"""Tests for `eqxrl.components.nstep_return` and `NStepWindow`."""
 
 import equinox as eqx
 import hypothesis.strategies as st
@@ -9,9 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis.extra.numpy import arrays
 
-from eqxrl.components._buffers import Transition
-from eqxrl.components._nstep import NStepWindow, nstep_return
-from eqxrl.components._returns import n_step_returns
+from eqxrl.components import NStepWindow, Transition, n_step_returns, nstep_return
 
 SETTINGS = settings(max_examples=25, deadline=None)
 # Few distinct shapes: every (n, B) is a new compilation.
@@ -186,7 +184,7 @@ def test_window_under_vmap_over_seeds():
 
 
 def test_window_output_feeds_a_buffer():
-    from eqxrl.components._buffers import ReplayBuffer
+    from eqxrl.components import ReplayBuffer
 
     B, n = 2, 2
     stream = tuple(jnp.asarray(x) for x in make_stream(0, 5, B))

@@ -1,23 +1,25 @@
 """Building blocks: networks, distributions, losses, optimizers, buffers, returns, normalisation."""
 
+from . import distributions as distributions
 from . import networks as networks
 from ._buffers import AbstractReplayBuffer as AbstractReplayBuffer
 from ._buffers import BufferState as BufferState
-from ._buffers import PrioritizedReplayBuffer as PrioritizedReplayBuffer
 from ._buffers import ReplayBuffer as ReplayBuffer
 from ._buffers import Sample as Sample
 from ._buffers import Transition as Transition
-from ._distributions import AbstractDistribution as AbstractDistribution
-from ._distributions import Categorical as Categorical
-from ._distributions import Normal as Normal
-from ._distributions import TanhNormal as TanhNormal
+from .distributions import AbstractDistribution as AbstractDistribution
+from .distributions import Categorical as Categorical
+from .distributions import Normal as Normal
+from .distributions import TanhNormal as TanhNormal
 from ._losses import normalize_advantages as normalize_advantages
 from ._losses import ppo_policy_loss as ppo_policy_loss
 from ._losses import value_loss as value_loss
 from ._normalization import RunningMeanStd as RunningMeanStd
 from ._nstep import NStepWindow as NStepWindow
 from ._nstep import nstep_return as nstep_return
+from ._optimizers import OptState as OptState
 from ._optimizers import Optimizer as Optimizer
+from ._prioritized import PrioritizedReplayBuffer as PrioritizedReplayBuffer
 from ._returns import gae as gae
 from ._returns import lambda_returns as lambda_returns
 from ._returns import n_step_returns as n_step_returns
@@ -48,3 +50,4 @@ from ._mpo import mpo_gaussian_loss as mpo_gaussian_loss
 from ._mpo import mpo_kl_penalty as mpo_kl_penalty
 from ._mpo import mpo_weighted_log_likelihood as mpo_weighted_log_likelihood
 from ._mpo import normal_kl as normal_kl
+from ._mpo import softplus_inverse as softplus_inverse

@@ -4,6 +4,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ..core import is_positive_int
+
 
 class RunningMeanStd(eqx.Module):
     """Running mean and variance over a stream of batches (parallel Welford update).
@@ -23,7 +25,7 @@ class RunningMeanStd(eqx.Module):
           it are reduced over.
         """
         shape = tuple(shape)
-        if any((not isinstance(s, int)) or s < 1 for s in shape):
+        if not all(is_positive_int(s) for s in shape):
             raise ValueError(f"RunningMeanStd(shape) must hold positive ints, got shape={shape!r}")
         self.mean = jnp.zeros(shape, jnp.float32)
         self.var = jnp.ones(shape, jnp.float32)

@@ -3,13 +3,11 @@
 from typing import Any, Literal
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, PyTree
 
-from ..core import foreign_promotion
-from ..core import float_leaf
+from ..core import concrete_scalar, float_leaf, foreign_promotion
 
 OptState = Any
 
@@ -86,10 +84,7 @@ class Optimizer(eqx.Module):
 
 
 def _check_concrete(value: Array, name: str, ok, expected: str) -> None:
-    """Validate a hyperparameter when it is concrete (not inside a trace)."""
-    # Tracers (inside jit/vmap) and stacked populations are checked where they are made.
-    if isinstance(value, jax.core.Tracer) or jnp.ndim(value) != 0:
-        return
-    v = float(value)
-    if not ok(v):
+    """Validate a hyperparameter when it is concrete (see `eqxrl.core.concrete_scalar`)."""
+    v = concrete_scalar(value)
+    if v is not None and not ok(v):
         raise ValueError(f"{name} must be {expected}, got {v}")

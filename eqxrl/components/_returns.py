@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
+from ..core import check_positive_int
+
 
 def _check_same_shape(**arrays: Array) -> None:
     shapes = {name: tuple(jnp.shape(a)) for name, a in arrays.items()}
@@ -110,8 +112,7 @@ def n_step_returns(
     **Returns:** the returns, shape `(T, *batch)`.
     """
     _check_same_shape(rewards=rewards, next_values=next_values, terminated=terminated, truncated=truncated)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n_step_returns(n) must be a positive int, got {n!r}")
+    n = check_positive_int("n_step_returns", "n", n)
     T = rewards.shape[0]
     done = terminated | truncated
     idx = jnp.arange(T)

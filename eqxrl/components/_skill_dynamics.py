@@ -6,19 +6,12 @@ from collections.abc import Callable, Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ..core import Key
-from .networks._mlp import MLP, check_last_axis
+from ..core import Key, check_positive_int
+from .networks import MLP, check_last_axis
 
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"SkillDynamics({name}) must be a positive int, got {value!r}")
-    return int(value)
 
 
 class SkillDynamics(eqx.Module):
@@ -62,12 +55,12 @@ class SkillDynamics(eqx.Module):
         - `learn_std`: learn a state-dependent std per expert (softplus, at least
           `min_std`) instead of a fixed std of 1.
         """
-        self.input_size = _positive_int(input_size, "input_size")
-        self.output_size = _positive_int(output_size, "output_size")
-        self.num_skills = _positive_int(num_skills, "num_skills")
+        self.input_size = check_positive_int("SkillDynamics", "input_size", input_size)
+        self.output_size = check_positive_int("SkillDynamics", "output_size", output_size)
+        self.num_skills = check_positive_int("SkillDynamics", "num_skills", num_skills)
         if self.num_skills < 2:
             raise ValueError(f"SkillDynamics(num_skills) must be >= 2, got {num_skills!r}")
-        self.num_experts = _positive_int(num_experts, "num_experts")
+        self.num_experts = check_positive_int("SkillDynamics", "num_experts", num_experts)
         if not min_std > 0:
             raise ValueError(f"SkillDynamics(min_std) must be > 0, got {min_std!r}")
         self.learn_std = bool(learn_std)

@@ -11,4 +11,5 @@ from ._heads import ValueHead as ValueHead
 from ._mlp import ACTIVATIONS as ACTIVATIONS
 from ._mlp import MLP as MLP
 from ._mlp import Linear as Linear
+from ._mlp import check_last_axis as check_last_axis
 from ._mlp import get_activation as get_activation

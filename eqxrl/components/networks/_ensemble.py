@@ -7,7 +7,7 @@ import equinox as eqx
 import jax
 from jaxtyping import PyTree
 
-from ...core import Key
+from ...core import Key, check_positive_int
 
 M = TypeVar("M", bound=eqx.Module)
 
@@ -29,8 +29,7 @@ class Ensemble(eqx.Module, Generic[M]):
         - `num`: number of members (>= 1).
         - `key`: PRNG key; each member gets its own split.
         """
-        if not isinstance(num, int) or num < 1:
-            raise ValueError(f"Ensemble(num) must be a positive int, got {num!r}")
+        num = check_positive_int("Ensemble", "num", num)
         self.members = eqx.filter_vmap(make)(jax.random.split(key, num))
         self.num = num
 

@@ -9,17 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ...core import Key
-from .._distributions import Categorical, Normal, TanhNormal
+from ...core import Key, check_positive_int
+from ..distributions import Categorical, Normal, TanhNormal
 from ._mlp import MLP, check_last_axis
 
 Activation = str | Callable[[Array], Array]
-
-
-def _positive_int(value, name: str, owner: str) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{owner}({name}) must be a positive int, got {value!r}")
-    return int(value)
 
 
 def _bounds(low, high, size: int, owner: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -51,8 +45,8 @@ class CategoricalHead(eqx.Module):
         """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and
         `activation`, and a PRNG `key`. The output layer starts near uniform
         (orthogonal gain 0.01)."""
-        self.obs_size = _positive_int(obs_size, "obs_size", "CategoricalHead")
-        self.num_actions = _positive_int(num_actions, "num_actions", "CategoricalHead")
+        self.obs_size = check_positive_int("CategoricalHead", "obs_size", obs_size)
+        self.num_actions = check_positive_int("CategoricalHead", "num_actions", num_actions)
         self.mlp = MLP(self.obs_size, self.num_actions, hidden_sizes, activation, key=key, final_scale=0.01)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Categorical:
@@ -91,8 +85,8 @@ class GaussianHead(eqx.Module):
         - `init_std`: the std at initialisation (> 0).
         - `min_std`: a floor on the std.
         """
-        self.obs_size = _positive_int(obs_size, "obs_size", "GaussianHead")
-        self.action_size = _positive_int(action_size, "action_size", "GaussianHead")
+        self.obs_size = check_positive_int("GaussianHead", "obs_size", obs_size)
+        self.action_size = check_positive_int("GaussianHead", "action_size", action_size)
         if not init_std > 0:
             raise ValueError(f"GaussianHead(init_std) must be > 0, got {init_std!r}")
         self.state_dependent_std = bool(state_dependent_std)
@@ -145,8 +139,8 @@ class TanhGaussianHead(eqx.Module):
     ):
         """**Arguments:** as `GaussianHead`, plus the action bounds `low`, `high`
         and the range `[log_std_min, log_std_max]` the log-std is squashed into."""
-        self.obs_size = _positive_int(obs_size, "obs_size", "TanhGaussianHead")
-        self.action_size = _positive_int(action_size, "action_size", "TanhGaussianHead")
+        self.obs_size = check_positive_int("TanhGaussianHead", "obs_size", obs_size)
+        self.action_size = check_positive_int("TanhGaussianHead", "action_size", action_size)
         if not log_std_min < log_std_max:
             raise ValueError(
                 f"TanhGaussianHead needs log_std_min < log_std_max, got {log_std_min} and {log_std_max}"
@@ -186,8 +180,8 @@ class DeterministicHead(eqx.Module):
     ):
         """**Arguments:** `obs_size`, `action_size`, torso `hidden_sizes` and
         `activation`, `key`, and the action bounds `low`, `high`."""
-        self.obs_size = _positive_int(obs_size, "obs_size", "DeterministicHead")
-        self.action_size = _positive_int(action_size, "action_size", "DeterministicHead")
+        self.obs_size = check_positive_int("DeterministicHead", "obs_size", obs_size)
+        self.action_size = check_positive_int("DeterministicHead", "action_size", action_size)
         self.mlp = MLP(self.obs_size, self.action_size, hidden_sizes, activation, key=key, final_scale=0.01)
         self.low, self.high = _bounds(low, high, self.action_size, type(self).__name__)
 
@@ -213,7 +207,7 @@ class ValueHead(eqx.Module):
         key: Key,
     ):
         """**Arguments:** `obs_size`, torso `hidden_sizes` and `activation`, `key`."""
-        self.obs_size = _positive_int(obs_size, "obs_size", "ValueHead")
+        self.obs_size = check_positive_int("ValueHead", "obs_size", obs_size)
         self.mlp = MLP(self.obs_size, 1, hidden_sizes, activation, key=key, final_scale=1.0)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch"]:
@@ -238,8 +232,8 @@ class DiscreteQHead(eqx.Module):
         key: Key,
     ):
         """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and `activation`, `key`."""
-        self.obs_size = _positive_int(obs_size, "obs_size", "DiscreteQHead")
-        self.num_actions = _positive_int(num_actions, "num_actions", "DiscreteQHead")
+        self.obs_size = check_positive_int("DiscreteQHead", "obs_size", obs_size)
+        self.num_actions = check_positive_int("DiscreteQHead", "num_actions", num_actions)
         self.mlp = MLP(self.obs_size, self.num_actions, hidden_sizes, activation, key=key, final_scale=1.0)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch num_actions"]:
@@ -264,8 +258,8 @@ class ContinuousQHead(eqx.Module):
         key: Key,
     ):
         """**Arguments:** `obs_size`, `action_size`, torso `hidden_sizes` and `activation`, `key`."""
-        self.obs_size = _positive_int(obs_size, "obs_size", "ContinuousQHead")
-        self.action_size = _positive_int(action_size, "action_size", "ContinuousQHead")
+        self.obs_size = check_positive_int("ContinuousQHead", "obs_size", obs_size)
+        self.action_size = check_positive_int("ContinuousQHead", "action_size", action_size)
         self.mlp = MLP(
             self.obs_size + self.action_size, 1, hidden_sizes, activation, key=key, final_scale=1.0
         )

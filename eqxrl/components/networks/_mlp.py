@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ...core import Key
+from ...core import Key, check_positive_int, is_positive_int
 
 ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
     "tanh": jnp.tanh,
@@ -85,10 +85,9 @@ class MLP(eqx.Module):
         - `hidden_scale`, `final_scale`: orthogonal-init gains of the hidden and output layers.
         """
         hidden_sizes = tuple(hidden_sizes)
-        for name, value in (("in_size", in_size), ("out_size", out_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"MLP({name}) must be a positive int, got {value!r}")
-        if any((not isinstance(h, int)) or h < 1 for h in hidden_sizes):
+        in_size = check_positive_int("MLP", "in_size", in_size)
+        out_size = check_positive_int("MLP", "out_size", out_size)
+        if not all(is_positive_int(h) for h in hidden_sizes):
             raise ValueError(f"MLP(hidden_sizes) must be positive ints, got {hidden_sizes!r}")
         get_activation(activation)
         sizes = (in_size, *hidden_sizes, out_size)

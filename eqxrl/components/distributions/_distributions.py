@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import Key
+from ...core import Key
 
 _LOG_2PI = math.log(2.0 * math.pi)
 

@@ -1,0 +1,6 @@
+"""Action distributions: Categorical, Normal and TanhNormal, batched over any leading axes."""
+
+from ._distributions import AbstractDistribution as AbstractDistribution
+from ._distributions import Categorical as Categorical
+from ._distributions import Normal as Normal
+from ._distributions import TanhNormal as TanhNormal
