@@ -1,17 +1,25 @@
-"""eqxrl: reinforcement-learning building blocks as Equinox modules."""
+"""eqxrl: reinforcement-learning building blocks as Equinox modules.
+
+The floors, each importing only the ones before it: `core` (types, checks),
+`components` and `envs`, `agents`, `loop` (train, evaluate), `runs` (run
+directories), `pbt`, `cli`.
+"""
 
 from . import agents as agents
 from . import components as components
+from . import core as core
 from . import envs as envs
+from . import loop as loop
 from . import pbt as pbt
 from . import rundir as rundir
+from . import runs as runs
 from .agents import Stacked as Stacked
+from .agents import register_agent as register_agent
 from .agents import stack as stack
-from .train import Checkpoint as Checkpoint
-from .train import NonFiniteError as NonFiniteError
-from .train import TrainInfo as TrainInfo
-from .train import evaluate as evaluate
-from .train import rollout as rollout
-from .train import train as train
-
 from .core import __version__ as __version__
+from .loop import Checkpoint as Checkpoint
+from .loop import NonFiniteError as NonFiniteError
+from .loop import TrainInfo as TrainInfo
+from .loop import evaluate as evaluate
+from .loop import rollout as rollout
+from .loop import train as train

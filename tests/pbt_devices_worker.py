@@ -20,7 +20,7 @@ if mode == "multihost":
 import numpy as np  # noqa: E402
 
 from eqxrl.agents import PPO  # noqa: E402
-from eqxrl.pbt import PBT, LogUniform, Truncation, _pbt  # noqa: E402
+from eqxrl.pbt import PBT, LogUniform, Truncation, gather  # noqa: E402
 
 agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
 pbt = PBT(
@@ -34,7 +34,7 @@ pbt = PBT(
     shard=mode != "single",
 )
 population, history = pbt.run(jax.random.key(3), 3 * 64, progress=False)
-params = [_pbt._gather(x) for x in jax.tree.leaves((population.state.actor, population.state.critic))]
+params = [gather(x) for x in jax.tree.leaves((population.state.actor, population.state.critic))]
 shards = {len(x.sharding.device_set) for x in jax.tree.leaves(population.state) if hasattr(x, "sharding") and x.ndim}
 specs = {str(getattr(x.sharding, "spec", None)) for x in jax.tree.leaves(population.state) if x.ndim}
 if jax.process_index() == 0:

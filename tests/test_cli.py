@@ -253,8 +253,8 @@ def test_flags_are_generated_from_the_dataclass():
     assert not hasattr(args, "learning_rate")
     defaults = parse(["train", "ppo"])
     assert (defaults.env, defaults.total_steps, defaults.seeds, defaults.seed) == ("CartPole-v1", 500_000, 1, 0)
-    assert cli._with_default_agent(["train"]) == ["train", "ppo"]
-    assert cli._with_default_agent(["train", "--seeds", "2"]) == ["train", "ppo", "--seeds", "2"]
+    assert cli.with_default_agent(["train"]) == ["train", "ppo"]
+    assert cli.with_default_agent(["train", "--seeds", "2"]) == ["train", "ppo", "--seeds", "2"]
 
 
 def test_console_script(tmp_path):

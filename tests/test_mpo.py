@@ -29,7 +29,7 @@ from eqxrl.components import (
 )
 from eqxrl.components._mpo import softplus_inverse
 
-train_module = importlib.import_module("eqxrl.train")
+train_module = importlib.import_module("eqxrl.loop._train")  # where `train` looks up `run_chunk`
 
 f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
 
@@ -426,9 +426,9 @@ def test_seeds_and_sweeps(discrete, getkey):
 
 def test_chunk_compiles_once(getkey, monkeypatch):
     counted = eqx.filter_jit(
-        eqx.debug.assert_max_traces(train_module._chunk_impl, max_traces=1), donate="all-except-first"
+        eqx.debug.assert_max_traces(eqxrl.loop.chunk, max_traces=1), donate="all-except-first"
     )
-    monkeypatch.setattr(train_module, "_run_chunk", counted)
+    monkeypatch.setattr(train_module, "run_chunk", counted)
     env = ConstantReward(discrete_actions=False)
     for change in (dict(epsilon=0.2, kl_mean=1e-2, tau=0.5), dict(kl_std=1e-3, dual_learning_rate=1e-3, gamma=0.5)):
         eqxrl.train(MPO(env, **{**LOOP, **change}), getkey(), 16 * 6, progress=False, chunk_iterations=3)

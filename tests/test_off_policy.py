@@ -17,7 +17,7 @@ from probe_envs import (
 import eqxrl
 from eqxrl.agents import DDPG, DQN, SAC, TD3
 
-train_module = importlib.import_module("eqxrl.train")
+train_module = importlib.import_module("eqxrl.loop._train")  # where `train` looks up `run_chunk`
 
 LOOP = dict(
     num_envs=8,
@@ -113,9 +113,9 @@ def test_seeds_and_sweeps_work_for_off_policy_agents(getkey):
 @pytest.mark.parametrize("cls", [DQN, TD3])
 def test_off_policy_chunk_compiles_once(cls, getkey, monkeypatch):
     counted = eqx.filter_jit(
-        eqx.debug.assert_max_traces(train_module._chunk_impl, max_traces=1), donate="all-except-first"
+        eqx.debug.assert_max_traces(eqxrl.loop.chunk, max_traces=1), donate="all-except-first"
     )
-    monkeypatch.setattr(train_module, "_run_chunk", counted)
+    monkeypatch.setattr(train_module, "run_chunk", counted)
     if cls is DQN:
         env, base = ConstantReward(), DISCRETE
         changes = [dict(learning_rate=1e-3, gamma=0.9, eps_end=0.1), dict(learning_rate=3e-3, gamma=0.5, tau=0.5)]

@@ -2,7 +2,9 @@
 run directory and exact resume, bad input. (Sharding and multi-host: test_pbt_devices.py.)"""
 
 import functools
+import importlib
 import json
+import os
 
 import equinox as eqx
 import jax
@@ -35,7 +37,7 @@ from eqxrl.pbt import (
     resume,
     write_history_csv,
 )
-from eqxrl.pbt import _io as pbt_io
+from eqxrl.pbt import RunDirectory, load_checkpoint, save_checkpoint
 
 TINY_PPO = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
 TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(8,))
@@ -325,11 +327,11 @@ def test_custom_fitness(getkey):
 
 
 def test_step_compiles_once_per_configuration(getkey, monkeypatch):
-    module = __import__("eqxrl.pbt._pbt", fromlist=["_generation"])
+    module = importlib.import_module("eqxrl.pbt._pbt")  # where `PBT.step` looks up `run_generation`
     counted = eqx.filter_jit(
         eqx.debug.assert_max_traces(module._generation_impl, max_traces=1), donate="all-except-first"
     )
-    monkeypatch.setattr(module, "_generation", counted)
+    monkeypatch.setattr(module, "run_generation", counted)
     _small_pbt().run(getkey(), 4 * 32, progress=False)  # four generations, one trace
 
 
@@ -349,7 +351,7 @@ def test_run_directory_and_exact_resume(tmp_path, monkeypatch):
     np.testing.assert_array_equal(csv_hist.hyperparameters["learning_rate"], full_hist.hyperparameters["learning_rate"])
 
     # Interrupt after the second generation's files are written, then resume.
-    real_save, calls = pbt_io.save, []
+    real_save, calls = RunDirectory.__call__, []
 
     def crashing_save(*args, **kwargs):
         real_save(*args, **kwargs)
@@ -357,10 +359,10 @@ def test_run_directory_and_exact_resume(tmp_path, monkeypatch):
         if len(calls) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(pbt_io, "save", crashing_save)
+    monkeypatch.setattr(RunDirectory, "__call__", crashing_save)
     with pytest.raises(KeyboardInterrupt):
         pbt.run(jax.random.key(7), total, progress=False, run_dir=tmp_path / "cut")
-    monkeypatch.setattr(pbt_io, "save", real_save)
+    monkeypatch.setattr(RunDirectory, "__call__", real_save)
     assert read_history_csv(tmp_path / "cut" / "history.csv").num_generations == 2
     pop, hist = resume(tmp_path / "cut", progress=False)
     assert int(pop.generation) == 4
@@ -385,13 +387,13 @@ def test_crash_during_a_checkpoint_write_leaves_the_previous_one(tmp_path, monke
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(eqxrl.rundir.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
-        pbt_io.save_checkpoint(tmp_path / "population.eqx", pbt, 2 * pbt.steps_per_generation,
+        save_checkpoint(tmp_path / "population.eqx", pbt, 2 * pbt.steps_per_generation,
                                pbt.init(jax.random.key(2)), [])  # fmt: skip
     monkeypatch.undo()
     assert (tmp_path / "population.eqx").read_bytes() == before
-    pop, records = pbt_io.load_checkpoint(tmp_path / "population.eqx", pbt, 2 * pbt.steps_per_generation)
+    pop, records = load_checkpoint(tmp_path / "population.eqx", pbt, 2 * pbt.steps_per_generation)
     assert int(pop.generation) == 2 and len(records) == 2
     del total
 
@@ -407,7 +409,7 @@ def test_config_round_trip_and_mismatch(tmp_path):
     pbt.run(jax.random.key(0), 2 * pbt.steps_per_generation, progress=False, run_dir=tmp_path)
     other = PBT(tiny_ppo(), {"learning_rate": LogUniform(1e-4, 1e-2)}, population_size=2, ready=32)
     with pytest.raises(ValueError, match="does not match this PBT configuration"):
-        pbt_io.load_checkpoint(tmp_path / "population.eqx", other, 2 * 32)
+        load_checkpoint(tmp_path / "population.eqx", other, 2 * 32)
     with pytest.raises(ValueError, match="is not a PBT run directory"):
         resume(tmp_path / "nothing")
 

@@ -19,7 +19,7 @@ from probe_envs import (
     TwoStepDiscounting,
 )
 
-train_module = importlib.import_module("eqxrl.train")
+train_module = importlib.import_module("eqxrl.loop._train")  # where `train` looks up `run_chunk`
 
 PROBE = dict(
     num_envs=8,
@@ -131,9 +131,9 @@ def test_normalize_observations_keeps_statistics(getkey):
 
 def test_training_chunk_compiles_once_across_hyperparameter_values(getkey, monkeypatch):
     counted = eqx.filter_jit(
-        eqx.debug.assert_max_traces(train_module._chunk_impl, max_traces=1), donate="all-except-first"
+        eqx.debug.assert_max_traces(eqxrl.loop.chunk, max_traces=1), donate="all-except-first"
     )
-    monkeypatch.setattr(train_module, "_run_chunk", counted)
+    monkeypatch.setattr(train_module, "run_chunk", counted)
     env = ObservationReward()
     for lr, clip, gamma, ent in [(1e-3, 0.2, 0.99, 0.01), (3e-4, 0.1, 0.9, 0.0), (5e-3, 0.3, 0.5, 0.1)]:
         agent = PPO(env, **{**PROBE, "learning_rate": lr, "clip_eps": clip, "gamma": gamma, "ent_coef": ent})

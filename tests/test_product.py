@@ -4,8 +4,10 @@ non-finite guard, determinism, reproducing a run from its config, TensorBoard,
 inference from a run directory, and config validation."""
 
 import contextlib
+import importlib
 import io
 import json
+import os
 import pathlib
 import struct
 
@@ -17,6 +19,11 @@ import pytest
 
 import eqxrl
 from eqxrl import cli, rundir
+
+# The modules whose names the faults below replace (where the code looks them up).
+train_run_module = importlib.import_module("eqxrl.runs._train_run")
+checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")
+cli_train_module = importlib.import_module("eqxrl.cli._train")
 from eqxrl.agents import AbstractOffPolicyAgent, PPO
 from eqxrl.envs import AbstractWrapper, TimeStep
 
@@ -62,10 +69,10 @@ def _interrupted_run(monkeypatch, run_dir, agent, after: int, **kw):
         if len(calls) == after:
             raise _Crash
 
-    monkeypatch.setattr(rundir, "save_checkpoint", save_then_crash)
+    monkeypatch.setattr(train_run_module, "save_checkpoint", save_then_crash)
     with pytest.raises(_Crash):
         rundir.train_run(run_dir, agent, progress=False, **kw)
-    monkeypatch.setattr(rundir, "save_checkpoint", real)
+    monkeypatch.setattr(train_run_module, "save_checkpoint", real)
 
 
 # ----------------------------------------------------------------------- checkpoint and resume
@@ -145,7 +152,7 @@ def test_a_crash_while_writing_a_checkpoint_keeps_the_previous_one(tmp_path, mon
     def power_cut(src, dst):
         raise OSError("power cut")
 
-    monkeypatch.setattr(rundir.os, "replace", power_cut)
+    monkeypatch.setattr(os, "replace", power_cut)
     second = checkpoints[-1]
     with pytest.raises(OSError, match="power cut"):
         rundir.save_checkpoint(tmp_path, agent, second)
@@ -175,7 +182,7 @@ def test_a_checkpoint_from_another_version_warns(tmp_path, getkey, monkeypatch):
     agent = tiny("ppo")
     checkpoints = []
     eqxrl.train(agent, getkey(), 64, progress=False, chunk_iterations=1, callback=lambda c: checkpoints.append(c.copy()))
-    monkeypatch.setattr(rundir, "_version", lambda: "0.0.1")
+    monkeypatch.setattr(checkpoint_module, "__version__", "0.0.1")
     rundir.save_checkpoint(tmp_path, agent, checkpoints[0])
     monkeypatch.undo()
     with pytest.warns(UserWarning, match=r"written by eqxrl 0.0.1, this is eqxrl"):
@@ -218,7 +225,7 @@ def test_nan_guard_is_silent_on_a_healthy_run(getkey):
 
 
 def test_cli_nan_guard_exits_1_with_the_iteration(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "make", lambda name: NaNReward(eqxrl.envs.make(name)))
+    monkeypatch.setattr(cli_train_module, "make", lambda name: NaNReward(eqxrl.envs.make(name)))
     code = cli.main(["train", "ppo", "--run-dir", str(tmp_path / "r"), "--quiet", "--nan-guard", "--total-steps", "1024",
                      "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2", "--hidden-sizes", "8"])  # fmt: skip
     assert code == 1
@@ -277,10 +284,10 @@ def test_cli_resume(tmp_path, monkeypatch):
         if len(calls) == 1:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(rundir, "save_checkpoint", crash)
+    monkeypatch.setattr(train_run_module, "save_checkpoint", crash)
     code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY, "--checkpoint-every", "128"])
     assert code == 130  # interrupted
-    monkeypatch.setattr(rundir, "save_checkpoint", real)
+    monkeypatch.setattr(train_run_module, "save_checkpoint", real)
     code, out = _main(["train", "--resume", str(tmp_path / "r"), "--quiet"])
     assert code == 0 and "resuming ppo on CartPole-v1" in out and "evaluation" in out
     code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "full"), *CLI_TINY, "--checkpoint-every", "128"])
@@ -391,7 +398,7 @@ def test_every_agent_validates_its_config(name, field, value, expected):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_agent_rejects_non_positive_learning_rates(name):
     cls = rundir.AGENTS[name]
-    rates = [f for f in rundir._float_fields(cls) if f.endswith("learning_rate")]
+    rates = [f for f in rundir.float_fields(cls) if f.endswith("learning_rate")]
     assert rates
     for field in rates:
         with pytest.raises(ValueError, match=rf"^{cls.__name__}\({field}\) must be > 0, got -0.1"):

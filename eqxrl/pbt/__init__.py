@@ -9,25 +9,36 @@ pbt = PBT(SAC("Pendulum-v1"), {"actor_learning_rate": LogUniform(1e-4, 1e-2)}, p
 population, history = pbt.run(jax.random.key(0), total_steps=50_000)
 agent, state = population.member(history.best()[0])
 ```
+
+Modules: `_spaces` (search domains), `_exploit` (selection), `_population`
+(Population, History), `_generation` (the compiled programs), `_pbt` (PBT and
+its loop), `_rundir` (the run directory, a callback of `PBT.run`), `_resume`.
 """
 
 from ._exploit import Exploit as Exploit
 from ._exploit import Tournament as Tournament
 from ._exploit import Truncation as Truncation
-from ._io import load_checkpoint as load_checkpoint
-from ._io import pbt_config as pbt_config
-from ._io import pbt_from_config as pbt_from_config
-from ._io import plot_history as plot_history
-from ._io import read_history_csv as read_history_csv
-from ._io import resume as resume
-from ._io import save_checkpoint as save_checkpoint
-from ._io import write_history_csv as write_history_csv
+from ._generation import EvaluationReturn as EvaluationReturn
+from ._generation import exploit_and_explore as exploit_and_explore
+from ._generation import generation as generation
+from ._generation import init_population as init_population
+from ._generation import run_generation as run_generation
+from ._generation import run_init_population as run_init_population
 from ._pbt import PBT as PBT
-from ._pbt import EvaluationReturn as EvaluationReturn
-from ._pbt import History as History
-from ._pbt import Population as Population
-from ._pbt import exploit_and_explore as exploit_and_explore
-from ._pbt import history_from_records as history_from_records
+from ._pbt import Fitness as Fitness
+from ._population import History as History
+from ._population import Population as Population
+from ._population import gather as gather
+from ._population import history_from_records as history_from_records
+from ._resume import pbt_from_config as pbt_from_config
+from ._resume import resume as resume
+from ._rundir import RunDirectory as RunDirectory
+from ._rundir import load_checkpoint as load_checkpoint
+from ._rundir import pbt_config as pbt_config
+from ._rundir import plot_history as plot_history
+from ._rundir import read_history_csv as read_history_csv
+from ._rundir import save_checkpoint as save_checkpoint
+from ._rundir import write_history_csv as write_history_csv
 from ._spaces import Choice as Choice
 from ._spaces import Domain as Domain
 from ._spaces import IntLogUniform as IntLogUniform

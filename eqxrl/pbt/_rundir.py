@@ -4,7 +4,7 @@ Written after every generation, each file atomically (a temporary file, then
 `os.replace`): a crash leaves the previous generation's files intact.
 `population.eqx` holds the whole population (every member's hyperparameters,
 parameters, optimizer and target networks, replay buffer, statistics, keys),
-PBT's key and the records of the generations so far, so `resume(run_dir)`
+PBT's key and the records of the generations so far, so `eqxrl.pbt.resume(run_dir)`
 continues exactly as the uninterrupted run would have.
 """
 
@@ -21,42 +21,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._exploit import Exploit, Tournament, Truncation
-from ._pbt import PBT, EvaluationReturn, History, Population, _gather, history_from_records
-from ._spaces import Choice, Domain, IntLogUniform, IntUniform, LogUniform, Uniform
+from ..agents import agent_name
+from ..core import __version__, figure, is_key, keys_as_data, png_bytes
+from ..runs import agent_config, atomic_write_bytes
+from ._generation import EvaluationReturn
+from ._population import History, Population, gather, history_from_records
+
+__all__ = ["CHECKPOINT", "CONFIG", "HISTORY", "PLOT", "RunDirectory", "load_checkpoint", "module_spec", "pbt_config", "plot_history", "read_history_csv", "save_checkpoint", "write_history_csv"]
 
 CONFIG = "pbt.json"
 HISTORY = "history.csv"
 PLOT = "history.png"
 CHECKPOINT = "population.eqx"
 
-_DOMAINS = {c.__name__: c for c in (LogUniform, Uniform, IntUniform, IntLogUniform, Choice)}
-_EXPLOITS = {c.__name__: c for c in (Truncation, Tournament)}
 
-
-def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    from ..rundir import _atomic_write_bytes  # one implementation of temp file + fsync + rename
-
-    _atomic_write_bytes(path, data)
-
-
-def _module_spec(m: eqx.Module) -> dict[str, Any]:
+def module_spec(m: eqx.Module) -> dict[str, Any]:
+    """A domain or exploit strategy as JSON: its type name and fields."""
     fields = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
     return {"type": type(m).__name__, **{k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}}
 
 
-def _module_from_spec(spec: Mapping[str, Any], known: Mapping[str, type], what: str) -> Any:
-    spec = dict(spec)
-    name = spec.pop("type", None)
-    if name not in known:
-        raise ValueError(f"{CONFIG}: unknown {what} {name!r}; known: {sorted(known)}")
-    return known[name](**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()})
-
-
-def pbt_config(pbt: PBT, total_steps: int) -> dict[str, Any]:
+def pbt_config(pbt: Any, total_steps: int) -> dict[str, Any]:
     """**Returns:** the JSON description of a PBT run (agent, env, space, exploit, budget)."""
-    from ..rundir import _agent_config, _version, agent_name
-
     if pbt.fitness is not None and not isinstance(pbt.fitness, EvaluationReturn):
         fitness = {"type": "custom", "repr": repr(pbt.fitness)}
     else:
@@ -64,11 +50,11 @@ def pbt_config(pbt: PBT, total_steps: int) -> dict[str, Any]:
     return {
         "agent": agent_name(pbt.agent),
         "env": pbt.agent.env.name,
-        "agent_config": _agent_config(pbt.agent),
-        "space": {name: _module_spec(d) for name, d in pbt.space.items()},
+        "agent_config": agent_config(pbt.agent),
+        "space": {name: module_spec(d) for name, d in pbt.space.items()},
         "population_size": pbt.population_size,
         "ready": pbt.ready,
-        "exploit": _module_spec(pbt.exploit),
+        "exploit": module_spec(pbt.exploit),
         "resample_probability": pbt.resample_probability,
         "eval_episodes": pbt.eval_episodes,
         "max_eval_steps": pbt.max_eval_steps,
@@ -76,35 +62,11 @@ def pbt_config(pbt: PBT, total_steps: int) -> dict[str, Any]:
         "total_steps": int(total_steps),
         "devices": jax.device_count(),
         "processes": jax.process_count(),
-        "eqxrl_version": _version(),
+        "eqxrl_version": __version__,
     }
 
 
-def pbt_from_config(config: Mapping[str, Any], fitness: Any = None) -> PBT:
-    """Rebuild the `PBT` of a run directory's `pbt.json` (a custom fitness must be passed again)."""
-    from ..rundir import agent_from_config
-
-    if config.get("fitness", {}).get("type") == "custom" and fitness is None:
-        raise ValueError(
-            f"this run used a custom fitness ({config['fitness'].get('repr')}); pass it again: resume(run_dir, fitness=...)"
-        )
-    agent = agent_from_config(config)
-    space = {name: _module_from_spec(spec, _DOMAINS, "domain") for name, spec in config["space"].items()}
-    return PBT(
-        agent,
-        space,
-        population_size=config["population_size"],
-        ready=config["ready"],
-        exploit=_module_from_spec(config["exploit"], _EXPLOITS, "exploit"),
-        resample_probability=config["resample_probability"],
-        fitness=fitness,
-        eval_episodes=config["eval_episodes"],
-        max_eval_steps=config.get("max_eval_steps"),
-    )
-
-
-# --------------------------------------------------------------------- checkpoint
-def _record_template(pbt: PBT, generations: int) -> dict[str, np.ndarray]:
+def _record_template(pbt: Any, generations: int) -> dict[str, np.ndarray]:
     size = pbt.population_size
     out = {"fitness": np.zeros((generations, size), np.float32), "train_return": np.zeros((generations, size), np.float32)}
     out["source"] = np.zeros((generations, size), np.int32)
@@ -113,15 +75,7 @@ def _record_template(pbt: PBT, generations: int) -> dict[str, np.ndarray]:
     return out
 
 
-def _key_data(tree: Any) -> Any:
-    return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
-
-
-def _is_key(x: Any) -> bool:
-    return isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
-def save_checkpoint(path: Any, pbt: PBT, total_steps: int, population: Population, records: Sequence[Mapping[str, np.ndarray]]) -> None:
+def save_checkpoint(path: Any, pbt: Any, total_steps: int, population: Population, records: Sequence[Mapping[str, np.ndarray]]) -> None:
     """Write `population` and the generation records to one file, atomically."""
     generations = pbt.num_generations(total_steps)
     padded = _record_template(pbt, generations)
@@ -129,20 +83,20 @@ def save_checkpoint(path: Any, pbt: PBT, total_steps: int, population: Populatio
         for k in padded:
             padded[k][g] = np.asarray(r[k])
     arrays, _ = eqx.partition((population.agent, population.state, population.key, population.generation), eqx.is_array)
-    host = jax.tree.map(_gather, _key_data(arrays))
+    host = jax.tree.map(gather, keys_as_data(arrays))
     buffer = io.BytesIO()
     eqx.tree_serialise_leaves(buffer, (host, padded))
     if jax.process_index() == 0:
-        _atomic_write(pathlib.Path(path), buffer.getvalue())
+        atomic_write_bytes(pathlib.Path(path), buffer.getvalue())
 
 
-def load_checkpoint(path: Any, pbt: PBT, total_steps: int) -> tuple[Population, list[dict[str, np.ndarray]]]:
+def load_checkpoint(path: Any, pbt: Any, total_steps: int) -> tuple[Population, list[dict[str, np.ndarray]]]:
     """**Returns:** the population and the records saved by `save_checkpoint`."""
     path = pathlib.Path(path)
     template = eqx.filter_eval_shape(pbt.init, jax.random.key(0))
     is_leaf_array = lambda x: isinstance(x, jax.ShapeDtypeStruct) or eqx.is_array(x)  # noqa: E731
     arrays, static = eqx.partition((template.agent, template.state, template.key, template.generation), is_leaf_array)
-    like = jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if _is_key(x) else x, arrays)
+    like = jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, arrays)
     like = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), like)
     padded = _record_template(pbt, pbt.num_generations(total_steps))
     try:
@@ -150,7 +104,7 @@ def load_checkpoint(path: Any, pbt: PBT, total_steps: int) -> tuple[Population, 
     except Exception as e:  # equinox raises RuntimeError/ValueError/EOFError for a mismatch
         raise ValueError(f"{path} does not match this PBT configuration: {' '.join(str(e).split())}") from None
     keyed = jax.tree.map(
-        lambda t, x: jax.random.wrap_key_data(x, impl=getattr(t.dtype, "_impl", None)) if _is_key(t) else x,
+        lambda t, x: jax.random.wrap_key_data(x, impl=getattr(t.dtype, "_impl", None)) if is_key(t) else x,
         arrays,
         host,
         is_leaf=lambda x: x is None,
@@ -164,7 +118,6 @@ def load_checkpoint(path: Any, pbt: PBT, total_steps: int) -> tuple[Population, 
     return population, [{k: v[g] for k, v in records.items()} for g in range(done)]
 
 
-# --------------------------------------------------------------------- history files
 def write_history_csv(path: Any, history: History) -> None:
     """One row per (generation, member): env_steps, fitness, train_return, parent, hyperparameters."""
     names = list(history.hyperparameters)
@@ -178,7 +131,7 @@ def write_history_csv(path: Any, history: History) -> None:
                  repr(float(history.train_return[g, i])), int(history.parent[g, i]),
                  *(repr(float(history.hyperparameters[n][g, i])) for n in names)]
             )  # fmt: skip
-    _atomic_write(pathlib.Path(path), buffer.getvalue().encode())
+    atomic_write_bytes(pathlib.Path(path), buffer.getvalue().encode())
 
 
 def read_history_csv(path: Any) -> History:
@@ -202,11 +155,9 @@ def read_history_csv(path: Any) -> History:
 
 def plot_history(path: Any, history: History, title: str | None = None) -> None:
     """Draw fitness and each hyperparameter over generations (one line per member; best in bold)."""
-    from matplotlib.figure import Figure
-
     names = list(history.hyperparameters)
     panels = 1 + len(names)
-    fig = Figure(figsize=(6.4, 2.4 * panels), layout="constrained")
+    fig = figure((6.4, 2.4 * panels))
     axes = fig.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
     x = history.env_steps
     best = history.best()[0] if history.num_generations else None
@@ -220,50 +171,38 @@ def plot_history(path: Any, history: History, title: str | None = None) -> None:
     axes[-1].set_xlabel("env steps per member")
     if title:
         axes[0].set_title(title)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    _atomic_write(pathlib.Path(path), buffer.getvalue())
+    atomic_write_bytes(pathlib.Path(path), png_bytes(fig))
 
 
-# --------------------------------------------------------------------- run directory
-def start(run_dir: Any, pbt: PBT, total_steps: int, population: Population, checkpoint: bool) -> list[dict[str, np.ndarray]]:
-    """Prepare `run_dir` for a new run (or check it matches a resumed one): returns the records so far."""
-    run_dir = pathlib.Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config = pbt_config(pbt, total_steps)
-    if int(population.generation) == 0:
-        if jax.process_index() == 0:
-            _atomic_write(run_dir / CONFIG, (json.dumps(config, indent=2) + "\n").encode())
-        return []
-    return load_checkpoint(run_dir / CHECKPOINT, pbt, total_steps)[1]
+class RunDirectory:
+    """Writes a PBT run to `run_dir`: `PBT.run(..., run_dir=...)` calls it after every generation.
 
-
-def save(run_dir: Any, pbt: PBT, total_steps: int, population: Population, records, checkpoint: bool) -> None:
-    run_dir = pathlib.Path(run_dir)
-    history = history_from_records(pbt, records)
-    if jax.process_index() == 0:
-        write_history_csv(run_dir / HISTORY, history)
-        plot_history(run_dir / PLOT, history, title=f"PBT {type(pbt.agent).__name__} on {pbt.agent.env.name}")
-    if checkpoint:
-        save_checkpoint(run_dir / CHECKPOINT, pbt, total_steps, population, records)
-
-
-def resume(run_dir: Any, *, fitness: Any = None, progress: bool = True) -> tuple[Population, History]:
-    """Continue an interrupted PBT run from its run directory, exactly where it stopped.
-
-    **Arguments:** `run_dir` (written by `PBT.run(..., run_dir=...)` or `eqxrl pbt`),
-    the custom `fitness` if the run had one, `progress`.
-
-    **Returns:** `(population, history)` as the uninterrupted `PBT.run` would have.
+    **Arguments:** the `run_dir`, the `pbt` configuration, the run's `total_steps`, and
+    `checkpoint` (also write `population.eqx`, which `resume` needs).
     """
-    run_dir = pathlib.Path(run_dir)
-    path = run_dir / CONFIG
-    if not path.is_file():
-        raise ValueError(f"{str(run_dir)!r} is not a PBT run directory: it has no {CONFIG}")
-    config = json.loads(path.read_text())
-    pbt = pbt_from_config(config, fitness)
-    total_steps = config["total_steps"]
-    if not (run_dir / CHECKPOINT).is_file():
-        raise ValueError(f"{str(run_dir)!r} has no {CHECKPOINT} to resume from")
-    population, _ = load_checkpoint(run_dir / CHECKPOINT, pbt, total_steps)
-    return pbt.run(population, total_steps, progress=progress, run_dir=run_dir)
+
+    def __init__(self, run_dir: Any, pbt: Any, total_steps: int, checkpoint: bool = True):
+        self.run_dir = pathlib.Path(run_dir)
+        self.pbt = pbt
+        self.total_steps = total_steps
+        self.checkpoint = checkpoint
+
+    def start(self, population: Population) -> list[dict[str, np.ndarray]]:
+        """Prepare the directory for a new run (writes `pbt.json`), or read a resumed
+        one's records. **Returns:** the records of the generations done so far."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if int(population.generation) == 0:
+            if jax.process_index() == 0:
+                atomic_write_bytes(self.run_dir / CONFIG, (json.dumps(pbt_config(self.pbt, self.total_steps), indent=2) + "\n").encode())
+            return []
+        return load_checkpoint(self.run_dir / CHECKPOINT, self.pbt, self.total_steps)[1]
+
+    def __call__(self, population: Population, records: Sequence[Mapping[str, np.ndarray]]) -> None:
+        """Write the history (CSV and plot) and, with `checkpoint`, the population."""
+        pbt = self.pbt
+        history = history_from_records(pbt, records)
+        if jax.process_index() == 0:
+            write_history_csv(self.run_dir / HISTORY, history)
+            plot_history(self.run_dir / PLOT, history, title=f"PBT {type(pbt.agent).__name__} on {pbt.agent.env.name}")
+        if self.checkpoint:
+            save_checkpoint(self.run_dir / CHECKPOINT, pbt, self.total_steps, population, records)

@@ -1,0 +1,128 @@
+"""Command-line flags generated from an agent's dataclass fields, and the defaults of a run."""
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from ..agents import AbstractAgent
+from ..core import as_float
+from ._parse import SCALARS, or_none, tuple_of
+
+DEFAULT_AGENT = "ppo"
+DEFAULT_ENV = "CartPole-v1"
+DEFAULT_TOTAL_STEPS = 500_000
+DEFAULT_EVAL_EPISODES = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    name: str
+    parse: Callable[[str], Any]
+    metavar: str
+    default: Any  # dataclasses.MISSING for a required field
+
+
+def from_annotation(tp: Any) -> tuple[Callable[[str], Any], str] | None:
+    if tp in SCALARS:
+        return SCALARS[tp]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        elem = from_annotation(args[0])
+        if elem is not None:
+            return tuple_of(elem[0]), f"{elem[1]},{elem[1]},..."
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1 and len(rest) < len(args):
+            inner = from_annotation(rest[0])
+            if inner is not None:
+                return or_none(inner[0]), inner[1] + "|none"
+    return None
+
+
+def from_value(value: Any, annotation: Any) -> tuple[Callable[[str], Any], str] | None:
+    if value is None:
+        found = from_annotation(annotation)
+        if found is None or found[1].endswith("|none"):
+            return found
+        return or_none(found[0]), found[1] + "|none"
+    for kind in (bool, int, float, str):  # bool before int: bool is a subclass of int
+        if isinstance(value, kind):
+            return SCALARS[kind]
+    if isinstance(value, tuple):
+        if not value:
+            return from_annotation(annotation)
+        elem = from_value(value[0], None)
+        if elem is not None and all(isinstance(v, type(value[0])) for v in value):
+            return tuple_of(elem[0]), f"{elem[1]},{elem[1]},..."
+    return None
+
+
+def agent_flags(cls: type[AbstractAgent]) -> list[Flag]:
+    """The command-line flags of an agent class: one per dataclass field except `env`.
+
+    **Arguments:** `cls`, an agent class (a dataclass, like every `eqx.Module`).
+
+    **Returns:** the flags (name, parser, metavar, default); fields whose type
+    cannot be parsed from text are left out.
+    """
+    flags = []
+    for field in dataclasses.fields(cls):
+        if field.name == "env" or not field.init:
+            continue
+        if field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            default = dataclasses.MISSING
+        if field.metadata.get("converter") is as_float:
+            found = SCALARS[float]  # a float leaf, even with an int default
+        elif default is dataclasses.MISSING:
+            found = from_annotation(field.type)
+        else:
+            found = from_value(default, field.type)
+        if found is not None:
+            flags.append(Flag(field.name, found[0], found[1], default))
+    return flags
+
+
+def format_default(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple):
+        return ",".join(format_default(v) for v in value)
+    return str(value)
+
+
+def first_line(doc: str | None) -> str:
+    return (doc or "").strip().split("\n\n")[0].replace("\n", " ")
+
+
+def add_field_flags(parser: Any, cls: type[AbstractAgent]) -> None:
+    """Add one flag per field of `cls` (see `agent_flags`) to `parser`, in a group of their own.
+
+    Only flags given on the command line reach the agent: its own defaults apply
+    otherwise; a field without a default is a required flag.
+    """
+    group = parser.add_argument_group(f"{cls.__name__} fields")
+    for flag in agent_flags(cls):
+        required = flag.default is dataclasses.MISSING
+        group.add_argument(
+            "--" + flag.name.replace("_", "-"),
+            dest=flag.name,
+            type=flag.parse,
+            metavar=flag.metavar,
+            default=argparse.SUPPRESS,
+            required=required,
+            help="required" if required else f"default: {format_default(flag.default)}",
+        )
+
+
+def given_fields(args: Any, cls: type[AbstractAgent]) -> dict[str, Any]:
+    """**Returns:** the fields of `cls` set by flags on the command line (parsed values, by field name)."""
+    return {flag.name: getattr(args, flag.name) for flag in agent_flags(cls) if hasattr(args, flag.name)}

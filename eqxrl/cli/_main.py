@@ -1,0 +1,55 @@
+"""The `eqxrl` parser and entry point."""
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ..agents import AGENTS
+from ..core import __version__
+from ._evaluate import add_evaluate_command, evaluate_command
+from ._flags import DEFAULT_AGENT
+from ._pbt import add_pbt_command, pbt_command
+from ._train import add_train_command, train_command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """**Returns:** the `eqxrl` argument parser (commands `train`, `evaluate` and `pbt`)."""
+    parser = argparse.ArgumentParser(
+        prog="eqxrl",
+        description="Train and evaluate eqxrl agents from the command line.",
+        epilog="`eqxrl train --help` shows the flags of the default agent, `eqxrl train AGENT --help` another's.",
+    )
+    parser.add_argument("--version", action="version", version=f"eqxrl {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_train_command(commands)
+    add_evaluate_command(commands)
+    add_pbt_command(commands)
+    return parser
+
+
+def with_default_agent(argv: list[str]) -> list[str]:
+    """`eqxrl train [--flags]` means `eqxrl train ppo [--flags]`."""
+    if argv and argv[0] == "train" and (len(argv) == 1 or (argv[1] not in AGENTS and argv[1].startswith("-"))):
+        return [argv[0], DEFAULT_AGENT, *argv[1:]]
+    return argv
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `eqxrl` command line.
+
+    **Arguments:** `argv`, the arguments without the program name (default `sys.argv[1:]`).
+
+    **Returns:** the exit status, 0 on success. Bad arguments raise `SystemExit(2)`
+    after printing the usage and a one-line reason on stderr.
+    """
+    argv = with_default_agent(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "train":
+            return train_command(args, argv)
+        if args.command == "pbt":
+            return pbt_command(args, argv)
+        return evaluate_command(args)
+    except KeyboardInterrupt:
+        print("eqxrl: interrupted", file=sys.stderr)
+        return 130

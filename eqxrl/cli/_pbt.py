@@ -1,0 +1,127 @@
+"""`eqxrl pbt AGENT` and `eqxrl pbt --resume RUN_DIR`: Population Based Training from the command line."""
+
+import argparse
+import json
+import pathlib
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..agents import AGENTS, AbstractAgent
+from ..core import one_line
+from ..envs import make
+from ..pbt import PBT, LogUniform, pbt_from_config, resume
+from ._common import prepare_run_dir
+from ._flags import add_field_flags, given_fields
+from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_seed, parse_tune, positive, parse_int
+
+def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
+    p = agents.add_parser(
+        name,
+        help=f"PBT of {cls.__name__}",
+        usage="%(prog)s [-h] [--env NAME] [--population N] [--ready STEPS] [--total-steps N] [--tune NAME=SPEC ...] [--FIELD VALUE ...]",
+        description=f"Population Based Training of {cls.__name__}. Every field of {cls.__name__} except env is a flag.",
+        epilog=(
+            "example:\n"
+            f"  eqxrl pbt {name} --env {cls.default_env} --population 16 --ready 10000 --total-steps 1e5 "
+            "--tune learning_rate=log:1e-4:1e-2"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(command="pbt", agent=name, _parser=p)
+    run = p.add_argument_group("run")
+    positive_int = positive(parse_int)
+    run.add_argument("--env", default=cls.default_env, metavar="NAME", help=f"environment (default: {cls.default_env})")
+    run.add_argument("--population", type=positive_int, default=8, metavar="N", help="members (default: 8)")
+    run.add_argument("--ready", type=positive_int, default=10_000, metavar="STEPS",
+                     help="env steps per member between exploit/explore steps (default: 10000)")  # fmt: skip
+    run.add_argument("--total-steps", type=positive_int, default=100_000, metavar="N",
+                     help="env steps per member (default: 100000)")  # fmt: skip
+    run.add_argument("--tune", type=parse_tune, action="append", default=None, metavar="NAME=SPEC", help=TUNE_HELP)
+    run.add_argument("--exploit", type=parse_exploit, default=None, metavar="KIND",
+                     help="truncation:K:M or tournament[:MARGIN] (default: truncation of a quarter)")  # fmt: skip
+    run.add_argument("--resample-probability", type=parse_float, default=0.25, metavar="P",
+                     help="chance that explore resamples instead of perturbing (default: 0.25)")  # fmt: skip
+    run.add_argument("--eval-episodes", type=positive_int, default=8, metavar="N", help="episodes per fitness evaluation (default: 8)")
+    run.add_argument("--seed", type=parse_seed, default=0, metavar="S", help="seed (default: 0)")
+    run.add_argument("--run-dir", default=None, metavar="PATH", help="where to save (default: runs/pbt-<agent>-<env>-<timestamp>)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_field_flags(p, cls)
+
+
+def add_pbt_command(commands: Any) -> None:
+    """Add `eqxrl pbt AGENT` / `eqxrl pbt --resume RUN_DIR` to `commands`."""
+    pbt = commands.add_parser(
+        "pbt",
+        help="Population Based Training of an agent (eqxrl.pbt.PBT), or --resume RUN_DIR",
+        description="Train a population with PBT and save a run directory (pbt.json, history.csv, history.png, population.eqx).",
+    )
+    pbt.set_defaults(_parser=pbt)
+    pbt.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue an interrupted `eqxrl pbt` run")
+    pbt_agents = pbt.add_subparsers(dest="agent", metavar="AGENT")
+    for name, cls in AGENTS.items():
+        add_pbt_parser(pbt_agents, name, cls)
+
+
+def default_space(agent: AbstractAgent) -> dict[str, Any]:
+    out = {}
+    for name, value in agent.hyperparameters().items():
+        v = float(np.asarray(value))
+        if name.endswith("learning_rate") and v > 0:
+            out[name] = LogUniform(v / 10, v * 10)
+    return out
+
+
+def print_pbt_summary(pbt: Any, history: Any, run_dir: Any, seconds: float) -> None:
+    best, fitness = history.best()
+    print(
+        f"PBT {type(pbt.agent).__name__} on {pbt.agent.env.name}: {pbt.population_size} members x "
+        f"{int(history.env_steps[-1]):,} env steps, {history.num_generations} generations in {seconds:.1f} s"
+    )
+    last = history.fitness[-1]
+    print(f"  fitness after the last generation: best {fitness:.2f} (member {best}), median {np.nanmedian(last):.2f}")
+    for name, values in history.hyperparameters.items():
+        print(f"  {name:<24s} best member: {values[-1, best]:.4g}")
+    if run_dir is not None:
+        print(f"  run directory    {run_dir}")
+
+
+def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
+    parser = args._parser
+    if args.resume is not None:
+        if args.agent is not None:
+            parser.error("--resume RUN_DIR takes no AGENT (the run directory names it)")
+        start = time.perf_counter()
+        try:
+            population, history = resume(args.resume, progress=True)
+        except ValueError as e:
+            parser.error(one_line(e))
+        pbt = pbt_from_config(json.loads((pathlib.Path(args.resume) / "pbt.json").read_text()))
+        print_pbt_summary(pbt, history, args.resume, time.perf_counter() - start)
+        return 0
+    if args.agent is None:
+        parser.error("give an AGENT (" + ", ".join(AGENTS) + ") or --resume RUN_DIR")
+    cls = AGENTS[args.agent]
+    kwargs = given_fields(args, cls)
+    try:
+        agent = cls(make(args.env), **kwargs)
+        space = dict(args.tune) if args.tune else default_space(agent)
+        pbt = PBT(
+            agent, space, population_size=args.population, ready=args.ready, exploit=args.exploit,
+            resample_probability=args.resample_probability, eval_episodes=args.eval_episodes,
+        )  # fmt: skip
+        generations = pbt.num_generations(args.total_steps)
+    except ValueError as e:
+        parser.error(one_line(e))
+    run_dir = prepare_run_dir(parser, args.run_dir, f"pbt-{args.agent}-{args.env}")
+    print(
+        f"PBT {cls.__name__} on {args.env}: {args.population} members, {generations} generations of "
+        f"{pbt.steps_per_generation} env steps, tuning {', '.join(space)} -> {run_dir} (compiling...)",
+        flush=True,
+    )
+    start = time.perf_counter()
+    _, history = pbt.run(jax.random.key(args.seed), args.total_steps, progress=not args.quiet, run_dir=run_dir)
+    print_pbt_summary(pbt, history, run_dir, time.perf_counter() - start)
+    return 0

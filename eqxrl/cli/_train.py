@@ -1,0 +1,175 @@
+"""`eqxrl train AGENT`: train and save a run directory; `--resume`, `--config`."""
+
+import argparse
+import json
+import pathlib
+import shlex
+import sys
+from typing import Any
+
+from ..agents import AGENTS, AbstractAgent, Batch
+from ..core import one_line
+from ..envs import make
+from ..loop import NonFiniteError
+from ..runs import MAX_SEED, agent_from_config, load_config, resume_run, train_run
+from ._common import prepare_run_dir, print_returns
+from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, first_line, given_fields
+from ._parse import parse_int, parse_seed, positive
+
+def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
+    p = agents.add_parser(
+        name,
+        help=f"{cls.__name__}: {first_line(cls.__doc__)}",
+        # Short, so that an error is two lines: the usage and the reason.
+        usage="%(prog)s [-h] [--env NAME] [--total-steps N] [--seeds K] [--run-dir PATH] [--FIELD VALUE ...]",
+        description=(
+            f"Train {cls.__name__} (eqxrl.agents.{cls.__name__}) and save a run directory.\n\n"
+            f"AGENT is one of: {', '.join(AGENTS)}; `eqxrl train` with no AGENT trains {DEFAULT_AGENT}.\n"
+            f"Every field of {cls.__name__} except env is a flag."
+        ),
+        epilog=(
+            "example:\n"
+            f"  eqxrl train {name} --env {cls.default_env} --total-steps 1e6 --seeds 4\n"
+            "Bools take true/false, tuples of ints 64,64, floats also inf."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(command="train", agent=name, _parser=p)
+    run = p.add_argument_group("run")
+    positive_int = positive(parse_int)
+    run.add_argument(
+        "--env", default=cls.default_env, metavar="NAME",
+        help=f"environment for eqxrl.envs.make (default: {cls.default_env})",
+    )
+    run.add_argument(
+        "--total-steps", type=positive_int, default=DEFAULT_TOTAL_STEPS, metavar="N",
+        help=f"env-step budget per seed, rounded down to whole iterations (default: {DEFAULT_TOTAL_STEPS})",
+    )  # fmt: skip
+    run.add_argument(
+        "--seeds", type=positive_int, default=1, metavar="K",
+        help="number of seeds, trained together in one program (default: 1)",
+    )  # fmt: skip
+    run.add_argument(
+        "--seed", type=parse_seed, default=0, metavar="S",
+        help="base seed: the seeds are S, S+1, ..., S+K-1 (default: 0)",
+    )  # fmt: skip
+    run.add_argument(
+        "--run-dir", default=None, metavar="PATH",
+        help="where to save the run (default: runs/<agent>-<env>-<timestamp>)",
+    )  # fmt: skip
+    run.add_argument(
+        "--eval-episodes", type=positive_int, default=DEFAULT_EVAL_EPISODES, metavar="N",
+        help=f"deterministic evaluation episodes per seed after training (default: {DEFAULT_EVAL_EPISODES})",
+    )  # fmt: skip
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--checkpoint-every", type=positive_int, default=None, metavar="STEPS",
+        help="env steps between checkpoints in the run directory (default: about 10 per run)",
+    )  # fmt: skip
+    run.add_argument("--nan-guard", action="store_true", help="stop at the first NaN/Inf in the state or a loss, naming it")
+    run.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files (RUN_DIR/tensorboard)")
+    run.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue an interrupted run from its last checkpoint")
+    run.add_argument(
+        "--config", default=None, metavar="CONFIG_JSON",
+        help="reproduce a run: agent, env, fields, budget and seeds from a run directory's config.json",
+    )  # fmt: skip
+    add_field_flags(p, cls)
+
+
+def add_train_command(commands: Any) -> None:
+    """Add `eqxrl train AGENT` (one sub-parser per registered agent) to `commands`."""
+    train_parser = commands.add_parser(
+        "train",
+        help=f"train an agent and save a run directory (default: {DEFAULT_AGENT} on {DEFAULT_ENV})",
+        description="Train an agent and save a run directory.",
+    )
+    agents = train_parser.add_subparsers(dest="agent", metavar="AGENT", required=True)
+    for name, cls in AGENTS.items():
+        add_train_parser(agents, name, cls)
+
+
+
+def train_command(args: argparse.Namespace, argv: list[str]) -> int:
+    parser = args._parser
+    given = given_fields(args, AGENTS[args.agent])
+    if args.resume is not None:
+        if args.config is not None or given:
+            parser.error("--resume RUN_DIR continues a run as it was configured: give no --config or agent fields")
+        return resume_command(args)
+    if args.config is not None:
+        if given:
+            parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(given)})")
+        try:
+            config = json.loads(pathlib.Path(args.config).read_text())
+            agent = agent_from_config(config)
+        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            parser.error(f"--config {args.config!r}: {one_line(e)}")
+        name, env_name = config["agent"], config["env"]
+        total_steps, num_seeds, seed = config["total_steps"], config["seeds"], config["seed"]
+        checkpoint_every = args.checkpoint_every or config.get("checkpoint_every")
+    else:
+        name, env_name = args.agent, args.env
+        total_steps, num_seeds, seed = args.total_steps, args.seeds, args.seed
+        checkpoint_every = args.checkpoint_every
+        cls = AGENTS[args.agent]
+        try:
+            agent = cls(make(args.env), **given)
+        except ValueError as e:
+            parser.error(one_line(e))
+    base = Batch.of(agent).agent
+    per_iteration = base.steps_per_iteration
+    num_iterations = total_steps // per_iteration
+    if num_iterations < 1:
+        parser.error(
+            f"--total-steps {total_steps} must cover at least one iteration of "
+            f"{type(base).__name__} ({per_iteration} env steps)"
+        )
+    if seed + num_seeds - 1 > MAX_SEED:
+        parser.error(f"--seed {seed} with --seeds {num_seeds} goes past the largest seed {MAX_SEED}")
+    run_dir = prepare_run_dir(parser, args.run_dir, f"{name}-{env_name}")
+    seeds = f"{num_seeds} seeds" if num_seeds > 1 else "1 seed"
+    print(
+        f"{type(base).__name__} on {env_name}: {num_iterations} iterations of {per_iteration} env steps, "
+        f"{seeds} -> {run_dir} (compiling...)",
+        flush=True,
+    )
+    try:
+        _, _, info, summary = train_run(
+            run_dir, agent, total_steps=total_steps, seed=seed, num_seeds=num_seeds, checkpoint_every=checkpoint_every,
+            nan_guard=args.nan_guard, tensorboard=args.tensorboard, progress=not args.quiet,
+            eval_episodes=args.eval_episodes, env_name=env_name, command=shlex.join(["eqxrl", *argv]),
+        )  # fmt: skip
+    except NonFiniteError as e:
+        print(f"eqxrl: {e}", file=sys.stderr)
+        print(f"eqxrl: the last checkpoint before it is in {run_dir}", file=sys.stderr)
+        return 1
+    print_train_summary(type(base).__name__, env_name, seeds, info, summary, seed, run_dir)
+    return 0
+
+
+def print_train_summary(name: str, env_name: str, seeds: str, info: Any, summary: dict, seed: int, run_dir: Any) -> None:
+    print(f"{name} on {env_name}, {seeds}, {info.env_steps:,} env steps ({info.num_iterations} iterations)")
+    print(f"  compile time     {info.compile_seconds:8.1f} s")
+    print(f"  training time    {info.run_seconds:8.1f} s")
+    print(f"  env steps/s      {info.steps_per_second:10,.0f}")
+    print_returns(summary, seed, deterministic=True)
+    print(f"  run directory    {run_dir}")
+
+
+def resume_command(args: argparse.Namespace) -> int:
+    parser = args._parser
+    run_dir = pathlib.Path(args.resume)
+    try:
+        config = load_config(run_dir)
+        if config.get("status") == "complete":
+            parser.error(f"--resume {str(run_dir)!r}: the run is already complete")
+        print(f"resuming {config['agent']} on {config['env']} from {run_dir} (compiling...)", flush=True)
+        _, _, info, summary = resume_run(run_dir, progress=not args.quiet)
+    except ValueError as e:
+        parser.error(one_line(e))
+    except NonFiniteError as e:
+        print(f"eqxrl: {e}", file=sys.stderr)
+        return 1
+    seeds = f"{config['seeds']} seeds" if config["seeds"] > 1 else "1 seed"
+    print_train_summary(config["agent"].upper(), config["env"], seeds, info, summary, config["seed"], run_dir)
+    return 0

@@ -1,0 +1,26 @@
+"""The training loop: compiled chunks, `train`, `evaluate`, `rollout`, the progress bar.
+
+`train` is a host shell around two compiled programs (`init_state` and `chunk`,
+see `_chunk.py`); PBT traces the same `chunk` into its generation program.
+"""
+
+from ._chunk import Chunk as Chunk
+from ._chunk import chunk as chunk
+from ._chunk import compile_train as compile_train
+from ._chunk import guarded_leaves as guarded_leaves
+from ._chunk import init_state as init_state
+from ._chunk import placeholder as placeholder
+from ._chunk import run_chunk as run_chunk
+from ._chunk import run_init as run_init
+from ._evaluate import episode_returns as episode_returns
+from ._evaluate import evaluate as evaluate
+from ._evaluate import rollout as rollout
+from ._evaluate import state_batch as state_batch
+from ._keys import as_keys as as_keys
+from ._keys import batch_and_keys as batch_and_keys
+from ._progress import Progress as Progress
+from ._results import Checkpoint as Checkpoint
+from ._results import NonFiniteError as NonFiniteError
+from ._results import TrainInfo as TrainInfo
+from ._train import num_iterations_for as num_iterations_for
+from ._train import train as train

@@ -1,0 +1,167 @@
+"""The compiled programs of a run: `init` and the training *chunk* (a `lax.scan` over
+a fixed number of iterations, with the optional non-finite guard).
+
+Both are traceable functions (`init_state`, `chunk`) with `eqx.filter_jit`
+versions (`run_init`, `run_chunk`); PBT traces the same `chunk` into its generation.
+"""
+
+import concurrent.futures
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Int, PyTree
+
+from ..agents import Batch, Clock
+from ..components import BufferState
+
+__all__ = ["Chunk", "chunk", "compile_train", "guarded_leaves", "init_state", "placeholder", "run_chunk", "run_init"]
+
+
+class Chunk(eqx.Module):
+    """One compiled chunk's configuration: what runs, from which iteration, for how long.
+
+    - `batch`: the agent(s) and how the state is batched.
+    - `start`: the first iteration of the chunk; `num_iterations`: the run's total
+      (iterations at or past it are skipped, so the last chunk is the same program).
+    - `length`: iterations per chunk (static: a new length compiles a new program).
+    - `guard`: stop at the first non-finite state or metric (see `train(nan_guard=)`).
+    """
+
+    batch: Batch
+    start: Int[Array, ""]
+    num_iterations: Int[Array, ""]
+    length: int = eqx.field(static=True)
+    guard: bool = eqx.field(static=True, default=False)
+
+
+def _is_buffer(x: Any) -> bool:
+    return isinstance(x, BufferState)
+
+
+def guarded_leaves(state: PyTree) -> list[tuple[Any, Array, bool]]:
+    """`(path, leaf, inf_allowed)` for every floating leaf the non-finite guard checks.
+
+    Replay buffers are skipped (scanning them every iteration would cost more than
+    the iteration); an optimizer's injected hyperparameters may be infinite
+    (`max_grad_norm=inf` disables clipping), so only NaN counts there.
+    """
+    pruned = jax.tree.map(lambda x: None if _is_buffer(x) else x, state, is_leaf=_is_buffer)
+    out = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(pruned)[0]:
+        if eqx.is_inexact_array(leaf):
+            inf_allowed = any(getattr(k, "name", getattr(k, "key", None)) == "hyperparams" for k in path)
+            out.append((path, leaf, inf_allowed))
+    return out
+
+
+def _all_finite(state: PyTree) -> Array:
+    """Whether the guarded leaves of `state` hold no NaN (and no Inf where Inf is not allowed)."""
+    checks = [jnp.all(~jnp.isnan(x) if inf_ok else jnp.isfinite(x)) for _, x, inf_ok in guarded_leaves(state)]
+    return jnp.all(jnp.stack(checks)) if checks else jnp.asarray(True)
+
+
+def chunk(config: Chunk, state: PyTree) -> tuple[PyTree, dict[str, Array]]:
+    """Run `config.length` training iterations (traceable).
+
+    **Returns:** `(state, metrics)`, metrics with a leading iteration axis
+    (skipped iterations are NaN, or 0 for integer metrics), plus `nonfinite`
+    per iteration when guarded.
+    """
+    iteration = config.batch.vmap(lambda a, s, clock: a.train_iteration(s, clock))
+
+    def body(carry, i):
+        state, stopped = carry
+        clock = Clock(config.start + i, config.num_iterations)
+        # A nested jit: `eval_shape` traces it once and `cond` reuses that trace
+        # (tracing a whole iteration twice was a third of the compile time).
+        run = jax.jit(lambda s: iteration(s, shared=clock))
+        metrics_shape = jax.eval_shape(run, state)[1]
+
+        def skip(s):
+            blank = lambda m: jnp.full(m.shape, jnp.nan if jnp.issubdtype(m.dtype, jnp.floating) else 0, m.dtype)  # noqa: E731
+            return s, jax.tree.map(blank, metrics_shape)
+
+        # The last chunk may run past the budget: those iterations are skipped
+        # (and, with the non-finite guard, every iteration after a non-finite one).
+        # The predicate is unbatched, so this is a real branch even for seeds.
+        active = (clock.iteration < config.num_iterations) & ~stopped
+        state, metrics = jax.lax.cond(active, run, skip, state)
+        if config.guard:
+            inf_metric = jnp.any(jnp.stack([jnp.any(jnp.isinf(m)) for m in jax.tree.leaves(metrics) if eqx.is_inexact_array(m)]))
+            bad = active & (~_all_finite(state) | inf_metric)
+            metrics = dict(metrics, nonfinite=bad)
+            stopped = stopped | bad
+        return (state, stopped), metrics
+
+    steps = jnp.arange(config.length, dtype=jnp.int32)
+    (state, _), metrics = jax.lax.scan(body, (state, jnp.asarray(False)), steps)
+    return state, metrics
+
+
+run_chunk = eqx.filter_jit(chunk, donate="all-except-first")
+"""`chunk`, compiled; the state is donated (no copy per chunk)."""
+
+
+def init_state(batch: Batch, keys: Array) -> PyTree:
+    """The batch's initial training state (traceable): `agent.init(key)` per member.
+
+    Members are initialised one after the other (`lax.map`), not vmapped: a
+    vmapped MPO init (batched partitionable-threefry draws next to each other)
+    deadlocked XLA's CPU runtime at jax 0.10.2, and init is cheap anyway.
+    """
+    if not batch.batched:
+        state = batch.agent.init(keys)
+    else:
+        arrays, static = eqx.partition(batch.agent, eqx.is_array)
+
+        def one(xs):
+            member_arrays, key = xs
+            member = eqx.combine(member_arrays, static) if batch.stacked else batch.agent
+            return eqx.filter(member.init(key), eqx.is_array)
+
+        shape = eqx.filter_eval_shape(batch.member(0).init, keys[0])
+        data = jax.lax.map(one, (arrays if batch.stacked else None, keys))
+        state = eqx.combine(data, eqx.filter(shape, eqx.is_array, inverse=True))
+    # Strong dtypes only (gymnax's step counter starts as a weak int): the
+    # chunk is compiled ahead of time from these shapes and must accept them.
+    return jax.tree.map(lambda x: jnp.asarray(x, x.dtype) if eqx.is_array(x) else x, state)
+
+
+run_init = eqx.filter_jit(init_state)
+"""`init_state`, compiled."""
+
+
+def placeholder(shapes: PyTree, key: Array) -> PyTree:
+    """Zeros with the shapes and dtypes of `shapes` (PRNG keys of `key`'s implementation)."""
+    impl = jax.random.key_impl(key)
+    key_data = jax.random.key_data(key).shape[key.ndim :]
+
+    def make(s):
+        # NumPy zeros: `jnp.zeros` would compile a small program per shape.
+        if not isinstance(s, jax.ShapeDtypeStruct):
+            return s
+        if jax.dtypes.issubdtype(s.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(np.zeros(s.shape + key_data, np.uint32), impl=impl)
+        return np.zeros(s.shape, s.dtype)
+
+    return jax.tree.map(make, shapes)
+
+
+def compile_train(batch: Batch, keys: Array, config: Chunk) -> None:
+    """Compile `init` and the training chunk concurrently (XLA releases the GIL).
+
+    The chunk is lowered against a placeholder of the state's shapes, so it need
+    not wait for `init` to run. Both executables land in JAX's cache; the calls
+    that follow are ordinary jitted calls, so a shape mismatch could only cost a
+    recompile, never a wrong result.
+    """
+    shapes = eqx.filter_eval_shape(init_state, batch, keys)
+    lowered_chunk = run_chunk.lower(config, placeholder(shapes, keys))
+    lowered_init = run_init.lower(batch, keys)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        init_done = pool.submit(lowered_init.compile)
+        lowered_chunk.compile()
+        init_done.result()

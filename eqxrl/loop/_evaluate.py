@@ -1,0 +1,174 @@
+"""Running a trained policy: evaluation episodes (`evaluate`, and `episode_returns`
+traced inside larger programs such as PBT's fitness) and trajectories (`rollout`)."""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, PyTree
+
+from ..agents import AbstractAgent, Batch
+from ..core import Key, check_positive_int
+from ..envs import AutoReset, VectorEnv
+from ._keys import as_keys
+
+__all__ = ["episode_returns", "evaluate", "rollout", "state_batch"]
+
+
+def episode_returns(
+    agent: AbstractAgent, state: PyTree, key: Key, num_episodes: int, deterministic: bool, max_steps: int
+) -> Array:
+    """One member's evaluation, traceable inside a larger program (as PBT's fitness does).
+
+    **Returns:** the undiscounted returns of `num_episodes` episodes run in parallel
+    in `agent.eval_env`, each cut at `max_steps` steps.
+    """
+    env = VectorEnv(agent.eval_env, num_episodes)
+    reset_key, key = jax.random.split(key)
+    env_state, ts = env.reset(reset_key)
+    zeros = jnp.zeros((num_episodes,), jnp.float32)
+    carry = (env_state, ts.obs, zeros, jnp.zeros((num_episodes,), bool), key, jnp.zeros((), jnp.int32))
+
+    def cond(c):
+        return (~jnp.all(c[3])) & (c[5] < max_steps)
+
+    def body(c):
+        env_state, obs, returns, done, key, t = c
+        key, act_key, env_key = jax.random.split(key, 3)
+        action = agent.act(state, obs, act_key, deterministic=deterministic)
+        env_state, ts = env.step(env_key, env_state, action)
+        returns = returns + jnp.where(done, 0.0, ts.reward)
+        return env_state, ts.obs, returns, done | ts.done, key, t + 1
+
+    return jax.lax.while_loop(cond, body, carry)[2]
+
+
+@eqx.filter_jit
+def _evaluate(batch: Batch, state, key, num_episodes: int, deterministic: bool, max_steps: int):
+    def single(agent: AbstractAgent, state, key, _):
+        return episode_returns(agent, state, key, num_episodes, deterministic, max_steps)
+
+    return batch.vmap(single)(state, key)
+
+
+def state_batch(owner: str, agent: Any, state: PyTree) -> Batch:
+    """The `Batch` of `agent` that `state` belongs to: one run's state, or a batch's
+    (a leading axis), found by comparing with `agent.init`'s shapes.
+
+    Raises a `ValueError` naming `owner` when the state does not fit the agent.
+    """
+    batch = Batch.of(agent, owner=f"{owner}(agent)")
+    expected = eqx.filter_eval_shape(batch.member(0).init, jax.random.key(0))
+    exp_leaves = jax.tree.leaves(expected)
+    got_leaves = jax.tree.leaves(state)
+    if len(exp_leaves) != len(got_leaves):
+        raise ValueError(
+            f"{owner}(state) does not match the agent: expected a {type(expected).__name__} "
+            f"with {len(exp_leaves)} array leaves, got {type(state).__name__} with {len(got_leaves)}"
+        )
+    e0, g0 = exp_leaves[0], got_leaves[0]
+    if tuple(g0.shape) == tuple(e0.shape):
+        size = None
+    elif tuple(g0.shape[1:]) == tuple(e0.shape):
+        size = g0.shape[0]
+    else:
+        raise ValueError(f"{owner}(state) has leaf shape {g0.shape}, expected {e0.shape} or (batch, *{e0.shape})")
+    if batch.stacked:
+        if size != batch.size:
+            raise ValueError(f"{owner}(state) must have a leading axis of {batch.size} for the stacked agents")
+        return batch
+    return Batch.of(agent, size)
+
+
+def evaluate(
+    agent: Any,
+    state: PyTree,
+    key: Key | Array | int,
+    num_episodes: int = 10,
+    deterministic: bool = True,
+    max_steps: int | None = None,
+) -> Array:
+    """Run complete evaluation episodes with a trained policy.
+
+    **Arguments:**
+
+    - `agent`, `state`: as returned by `train` (a batched state is evaluated per member).
+    - `key`: a PRNG key (split per member when the state is batched).
+    - `num_episodes`: episodes per member, run in parallel.
+    - `deterministic`: act with the policy's mode (True) or sample (False).
+    - `max_steps`: cap on episode length (defaults to the env's time limit, or 10,000).
+
+    **Returns:** the undiscounted return of each episode, shape `(num_episodes,)`
+    or `(batch, num_episodes)`.
+    """
+    key = as_keys(key)
+    if key.ndim != 0:
+        raise ValueError(f"evaluate(key) must be a single key of shape (), got shape {key.shape}")
+    check_positive_int("evaluate", "num_episodes", num_episodes)
+    batch = state_batch("evaluate", agent, state)
+    if max_steps is None:
+        max_steps = batch.agent.eval_env.max_episode_steps or 10_000
+    if batch.batched:
+        key = jax.random.split(key, batch.size)
+    return _evaluate(batch, state, key, num_episodes, bool(deterministic), int(max_steps))
+
+
+@eqx.filter_jit
+def _rollout(batch: Batch, state, key, num_envs: int, num_steps: int, deterministic: bool):
+    def single(agent: AbstractAgent, state, key, _):
+        env = VectorEnv(AutoReset(agent.eval_env), num_envs)
+        reset_key, key = jax.random.split(key)
+        env_state, ts = env.reset(reset_key)
+
+        def step(carry, k):
+            env_state, obs = carry
+            act_key, env_key = jax.random.split(k)
+            action = agent.act(state, obs, act_key, deterministic=deterministic)
+            env_state, ts = env.step(env_key, env_state, action)
+            out = dict(obs=obs, action=action, reward=ts.reward, terminated=ts.terminated, truncated=ts.truncated)
+            return (env_state, ts.obs), out
+
+        return jax.lax.scan(step, (env_state, ts.obs), jax.random.split(key, num_steps))[1]
+
+    return batch.vmap(single)(state, key)
+
+
+def rollout(
+    agent: Any,
+    state: PyTree,
+    key: Key | Array | int,
+    num_steps: int,
+    *,
+    num_envs: int = 1,
+    member: int | None = None,
+    deterministic: bool = True,
+) -> dict[str, np.ndarray]:
+    """Run a trained policy for `num_steps` steps in `num_envs` parallel envs (episodes
+    restart automatically) and return the trajectory.
+
+    **Arguments:** `agent` and `state` as returned by `train` (a seed batch or a
+    sweep: every member, or only `member`), a PRNG `key`, `num_steps`,
+    `num_envs`, and `deterministic` (the policy's mode, or sampled actions).
+
+    **Returns:** NumPy arrays `obs`, `action`, `reward`, `terminated`, `truncated`
+    of shape `(num_steps, num_envs, ...)`, with a leading member axis when the
+    state is batched and `member` is None.
+    """
+    key = as_keys(key)
+    if key.ndim != 0:
+        raise ValueError(f"rollout(key) must be a single key of shape (), got shape {key.shape}")
+    check_positive_int("rollout", "num_steps", num_steps)
+    check_positive_int("rollout", "num_envs", num_envs)
+    batch = state_batch("rollout", agent, state)
+    if member is not None:
+        if not batch.batched:
+            raise ValueError("rollout(member) needs a batched state (seeds or a sweep)")
+        if not -batch.size <= member < batch.size:
+            raise ValueError(f"rollout(member) must be in [-{batch.size}, {batch.size}) for a batch of {batch.size}, got {member}")
+        state = jax.tree.map(lambda x: x[member], state)
+        batch = Batch.of(batch.member(member))
+    if batch.batched:
+        key = jax.random.split(key, batch.size)
+    return jax.device_get(_rollout(batch, state, key, num_envs, num_steps, bool(deterministic)))

@@ -1,0 +1,118 @@
+"""What a `train` call hands back besides the state: timings, checkpoints, the
+non-finite error, and the per-iteration metrics brought to the host."""
+
+import dataclasses
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+from jaxtyping import PyTree
+
+from ._chunk import guarded_leaves
+
+__all__ = ["Checkpoint", "NonFiniteError", "TrainInfo", "host_metrics", "join_metrics", "nonfinite_report"]
+
+
+class TrainInfo(eqx.Module):
+    """Timings of a `train` call, returned by `train(..., return_info=True)`.
+
+    `compile_seconds` covers tracing, lowering and compiling both programs
+    (`init` and the training chunk); `run_seconds` everything after.
+    """
+
+    compile_seconds: float
+    run_seconds: float
+    env_steps: int
+    steps_per_second: float
+    num_iterations: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """Where a `train` call stands after a chunk: enough to continue it exactly.
+
+    - `state`: the training state after `iteration` iterations (device arrays).
+    - `iteration`: iterations done; `num_iterations`: the run's total.
+    - `chunk_iterations`: the chunk length (a resumed run must use the same one).
+    - `metrics`: host NumPy arrays of the iterations so far, laid out as `train` returns them.
+    """
+
+    state: PyTree
+    iteration: int
+    num_iterations: int
+    chunk_iterations: int
+    metrics: dict[str, np.ndarray]
+
+    def copy(self) -> "Checkpoint":
+        """**Returns:** a checkpoint with its own copy of the state (a callback's
+        checkpoint shares its state with the next chunk, which consumes it)."""
+        state = jax.tree.map(lambda x: x.copy() if isinstance(x, jax.Array) else x, self.state)
+        return dataclasses.replace(self, state=state)
+
+
+class NonFiniteError(ValueError):
+    """Training produced NaN or Inf (raised by `train(..., nan_guard=True)`).
+
+    Attributes: `iteration` (1-based), `env_steps` (per member, at the end of
+    that iteration), `quantities` (names of the non-finite parameters, state
+    leaves and metrics), and `checkpoint` (the last finite chunk boundary, to
+    inspect or to continue from with other settings).
+    """
+
+    def __init__(self, message: str, iteration: int, env_steps: int, quantities: list[str], checkpoint: Checkpoint | None):
+        super().__init__(message)
+        self.iteration = iteration
+        self.env_steps = env_steps
+        self.quantities = quantities
+        self.checkpoint = checkpoint
+
+
+def host_metrics(chunks: list[dict[str, Any]], num_iterations: int, batched: bool) -> dict[str, np.ndarray]:
+    """The chunks' metrics (iterations first) as NumPy arrays of `num_iterations` rows,
+    moved to `(batch, iterations)` for a batched run."""
+    if not chunks:
+        return {}
+    out = {k: np.concatenate([np.asarray(m[k]) for m in chunks], axis=0)[:num_iterations] for k in chunks[0]}
+    out.pop("nonfinite", None)
+    if batched:
+        out = {k: np.moveaxis(v, 0, 1) for k, v in out.items()}
+    return out
+
+
+def join_metrics(before: dict[str, np.ndarray], after: dict[str, np.ndarray], batched: bool) -> dict[str, np.ndarray]:
+    """Metrics of a resumed run: the checkpoint's iterations, then the new ones."""
+    if not before or not after:
+        return after or before
+    axis = 1 if batched else 0
+    return {k: np.concatenate([before[k], after[k]], axis=axis) for k in after}
+
+
+def nonfinite_report(state: PyTree, metrics: dict[str, np.ndarray], row: int, batched: bool) -> list[str]:
+    """Names of the non-finite quantities: state leaves (with the member) and metrics of `row`."""
+    found = []
+    for path, leaf, inf_ok in guarded_leaves(state):
+        x = np.asarray(leaf)
+        bad = np.isnan(x) if inf_ok else ~np.isfinite(x)
+        if bad.any():
+            name = jax.tree_util.keystr(path).lstrip(".")
+            if batched and x.ndim:
+                members = np.nonzero(bad.reshape(x.shape[0], -1).any(axis=1))[0].tolist()
+                name += f" (member{'s' if len(members) > 1 else ''} {', '.join(map(str, members[:8]))})"
+            found.append(name)
+    for k, v in metrics.items():
+        value = np.asarray(v)[row]
+        if np.issubdtype(value.dtype, np.floating) and np.isinf(value).any():
+            found.append(f"metric {k} (Inf)")
+        elif np.issubdtype(value.dtype, np.floating) and np.isnan(value).any() and k not in ("episode_return", "episode_length"):
+            found.append(f"metric {k} (NaN)")
+    return found
+
+
+def listing(names: list[str], limit: int = 6) -> str:
+    """`names` for a message: metrics first (the loss that went wrong is the most telling), at most `limit`."""
+    names = [n for n in names if n.startswith("metric")] + [n for n in names if not n.startswith("metric")]
+    if not names:
+        return "unknown"
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more

@@ -1,0 +1,177 @@
+"""`train`: a run as a sequence of compiled chunks, with the host shell around them
+(progress bar, callbacks, resume, the non-finite guard's report)."""
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, PyTree
+
+from ..core import Key, check_positive_int, nanmean
+from ._chunk import Chunk, compile_train, run_chunk, run_init
+from ._keys import as_keys, batch_and_keys
+from ._progress import Progress
+from ._results import Checkpoint, NonFiniteError, TrainInfo, host_metrics, join_metrics, listing, nonfinite_report
+
+__all__ = ["num_iterations_for", "train"]
+
+
+def num_iterations_for(owner: str, agent: Any, total_steps: Any) -> int:
+    """Whole iterations of `agent` (one agent or a stack) in `total_steps` env steps.
+
+    Raises a `ValueError` naming `owner` when `total_steps` is not an int or covers no iteration.
+    """
+    if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)):
+        raise ValueError(f"{owner}(total_steps) must be an int, got {total_steps!r}")
+    per_iteration = agent.steps_per_iteration
+    num_iterations = int(total_steps) // per_iteration
+    if num_iterations < 1:
+        raise ValueError(
+            f"{owner}(total_steps={total_steps}) must cover at least one iteration of "
+            f"{type(getattr(agent, 'agent', agent)).__name__} ({per_iteration} env steps)"
+        )
+    return num_iterations
+
+
+def _chunk_length(num_iterations: int, total_steps: int, chunk_iterations: Any, resume: Any, many: bool) -> int:
+    if resume is not None:
+        if not isinstance(resume, Checkpoint):
+            raise ValueError(f"train(resume) must be a Checkpoint, got {type(resume).__name__}")
+        if resume.num_iterations != num_iterations:
+            raise ValueError(
+                f"train(resume): the checkpoint is of a run of {resume.num_iterations} iterations, "
+                f"this call has {num_iterations} (total_steps={total_steps})"
+            )
+        if chunk_iterations is not None and chunk_iterations != resume.chunk_iterations:
+            raise ValueError(
+                f"train(chunk_iterations={chunk_iterations}) must equal the checkpoint's {resume.chunk_iterations}"
+            )
+        chunk_iterations = resume.chunk_iterations
+    if chunk_iterations is None:
+        # Each chunk costs a host round trip (a few ms); without a progress bar
+        # or a callback to serve, one chunk is fastest.
+        chunk_iterations = max(1, math.ceil(num_iterations / 50)) if many else num_iterations
+    check_positive_int("train", "chunk_iterations", chunk_iterations)
+    length = min(chunk_iterations, num_iterations)
+    if resume is not None and resume.iteration % length and resume.iteration != num_iterations:
+        raise ValueError(f"train(resume): iteration {resume.iteration} is not a chunk boundary of {length}")
+    return length
+
+
+def train(
+    agent: Any,
+    key: Key | Array | int,
+    total_steps: int,
+    *,
+    progress: bool = True,
+    chunk_iterations: int | None = None,
+    return_info: bool = False,
+    desc: str | None = None,
+    nan_guard: bool = False,
+    callback: Callable[[Checkpoint], None] | None = None,
+    resume: Any = None,
+) -> tuple[PyTree, dict[str, np.ndarray]] | tuple[PyTree, dict[str, np.ndarray], TrainInfo]:
+    """Train an agent, a batch of seeds, or a stacked sweep.
+
+    **Arguments:**
+
+    - `agent`: an eqxrl agent, or `eqxrl.stack([...])` of agents (a sweep).
+    - `key`: `jax.random.key(seed)` for one run; `jax.random.split(key, n)` for
+      n seeds in one program (with a stack: one key per member, or one key split).
+    - `total_steps`: environment-step budget; rounded down to whole iterations.
+    - `progress`: show a progress bar (steps, steps/s, mean return).
+    - `chunk_iterations`: iterations per compiled chunk (default: about 50 chunks
+      with a progress bar or a callback, one chunk otherwise).
+    - `return_info`: also return a `TrainInfo` with compile time and throughput.
+    - `nan_guard`: stop at the first iteration that leaves a NaN/Inf in the state
+      (parameters, optimizer state, statistics; replay buffers are not scanned)
+      or an Inf in a metric, and raise `NonFiniteError` naming the quantities and
+      the iteration. Later iterations of the chunk are skipped in the program.
+    - `callback`: called with a `Checkpoint` after every chunk (e.g. to save it).
+      Its state is donated to the next chunk: save it, or keep `checkpoint.copy()`.
+    - `resume`: a `Checkpoint` of an earlier call with the same agent, key and
+      budget; training continues from it exactly as the uninterrupted call would.
+
+    **Returns:** `(state, metrics)` (and `info`): the final training state and a
+    dict of per-iteration NumPy arrays (`env_steps`, `episode_return`, losses,
+    `approx_kl`, `entropy`, ...), shape `(num_iterations,)` or
+    `(batch, num_iterations)` for seeds and sweeps.
+    """
+    key = as_keys(key)
+    batch, key = batch_and_keys(agent, key)
+    per_iter = batch.agent.steps_per_iteration
+    num_iterations = num_iterations_for("train", batch.agent, total_steps)
+    length = _chunk_length(num_iterations, total_steps, chunk_iterations, resume, progress or callback is not None)
+    num_chunks = math.ceil(num_iterations / length)
+    first_chunk = 0 if resume is None else math.ceil(resume.iteration / length)
+
+    total = jnp.asarray(num_iterations, jnp.int32)
+    guard = bool(nan_guard)
+    config = lambda c: Chunk(batch, jnp.asarray(c * length, jnp.int32), total, length, guard)  # noqa: E731
+    t0 = time.perf_counter()
+    if resume is None:
+        compile_train(batch, key, config(0))
+        compile_seconds = time.perf_counter() - t0
+        state = run_init(batch, key)
+        before: dict[str, np.ndarray] = {}
+    else:
+        state = jax.tree.map(lambda x: jnp.asarray(x).copy() if eqx.is_array(x) else x, resume.state)  # (donated below)
+        run_chunk.lower(config(first_chunk), state).compile()
+        compile_seconds = time.perf_counter() - t0
+        before = dict(resume.metrics)
+
+    done_before = min(first_chunk * length, num_iterations)
+    bar = Progress(num_iterations * per_iter, enabled=progress, desc=desc or f"{batch.name} {batch.agent.env.name}",
+                   initial=done_before * per_iter)  # fmt: skip
+    chunks: list[dict[str, Array]] = []
+    t0 = time.perf_counter()
+    last_good: Checkpoint | None = resume
+
+    def so_far(done_iters: int) -> dict[str, np.ndarray]:
+        return join_metrics(before, host_metrics(jax.device_get(chunks), done_iters - done_before, batch.batched), batch.batched)
+
+    try:
+        for c in range(first_chunk, num_chunks):
+            state, metrics = run_chunk(config(c), state)
+            chunks.append(metrics)
+            done_iters = min((c + 1) * length, num_iterations)
+            if guard and bool(np.asarray(metrics["nonfinite"]).any()):
+                host = so_far(done_iters)
+                row = int(np.argmax(np.asarray(metrics["nonfinite"])))
+                it = c * length + row  # 0-based
+                steps_at = (it + 1) * per_iter
+                by_iteration = {k: np.moveaxis(v, 1, 0) if batch.batched else v for k, v in host.items()}
+                quantities = nonfinite_report(state, by_iteration, it, batch.batched)
+                raise NonFiniteError(
+                    f"training stopped: non-finite values after iteration {it + 1} of {num_iterations} "
+                    f"(env step {steps_at:,} per member): {listing(quantities)}",
+                    it + 1, steps_at, quantities, last_good,
+                )
+            if progress:  # only the bar's numbers come to the host between chunks
+                recent = np.asarray(metrics["episode_return"])[: done_iters - c * length]
+                bar.update(done_iters * per_iter, sps=f"{bar.rate:,.0f}", ret=f"{nanmean(recent):.1f}")
+            if callback is not None:
+                last_good = Checkpoint(state, done_iters, num_iterations, length, so_far(done_iters))
+                callback(last_good)
+        chunks = jax.device_get(chunks)
+    finally:
+        bar.close()
+    run_seconds = time.perf_counter() - t0
+
+    out = join_metrics(before, host_metrics(chunks, num_iterations - done_before, batch.batched), batch.batched)
+    if not return_info:
+        return state, out
+    env_steps = (num_iterations - done_before) * per_iter * batch.num_members
+    info = TrainInfo(
+        compile_seconds=compile_seconds,
+        run_seconds=run_seconds,
+        env_steps=env_steps,
+        steps_per_second=env_steps / max(run_seconds, 1e-9),
+        num_iterations=num_iterations,
+    )
+    return state, out, info

@@ -1,0 +1,68 @@
+"""Rebuilding a PBT run from its directory: `pbt_from_config` and `resume`."""
+
+import json
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+from ..runs import agent_from_config
+from ._exploit import Tournament, Truncation
+from ._pbt import PBT
+from ._population import History, Population
+from ._rundir import CHECKPOINT, CONFIG, load_checkpoint
+from ._spaces import Choice, IntLogUniform, IntUniform, LogUniform, Uniform
+
+__all__ = ["pbt_from_config", "resume"]
+
+_DOMAINS = {c.__name__: c for c in (LogUniform, Uniform, IntUniform, IntLogUniform, Choice)}
+_EXPLOITS = {c.__name__: c for c in (Truncation, Tournament)}
+
+
+def _module_from_spec(spec: Mapping[str, Any], known: Mapping[str, type], what: str) -> Any:
+    spec = dict(spec)
+    name = spec.pop("type", None)
+    if name not in known:
+        raise ValueError(f"{CONFIG}: unknown {what} {name!r}; known: {sorted(known)}")
+    return known[name](**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()})
+
+
+def pbt_from_config(config: Mapping[str, Any], fitness: Any = None) -> PBT:
+    """Rebuild the `PBT` of a run directory's `pbt.json` (a custom fitness must be passed again)."""
+    if config.get("fitness", {}).get("type") == "custom" and fitness is None:
+        raise ValueError(
+            f"this run used a custom fitness ({config['fitness'].get('repr')}); pass it again: resume(run_dir, fitness=...)"
+        )
+    agent = agent_from_config(config)
+    space = {name: _module_from_spec(spec, _DOMAINS, "domain") for name, spec in config["space"].items()}
+    return PBT(
+        agent,
+        space,
+        population_size=config["population_size"],
+        ready=config["ready"],
+        exploit=_module_from_spec(config["exploit"], _EXPLOITS, "exploit"),
+        resample_probability=config["resample_probability"],
+        fitness=fitness,
+        eval_episodes=config["eval_episodes"],
+        max_eval_steps=config.get("max_eval_steps"),
+    )
+
+
+def resume(run_dir: Any, *, fitness: Any = None, progress: bool = True) -> tuple[Population, History]:
+    """Continue an interrupted PBT run from its run directory, exactly where it stopped.
+
+    **Arguments:** `run_dir` (written by `PBT.run(..., run_dir=...)` or `eqxrl pbt`),
+    the custom `fitness` if the run had one, `progress`.
+
+    **Returns:** `(population, history)` as the uninterrupted `PBT.run` would have.
+    """
+    run_dir = pathlib.Path(run_dir)
+    path = run_dir / CONFIG
+    if not path.is_file():
+        raise ValueError(f"{str(run_dir)!r} is not a PBT run directory: it has no {CONFIG}")
+    config = json.loads(path.read_text())
+    pbt = pbt_from_config(config, fitness)
+    total_steps = config["total_steps"]
+    if not (run_dir / CHECKPOINT).is_file():
+        raise ValueError(f"{str(run_dir)!r} has no {CHECKPOINT} to resume from")
+    population, _ = load_checkpoint(run_dir / CHECKPOINT, pbt, total_steps)
+    return pbt.run(population, total_steps, progress=progress, run_dir=run_dir)

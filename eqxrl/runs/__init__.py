@@ -1,0 +1,100 @@
+"""Run directories: a training run on disk (config, metrics, states, checkpoints,
+TensorBoard, plots) and back (`load_run`, `load_policy`, `resume_run`).
+
+A run directory holds
+
+- `config.json`: the agent (registry name), the env name, every agent field,
+  the budget, the seeds, the eqxrl version and the timings;
+- `metrics.csv`: one row per (seed, iteration), one column per metric;
+- `state.eqx`: the final training state (`eqx.tree_serialise_leaves`);
+- `checkpoint.npz`: while the run is unfinished, where it stands;
+- `learning_curve.png`: mean training episode return against env steps;
+- `eval.json`: evaluation returns (written by `save_evaluation`).
+
+```python
+import jax, eqxrl
+
+agent, state, config = eqxrl.runs.load_run("runs/ppo-CartPole-v1-20250101-120000")
+returns = eqxrl.evaluate(agent, state, jax.random.key(0), num_episodes=32)
+```
+"""
+
+from ..agents import AGENTS as AGENTS
+from ..agents import agent_name as agent_name
+from ._checkpoint import load_checkpoint as load_checkpoint
+from ._checkpoint import save_checkpoint as save_checkpoint
+from ._config import MAX_SEED as MAX_SEED
+from ._config import agent_config as agent_config
+from ._config import agent_from_config as agent_from_config
+from ._config import eval_key as eval_key
+from ._config import float_fields as float_fields
+from ._config import load_agent as load_agent
+from ._config import load_config as load_config
+from ._config import member_configs as member_configs
+from ._config import run_config as run_config
+from ._config import seed_keys as seed_keys
+from ._files import CHECKPOINT as CHECKPOINT
+from ._files import CONFIG as CONFIG
+from ._files import CURVE as CURVE
+from ._files import EVAL as EVAL
+from ._files import METRICS as METRICS
+from ._files import STATE as STATE
+from ._files import TENSORBOARD as TENSORBOARD
+from ._files import atomic_write_bytes as atomic_write_bytes
+from ._files import write_json as write_json
+from ._metrics import load_evaluation as load_evaluation
+from ._metrics import load_metrics as load_metrics
+from ._metrics import save_evaluation as save_evaluation
+from ._metrics import save_metrics as save_metrics
+from ._metrics import summarize_returns as summarize_returns
+from ._plots import plot_learning_curve as plot_learning_curve
+from ._policy import Policy as Policy
+from ._policy import load_policy as load_policy
+from ._policy import load_run as load_run
+from ._state import load_state as load_state
+from ._state import save_state as save_state
+from ._state import template_state as template_state
+from ._train_run import resume_run as resume_run
+from ._train_run import save_run as save_run
+from ._train_run import train_run as train_run
+
+__all__ = [
+    "AGENTS",
+    "agent_name",
+    "load_checkpoint",
+    "save_checkpoint",
+    "MAX_SEED",
+    "agent_config",
+    "agent_from_config",
+    "eval_key",
+    "float_fields",
+    "load_agent",
+    "load_config",
+    "member_configs",
+    "run_config",
+    "seed_keys",
+    "CHECKPOINT",
+    "CONFIG",
+    "CURVE",
+    "EVAL",
+    "METRICS",
+    "STATE",
+    "TENSORBOARD",
+    "atomic_write_bytes",
+    "write_json",
+    "load_evaluation",
+    "load_metrics",
+    "save_evaluation",
+    "save_metrics",
+    "summarize_returns",
+    "plot_learning_curve",
+    "Policy",
+    "load_policy",
+    "load_run",
+    "load_state",
+    "save_state",
+    "template_state",
+    "resume_run",
+    "save_run",
+    "train_run",
+]

@@ -1,0 +1,175 @@
+"""A run's configuration: the agent (by registry name and fields), env, budget and seeds;
+`config.json` written and read back, and the agent rebuilt from it."""
+
+import dataclasses
+import datetime
+import json
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import jaxtyping
+import numpy as np
+from jaxtyping import Array
+
+from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, stack
+from ..core import Key, __version__, as_float, one_line
+from ..envs import make
+from ._files import CONFIG, PathLike
+
+__all__ = ["MAX_SEED", "agent_config", "agent_from_config", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys"]
+
+MAX_SEED = 2**31 - 1
+
+
+def seed_keys(seed: int, num_seeds: int) -> jaxtyping.Key[Array, "*seeds"]:
+    """The training keys of a run: `jax.random.key(seed + i)` for each of `num_seeds` seeds.
+
+    Seed `s` gets the same key alone or as a member of a batch.
+
+    **Returns:** one key of shape `()` when `num_seeds == 1`, else keys of shape `(num_seeds,)`.
+    """
+    if num_seeds < 1 or seed < 0 or seed + num_seeds - 1 > MAX_SEED:
+        raise ValueError(f"seed_keys needs num_seeds >= 1 and seeds in [0, {MAX_SEED}], got {seed=}, {num_seeds=}")
+    if num_seeds == 1:
+        return jax.random.key(seed)
+    return jax.vmap(jax.random.key)(jnp.arange(seed, seed + num_seeds, dtype=jnp.int32))
+
+
+def eval_key(seed: int) -> Key:
+    """The evaluation key of a run with base seed `seed` (a stream separate from training's)."""
+    return jax.random.fold_in(jax.random.key(seed), 1)
+
+
+def float_fields(agent_cls: type) -> set[str]:
+    """The names of an agent class's hyperparameter fields (float32 array leaves)."""
+    return {f.name for f in dataclasses.fields(agent_cls) if f.metadata.get("converter") is as_float}
+
+
+def member_configs(agent: AbstractAgent | Stacked) -> list[dict[str, Any]]:
+    """One `agent_config` per member of a stack (or a list of one)."""
+    return [agent_config(member) for member in Batch.of(agent).distinct_members()]
+
+
+def agent_config(agent: AbstractAgent) -> dict[str, Any]:
+    """`agent.config()` without agent/env (float leaves come written losslessly and readably)."""
+    for name in float_fields(type(agent)):
+        shape = np.shape(getattr(agent, name))
+        if shape != ():
+            raise ValueError(
+                f"save_run(agent): {type(agent).__name__}({name}) has shape {shape}; save one agent, not a stack"
+            )
+    return {k: v for k, v in agent.config().items() if k not in ("agent", "env")}
+
+
+def run_config(
+    agent: AbstractAgent | Stacked,
+    *,
+    env_name: str | None = None,
+    total_steps: int,
+    seed: int = 0,
+    num_seeds: int = 1,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The `config.json` of a run: agent name, env, every field (per member for a
+    sweep), budget, seeds, the eqxrl version, and `extra` entries (chunking, flags).
+
+    **Returns:** the JSON-ready dict; `agent_from_config` rebuilds the agent from it.
+    """
+    batch = Batch.of(agent)
+    members = member_configs(agent)
+    config: dict[str, Any] = {
+        "agent": agent_name(agent),
+        "env": batch.agent.env.name if env_name is None else env_name,
+        "agent_config": members[0],
+        "total_steps": int(total_steps),
+        "seeds": int(num_seeds),
+        "seed": int(seed),
+        "eqxrl_version": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if batch.stacked:
+        config["members"] = members
+    config.update(extra)
+    return config
+
+
+def load_config(run_dir: PathLike) -> dict[str, Any]:
+    """Read a run directory's `config.json`.
+
+    **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`).
+
+    **Returns:** the config dict. Raises `ValueError` when `run_dir` is not a run directory.
+    """
+    run_dir = pathlib.Path(run_dir)
+    if not run_dir.exists():
+        raise ValueError(f"run directory {str(run_dir)!r} does not exist")
+    if not run_dir.is_dir():
+        raise ValueError(f"run directory {str(run_dir)!r} is not a directory")
+    path = run_dir / CONFIG
+    if not path.is_file():
+        raise ValueError(f"{str(run_dir)!r} is not an eqxrl run directory: it has no {CONFIG}")
+    try:
+        config = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON: {one_line(e)}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
+    for key, kind in (("agent", str), ("env", str), ("agent_config", dict), ("seeds", int), ("seed", int)):
+        if not isinstance(config.get(key), kind) or isinstance(config.get(key), bool):
+            raise ValueError(f"{path} must have {key!r} ({kind.__name__}), got {config.get(key)!r}")
+    if config["seeds"] < 1:
+        raise ValueError(f"{path}: 'seeds' must be >= 1, got {config['seeds']}")
+    return config
+
+
+def _as_field_value(name: str, value: Any, floats: set[str]) -> Any:
+    if name in floats and isinstance(value, str):
+        try:
+            return float(value)  # "inf", "-inf", "nan"
+        except ValueError:
+            raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if isinstance(value, list):
+        return tuple(_as_field_value(name, v, set()) for v in value)
+    return value
+
+
+def agent_from_config(config: Mapping[str, Any]) -> AbstractAgent | Stacked:
+    """Rebuild an agent from a run config (as returned by `load_config`).
+
+    **Arguments:** `config`, with `agent` (a name in `eqxrl.agents.AGENTS`), `env`
+    (a name for `eqxrl.envs.make`) and `agent_config` (the agent's fields).
+
+    **Returns:** the agent. Raises `ValueError` if it cannot be rebuilt.
+    """
+    cls = agent_class(config["agent"])
+    env = make(config["env"])
+    floats = float_fields(cls)
+    init_fields = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "env"}
+
+    def build(fields: Mapping[str, Any]) -> AbstractAgent:
+        unknown = sorted(set(fields) - init_fields)
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
+        return cls(env, **{k: _as_field_value(k, v, floats) for k, v in fields.items()})
+
+    if "members" in config:
+        return stack([build(m) for m in config["members"]])
+    return build(config["agent_config"])
+
+
+def load_agent(run_dir: PathLike) -> AbstractAgent | Stacked:
+    """Rebuild the agent of a run directory from its `config.json`.
+
+    **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`).
+
+    **Returns:** the agent (the env is rebuilt with `eqxrl.envs.make`).
+    Raises `ValueError` when it cannot be rebuilt.
+    """
+    config = load_config(run_dir)
+    try:
+        return agent_from_config(config)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{pathlib.Path(run_dir) / CONFIG}: {one_line(e)}") from None

@@ -1,0 +1,73 @@
+"""From a run directory back to Python: the agent and state (`load_run`) or a policy
+that acts (`load_policy`)."""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+from jaxtyping import Array, PyTree
+
+from ..agents import AbstractAgent, Batch
+from ..core import Key
+from ._config import load_agent, load_config
+from ._files import PathLike
+from ._state import load_state
+
+__all__ = ["Policy", "load_policy", "load_run"]
+
+class Policy(eqx.Module):
+    """A trained policy: `policy(obs)` acts on a batch of observations.
+
+    Built by `load_policy`; holds the agent and one member's state (or all).
+    """
+
+    agent: AbstractAgent
+    state: PyTree
+    deterministic: bool = eqx.field(static=True, default=True)
+
+    def __call__(self, obs: Array, key: Key | None = None) -> Array:
+        """**Returns:** actions for `obs` of shape `(*batch, *obs_shape)`
+        (a sampled policy needs a `key`)."""
+        return _act(self.agent, self.state, obs, key, self.deterministic)
+
+
+@eqx.filter_jit
+
+
+def _act(agent, state, obs, key, deterministic):
+    return agent.act(state, obs, key, deterministic=deterministic)
+
+
+def load_policy(run_dir: PathLike, member: int = 0, deterministic: bool = True) -> Policy:
+    """Load a trained policy from a run directory: three lines from disk to actions.
+
+    ```python
+    policy = eqxrl.rundir.load_policy("runs/ppo-CartPole-v1-...")
+    actions = policy(obs)                      # obs: (batch, *obs_shape)
+    ```
+
+    **Arguments:** the `run_dir`, which seed/sweep `member` (default 0), and
+    whether to act with the policy's mode (`deterministic`).
+    """
+    config = load_config(run_dir)
+    agent = load_agent(run_dir)
+    state = load_state(run_dir, agent, config["seeds"])
+    size = config["seeds"]
+    if not -size <= member < size:
+        raise ValueError(f"load_policy(member) must be in [-{size}, {size}) for this run of {size} seed(s), got {member}")
+    batch = Batch.of(agent, None if size == 1 else size)
+    if batch.batched:
+        agent, state = batch.member(member), jax.tree.map(lambda x: x[member], state)
+    return Policy(agent, state, bool(deterministic))
+
+
+def load_run(run_dir: PathLike) -> tuple[Any, PyTree, dict[str, Any]]:
+    """Reload a run: the agent, its final training state and its config.
+
+    **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`).
+
+    **Returns:** `(agent, state, config)`, ready for `eqxrl.evaluate(agent, state, key)`.
+    """
+    config = load_config(run_dir)
+    agent = load_agent(run_dir)
+    return agent, load_state(run_dir, agent, config["seeds"]), config

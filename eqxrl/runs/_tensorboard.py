@@ -1,0 +1,41 @@
+"""TensorBoard event files of a run directory (tensorboardX: no TensorFlow or PyTorch needed)."""
+
+import pathlib
+from collections.abc import Mapping
+
+import numpy as np
+
+from ._files import TENSORBOARD
+
+__all__ = ["TensorBoard"]
+
+class TensorBoard:
+    """TensorBoard event files (tensorboardX) with every metric against env steps
+    (the mean over seeds/members, and `episode_return` per seed/member)."""
+
+    def __init__(self, run_dir: pathlib.Path, start: int, start_step: int):
+        from tensorboardX import SummaryWriter
+
+        # On resume, events a crashed run wrote past its last checkpoint are purged.
+        self.writer = SummaryWriter(str(run_dir / TENSORBOARD), purge_step=start_step or None)
+        self.done = start
+
+    def write(self, metrics: Mapping[str, np.ndarray], iteration: int) -> None:
+        steps = np.atleast_2d(np.asarray(metrics["env_steps"]))
+        for i in range(self.done, iteration):
+            step = int(steps[0, i])
+            for k, v in metrics.items():
+                if k == "env_steps":
+                    continue
+                col = np.atleast_2d(np.asarray(v, np.float64))[:, i]
+                if np.isfinite(col).any():
+                    self.writer.add_scalar(k, float(np.nanmean(col)), step)
+                if k == "episode_return" and col.size > 1:
+                    for s, x in enumerate(col):
+                        if np.isfinite(x):
+                            self.writer.add_scalar(f"episode_return/member_{s}", float(x), step)
+        self.done = iteration
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()

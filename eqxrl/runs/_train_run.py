@@ -1,0 +1,210 @@
+"""Training with a run directory: `config.json` first, checkpoints while training,
+then the final state, metrics, learning curve and evaluation; and resuming."""
+
+import json
+import math
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import numpy as np
+from jaxtyping import PyTree
+
+from ..agents import Batch
+from ..core import one_line
+from ..loop import Checkpoint, TrainInfo, evaluate, num_iterations_for, train
+from ._checkpoint import load_checkpoint, save_checkpoint
+from ._config import agent_from_config, eval_key, load_config, run_config, seed_keys
+from ._files import CHECKPOINT, CONFIG, CURVE, METRICS, STATE, PathLike, write_json
+from ._metrics import _batch_size, save_evaluation, save_metrics
+from ._plots import member_labels, plot_learning_curve
+from ._state import save_state, template_state
+from ._tensorboard import TensorBoard
+
+__all__ = ["resume_run", "save_run", "train_run"]
+
+def save_run(
+    run_dir: PathLike,
+    agent: Any,
+    state: PyTree,
+    metrics: Mapping[str, Any],
+    *,
+    total_steps: int,
+    seed: int = 0,
+    env_name: str | None = None,
+    info: TrainInfo | None = None,
+    command: str | None = None,
+) -> pathlib.Path:
+    """Save a finished training run: `config.json`, `metrics.csv`, `state.eqx`, `learning_curve.png`.
+
+    **Arguments:**
+
+    - `run_dir`: the directory to write (created if missing; files in it are replaced).
+    - `agent`: the agent that was trained (one agent, not `eqxrl.stack`).
+    - `state`, `metrics`: as returned by `eqxrl.train`; a leading seed axis on
+      both means a batch of seeds.
+    - `total_steps`: the env-step budget passed to `eqxrl.train`.
+    - `seed`: the base seed; the keys were `eqxrl.rundir.seed_keys(seed, num_seeds)`.
+    - `env_name`: the name `eqxrl.envs.make` builds the env from (default `agent.env.name`).
+    - `info`: the `TrainInfo` of `train(..., return_info=True)`, for the timings.
+    - `command`: the command line that made the run, recorded for reference.
+
+    **Returns:** the run directory as a `pathlib.Path`.
+    """
+    stacked = Batch.of(agent, owner="save_run(agent)").stacked
+    run_dir = pathlib.Path(run_dir)
+    if "env_steps" not in metrics or "episode_return" not in metrics:
+        raise ValueError(f"save_run(metrics) must include 'env_steps' and 'episode_return', got {sorted(metrics)}")
+    rows = _batch_size(metrics)
+    num_seeds = 1 if rows is None else rows
+    if stacked and num_seeds != agent.size:
+        raise ValueError(f"save_run(metrics) must have a leading axis of {agent.size} for the stacked agents, got {num_seeds}")
+    template = template_state(agent, num_seeds)
+    got, want = jax.tree.leaves(state), jax.tree.leaves(template)
+    if len(got) != len(want) or tuple(got[0].shape) != tuple(want[0].shape):
+        raise ValueError(
+            f"save_run(state) does not match the agent and the {num_seeds} seed(s) of the metrics: "
+            f"first leaf has shape {tuple(got[0].shape) if got else None}, expected {tuple(want[0].shape)}"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env_name = Batch.of(agent).agent.env.name if env_name is None else env_name
+    config = run_config(agent, env_name=env_name, total_steps=total_steps, seed=seed, num_seeds=num_seeds)
+    if (run_dir / CONFIG).is_file():  # keep what train_run recorded at the start (chunking, flags)
+        try:
+            earlier = json.loads((run_dir / CONFIG).read_text())
+            config = {**earlier, **{k: v for k, v in config.items() if k != "created"}}
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            pass
+    config["status"] = "complete"
+    if info is not None:
+        config["timings"] = {
+            "compile_seconds": float(info.compile_seconds),
+            "run_seconds": float(info.run_seconds),
+            "steps_per_second": float(info.steps_per_second),
+            "env_steps": int(info.env_steps),
+            "num_iterations": int(info.num_iterations),
+        }
+    if command is not None:
+        config["command"] = command
+    save_state(run_dir / STATE, state)
+    save_metrics(run_dir / METRICS, metrics, seed=int(seed))
+    if stacked:
+        seeds = f"{num_seeds} members"
+        labels = member_labels(config["members"])
+    else:
+        seeds = f"{num_seeds} seeds" if num_seeds > 1 else f"seed {seed}"
+        labels = None
+    title = f"{Batch.of(agent).name} on {env_name} ({seeds})"
+    plot_learning_curve(metrics, run_dir / CURVE, title=title, seed=int(seed), members=labels)
+    # config.json last: "status": "complete" marks a finished run directory.
+    write_json(run_dir / CONFIG, config)
+    return run_dir
+
+
+def train_run(
+    run_dir: PathLike,
+    agent: Any,
+    *,
+    total_steps: int,
+    seed: int = 0,
+    num_seeds: int = 1,
+    checkpoint_every: int | None = None,
+    nan_guard: bool = False,
+    tensorboard: bool = False,
+    progress: bool = True,
+    eval_episodes: int = 32,
+    env_name: str | None = None,
+    command: str | None = None,
+    _resume: Checkpoint | None = None,
+) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
+    """Train with a run directory: `config.json` first, `checkpoint.npz` every
+    `checkpoint_every` env steps (atomically), TensorBoard events if asked, then
+    the final state, metrics, learning curve and evaluation (`eval.json`).
+
+    **Arguments:**
+
+    - `run_dir`: the directory (created; it must not hold another run).
+    - `agent`: an agent, or `eqxrl.stack([...])` (a sweep, one key per member).
+    - `total_steps`, `seed`, `num_seeds`: the budget per seed/member and the keys
+      (`seed_keys(seed, num_seeds)`; a sweep uses one seed per member).
+    - `checkpoint_every`: env steps between checkpoints (default: about 10 per run).
+    - `nan_guard`, `progress`: as for `eqxrl.train`; `tensorboard`: write event files
+      under `RUN_DIR/tensorboard`.
+    - `eval_episodes`: deterministic evaluation episodes per seed at the end.
+
+    **Returns:** `(state, metrics, info, evaluation summary)`.
+    `resume_run(run_dir)` continues an interrupted call exactly.
+    """
+    run_dir = pathlib.Path(run_dir)
+    batch = Batch.of(agent, owner="train_run(agent)")
+    if batch.stacked:
+        num_seeds = batch.size
+    keys = seed_keys(seed, num_seeds)
+    per_iteration = batch.agent.steps_per_iteration
+    num_iterations = num_iterations_for("train_run", batch.agent, total_steps)
+    if _resume is None:
+        every = max(1, num_iterations // 10) if checkpoint_every is None else max(1, int(checkpoint_every) // per_iteration)
+        chunk = max(1, min(math.ceil(num_iterations / 50), every))
+        config = run_config(
+            agent, env_name=env_name, total_steps=total_steps, seed=seed, num_seeds=num_seeds,
+            chunk_iterations=chunk, checkpoint_every=every * per_iteration, nan_guard=bool(nan_guard),
+            tensorboard=bool(tensorboard), eval_episodes=int(eval_episodes), status="running",
+        )  # fmt: skip
+        if command is not None:
+            config["command"] = command
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json(run_dir / CONFIG, config)
+    else:
+        config = load_config(run_dir)
+        chunk, every = config["chunk_iterations"], max(1, config["checkpoint_every"] // per_iteration)
+    done = _resume.iteration if _resume is not None else 0
+    board = TensorBoard(run_dir, done, done * per_iteration + 1 if done else 0) if tensorboard else None
+    last_saved = [done]
+
+    def on_chunk(checkpoint: Checkpoint) -> None:
+        if board is not None:
+            board.write(checkpoint.metrics, checkpoint.iteration)
+        # A checkpoint at the first chunk boundary past each multiple of `every` iterations.
+        if checkpoint.iteration // every > last_saved[0] // every or checkpoint.iteration == checkpoint.num_iterations:
+            save_checkpoint(run_dir, agent, checkpoint)
+            last_saved[0] = checkpoint.iteration
+
+    try:
+        state, metrics, info = train(
+            agent, keys, int(total_steps), progress=progress, chunk_iterations=chunk, return_info=True,
+            nan_guard=nan_guard, callback=on_chunk, resume=_resume,
+        )  # fmt: skip
+    finally:
+        if board is not None:
+            board.close()
+    save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
+             command=config.get("command"))  # fmt: skip
+    returns = evaluate(agent, state, eval_key(seed), num_episodes=int(config.get("eval_episodes", eval_episodes)))
+    summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
+    if not batch.stacked:
+        summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
+    # The run is complete and state.eqx holds its final state: the checkpoint has served.
+    (run_dir / CHECKPOINT).unlink(missing_ok=True)
+    return state, metrics, info, summary
+
+
+def resume_run(run_dir: PathLike, *, progress: bool = True) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
+    """Continue an interrupted `train_run` (or `eqxrl train`) from its last checkpoint.
+
+    The resumed run ends with the same metrics and parameters as the
+    uninterrupted one (on CPU, bit for bit). **Returns:** as `train_run`.
+    """
+    config = load_config(run_dir)
+    if "chunk_iterations" not in config:
+        raise ValueError(f"{str(run_dir)!r} was not written with checkpoints (no 'chunk_iterations' in {CONFIG})")
+    try:
+        agent = agent_from_config(config)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{pathlib.Path(run_dir) / CONFIG}: {one_line(e)}") from None
+    checkpoint = load_checkpoint(run_dir, agent, config["seeds"])
+    return train_run(
+        run_dir, agent, total_steps=config["total_steps"], seed=config["seed"], num_seeds=config["seeds"],
+        nan_guard=config.get("nan_guard", False), tensorboard=config.get("tensorboard", False), progress=progress,
+        _resume=checkpoint,
+    )  # fmt: skip
