@@ -1,15 +1,17 @@
 """Environments: one functional protocol, gymnax and brax adapters, wrappers."""
 
+from ..core import tree_select as tree_select
 from ._base import AbstractEnv as AbstractEnv
 from ._base import AbstractWrapper as AbstractWrapper
 from ._base import TimeStep as TimeStep
 from ._base import first_timestep as first_timestep
-from ._base import tree_select as tree_select
 from ._brax import BraxEnv as BraxEnv
 from ._descriptor import DescriptorWrapper as DescriptorWrapper
 from ._descriptor import SkillState as SkillState
 from ._descriptor import SkillWrapper as SkillWrapper
 from ._descriptor import brax_xy as brax_xy
+from ._descriptor import innermost_state as innermost_state
+from ._descriptor import resolve_descriptor as resolve_descriptor
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._make import make as make
 from ._make import register as register

@@ -4,7 +4,6 @@ import abc
 from typing import Any
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PyTree
 
@@ -116,7 +115,3 @@ class AbstractWrapper(AbstractEnv):
     def unwrapped(self) -> AbstractEnv:
         return self.env.unwrapped
 
-
-def tree_select(pred: Bool[Array, ""], on_true: PyTree, on_false: PyTree) -> PyTree:
-    """Leafwise `where(pred, on_true, on_false)` for a scalar predicate."""
-    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ..core import EnvState, Key
+from ..core import EnvState, Key, is_positive_int
 from ._base import AbstractEnv, AbstractWrapper, TimeStep
 from ._spaces import Box
 
@@ -163,7 +163,7 @@ class SkillWrapper(AbstractWrapper):
 
     def __init__(self, env: AbstractEnv, num_skills: int):
         """**Arguments:** the `env` and the number of skills `num_skills` (>= 2)."""
-        if isinstance(num_skills, bool) or not isinstance(num_skills, (int, np.integer)) or num_skills < 2:
+        if not is_positive_int(num_skills) or num_skills < 2:
             raise ValueError(f"SkillWrapper(num_skills) must be an int >= 2, got {num_skills!r}")
         if not isinstance(env, AbstractEnv):
             raise ValueError(f"SkillWrapper(env) must be an eqxrl AbstractEnv, got {env!r}")

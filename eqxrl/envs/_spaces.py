@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool
 
-from ..core import Key
+from ..core import Key, is_positive_int
 
 
 class AbstractSpace(eqx.Module):
@@ -34,7 +34,7 @@ class Discrete(AbstractSpace):
     n: int = eqx.field(static=True)
 
     def __check_init__(self):
-        if not isinstance(self.n, int) or self.n < 1:
+        if not is_positive_int(self.n):
             raise ValueError(f"Discrete(n) must be a positive int, got n={self.n!r}")
 
     @property

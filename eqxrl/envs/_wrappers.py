@@ -5,9 +5,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import EnvState, Key
-from ..components._normalization import RunningMeanStd
-from ._base import AbstractEnv, AbstractWrapper, TimeStep, tree_select
+from ..components import RunningMeanStd
+from ..core import EnvState, Key, check_positive_int, tree_select
+from ._base import AbstractEnv, AbstractWrapper, TimeStep
 from ._spaces import AbstractSpace, Box
 
 
@@ -23,12 +23,8 @@ class TimeLimit(AbstractWrapper):
     limit: int = eqx.field(static=True)
 
     def __init__(self, env: AbstractEnv, max_episode_steps: int):
-        if not isinstance(max_episode_steps, int) or max_episode_steps < 1:
-            raise ValueError(
-                f"TimeLimit(max_episode_steps) must be a positive int, got {max_episode_steps!r}"
-            )
         self.env = env
-        self.limit = max_episode_steps
+        self.limit = check_positive_int("TimeLimit", "max_episode_steps", max_episode_steps)
 
     @property
     def max_episode_steps(self) -> int:
@@ -66,8 +62,11 @@ class AutoReset(AbstractWrapper):
         next_state, ts = self.env.step(step_key, state, action)
         reset_state, reset_ts = self.env.reset(reset_key)
         done = ts.done
-        state = tree_select(done, reset_state, next_state)
-        obs = tree_select(done, reset_ts.obs, ts.obs)
+        # Select every leaf: gymnax resets some leaves to Python ints (CartPole's `time=0`),
+        # which `tree_select` would take from the reset state as they are, unselected.
+        as_arrays = lambda tree: jax.tree.map(jnp.asarray, tree)  # noqa: E731
+        state = tree_select(done, as_arrays(reset_state), next_state)
+        obs = tree_select(done, as_arrays(reset_ts.obs), ts.obs)
         info = {**ts.info, "final_obs": ts.obs}
         return state, TimeStep(obs, ts.reward, ts.terminated, ts.truncated, info)
 
@@ -117,10 +116,8 @@ class VectorEnv(AbstractWrapper):
     num_envs: int = eqx.field(static=True)
 
     def __init__(self, env: AbstractEnv, num_envs: int):
-        if not isinstance(num_envs, int) or num_envs < 1:
-            raise ValueError(f"VectorEnv(num_envs) must be a positive int, got {num_envs!r}")
         self.env = env
-        self.num_envs = num_envs
+        self.num_envs = check_positive_int("VectorEnv", "num_envs", num_envs)
 
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
         return jax.vmap(self.env.reset)(jax.random.split(key, self.num_envs))
