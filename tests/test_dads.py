@@ -24,9 +24,10 @@ from eqxrl.envs import (
     SkillWrapper,
     TimeLimit,
     brax_xy,
+    innermost_state,
     make,
+    resolve_descriptor,
 )
-from eqxrl.envs._descriptor import innermost_state, resolve_descriptor
 
 TINY = dict(
     num_envs=4,

@@ -4,8 +4,8 @@ from ._base import AbstractAgent as AbstractAgent
 from ._base import Clock as Clock
 from ._dads import DADS as DADS
 from ._dads import DADSLearner as DADSLearner
-from ._dads import SkillReport as SkillReport
-from ._dads import plot_skill_trajectories as plot_skill_trajectories
+from ._dads_report import SkillReport as SkillReport
+from ._dads_report import plot_skill_trajectories as plot_skill_trajectories
 from ._ppo import PPO as PPO
 from ._ppo import PPOState as PPOState
 from ._ddpg import DDPG as DDPG

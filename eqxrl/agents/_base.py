@@ -142,28 +142,3 @@ def as_env(env: Any) -> Any:
 
         return make(env)
     return env
-
-
-def check_hyperparameter(owner: str, name: str, value: Any, ok, expected: str) -> None:
-    """Raise `ValueError("PPO(clip_eps) must be in (0, 1), got 1.5")` for a bad concrete scalar.
-
-    Traced values and stacked (non-scalar) values are skipped: they were
-    checked when each member was built.
-    """
-    if isinstance(value, jax.core.Tracer) or jnp.ndim(value) != 0:
-        return
-    v = float(value)
-    if not ok(v):
-        raise ValueError(f"{owner}({name}) must be {expected}, got {v:g}")
-
-
-def check_positive_int(owner: str, name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{owner}({name}) must be a positive int, got {value!r}")
-
-
-def select_tree(pred: Array, on_true: PyTree, on_false: PyTree) -> PyTree:
-    """Leafwise `where(pred, on_true, on_false)` over the array leaves of two same-structured trees."""
-    return jax.tree.map(
-        lambda a, b: jnp.where(pred, a, b) if eqx.is_array(a) else a, on_true, on_false
-    )

@@ -5,10 +5,10 @@ from typing import ClassVar
 import equinox as eqx
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, float_leaf
+from ..core import Key, Metrics, check_hyperparameter, float_leaf
 from ..components import Optimizer, Sample
 from ..envs import AbstractEnv
-from ._base import as_env, check_hyperparameter
+from ._base import as_env
 from ._deterministic import (
     DeterministicLearner,
     actor_critic_optimizers,

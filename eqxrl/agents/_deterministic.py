@@ -6,9 +6,17 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from ..core import Key, Metrics
-from ..components import ContinuousQHead, DeterministicHead, Ensemble, Optimizer, Sample
-from ..components._optimizers import OptState
-from ..components._td import clipped_double_q_target, polyak, smoothed_target_action
+from ..components import (
+    ContinuousQHead,
+    DeterministicHead,
+    Ensemble,
+    Optimizer,
+    OptState,
+    Sample,
+    clipped_double_q_target,
+    polyak,
+    smoothed_target_action,
+)
 
 
 class DeterministicLearner(eqx.Module):

@@ -5,12 +5,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, float_leaf
-from ..components import DiscreteQHead, Optimizer, Sample
-from ..components._optimizers import OptState
-from ..components._td import huber, polyak, q_learning_target, select_q
+from ..core import Key, Metrics, check_hyperparameter, check_positive_int, float_leaf
+from ..components import DiscreteQHead, Optimizer, OptState, Sample, huber, polyak, q_learning_target, select_q
 from ..envs import AbstractEnv, Discrete
-from ._base import as_env, check_hyperparameter, check_positive_int
+from ._base import as_env
 from ._off_policy import AbstractOffPolicyAgent
 
 

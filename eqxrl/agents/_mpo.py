@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, float_leaf
+from ..core import Key, Metrics, check_hyperparameter, check_positive_int, float_leaf
 from ..components import (
     CategoricalHead,
     ContinuousQHead,
@@ -17,13 +17,16 @@ from ..components import (
     GaussianHead,
     Normal,
     Optimizer,
+    OptState,
     Sample,
+    mpo_categorical_loss,
+    mpo_gaussian_loss,
+    polyak,
+    select_q,
+    softplus_inverse,
 )
-from ..components._mpo import mpo_categorical_loss, mpo_gaussian_loss, softplus_inverse
-from ..components._optimizers import OptState
-from ..components._td import polyak, select_q
 from ..envs import AbstractEnv, Box, Discrete
-from ._base import as_env, check_hyperparameter, check_positive_int
+from ._base import as_env
 from ._off_policy import AbstractOffPolicyAgent
 
 # Lower bound of the raw (pre-softplus) dual parameters: softplus(-18) ~ 1.5e-8 (acme's projection).

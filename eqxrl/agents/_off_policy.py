@@ -26,11 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ..core import EnvState, Key, Metrics
-from ..components import PrioritizedReplayBuffer, ReplayBuffer, RunningMeanStd, Sample, Transition
-from ..components._nstep import NStepWindow
+from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_int, is_positive_int
+from ..components import NStepWindow, PrioritizedReplayBuffer, ReplayBuffer, RunningMeanStd, Sample, Transition
 from ..envs import AbstractEnv, AutoReset, Box, Discrete, EpisodeStatistics, RescaleAction, VectorEnv
-from ._base import AbstractAgent, Clock, check_hyperparameter, check_positive_int, flatten_obs
+from ._base import AbstractAgent, Clock, flatten_obs
 
 
 def check_continuous(agent: "AbstractOffPolicyAgent", owner: str) -> None:
@@ -105,7 +104,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
         for name in ("num_envs", "rollout_length", "batch_size", "buffer_size", "n_step"):
             check_positive_int(owner, name, getattr(self, name))
         sizes = getattr(self, "hidden_sizes", (1,))
-        if not sizes or any(isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1 for h in sizes):
+        if not sizes or not all(is_positive_int(h) for h in sizes):
             raise ValueError(f"{owner}(hidden_sizes) must be a non-empty tuple of positive ints, got {sizes!r}")
         if isinstance(self.learning_starts, bool) or not isinstance(self.learning_starts, (int, np.integer)) or self.learning_starts < 0:
             raise ValueError(f"{owner}(learning_starts) must be an int >= 0, got {self.learning_starts!r}")

@@ -8,10 +8,20 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ..core import EnvState, Key, Metrics, float_leaf
+from ..core import (
+    EnvState,
+    Key,
+    Metrics,
+    check_hyperparameter,
+    check_positive_int,
+    float_leaf,
+    is_positive_int,
+    tree_select,
+)
 from ..components import (
     CategoricalHead,
     GaussianHead,
+    OptState,
     Optimizer,
     RunningMeanStd,
     ValueHead,
@@ -20,9 +30,8 @@ from ..components import (
     ppo_policy_loss,
     value_loss,
 )
-from ..components._optimizers import OptState
 from ..envs import AbstractEnv, AutoReset, Box, ClipAction, Discrete, EpisodeStatistics, VectorEnv
-from ._base import AbstractAgent, Clock, as_env, flatten_obs, check_hyperparameter, check_positive_int, select_tree
+from ._base import AbstractAgent, Clock, as_env, flatten_obs
 
 
 class PPOState(eqx.Module):
@@ -103,9 +112,7 @@ class PPO(AbstractAgent):
                 f"PPO(num_minibatches={self.num_minibatches}) must divide "
                 f"num_envs * rollout_length = {batch}"
             )
-        if not self.hidden_sizes or any(
-            isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1 for h in self.hidden_sizes
-        ):
+        if not self.hidden_sizes or not all(is_positive_int(h) for h in self.hidden_sizes):
             raise ValueError(f"PPO(hidden_sizes) must be a non-empty tuple of positive ints, got {self.hidden_sizes!r}")
         if self.grad_clip not in ("global_norm", "value", "none"):
             raise ValueError(f"PPO(grad_clip) must be 'global_norm', 'value' or 'none', got {self.grad_clip!r}")
@@ -283,8 +290,8 @@ class PPO(AbstractAgent):
             # rollout policy, this and every later minibatch leave it alone.
             stopped = stopped | (aux["approx_kl"] > self.target_kl)
             new_params, new_opt_state = optimizer.update(grads, opt_state, params, progress)
-            params = select_tree(stopped, params, new_params)
-            opt_state = select_tree(stopped, opt_state, new_opt_state)
+            params = tree_select(stopped, params, new_params)
+            opt_state = tree_select(stopped, opt_state, new_opt_state)
             aux["applied"] = 1.0 - stopped.astype(jnp.float32)
             return (params, opt_state, stopped), aux
 

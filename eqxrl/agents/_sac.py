@@ -7,12 +7,21 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, float_leaf
-from ..components import ContinuousQHead, Ensemble, Optimizer, Sample, TanhGaussianHead
-from ..components._optimizers import OptState
-from ..components._td import clipped_double_q_target, polyak, sac_actor_loss, sac_alpha_loss
+from ..core import Key, Metrics, check_hyperparameter, check_positive_int, float_leaf
+from ..components import (
+    ContinuousQHead,
+    Ensemble,
+    Optimizer,
+    OptState,
+    Sample,
+    TanhGaussianHead,
+    clipped_double_q_target,
+    polyak,
+    sac_actor_loss,
+    sac_alpha_loss,
+)
 from ..envs import AbstractEnv
-from ._base import as_env, check_hyperparameter, check_positive_int
+from ._base import as_env
 from ._off_policy import AbstractOffPolicyAgent, check_continuous
 
 
