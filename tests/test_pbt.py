@@ -329,13 +329,29 @@ def test_custom_fitness(getkey):
 def test_step_compiles_once_per_configuration(getkey, monkeypatch):
     module = importlib.import_module("eqxrl.pbt._pbt")  # where `PBT.step` looks up `run_generation`
     counted = eqx.filter_jit(
-        eqx.debug.assert_max_traces(module._generation_impl, max_traces=1), donate="all-except-first"
+        eqx.debug.assert_max_traces(eqxrl.pbt.generation, max_traces=1), donate="all-except-first"
     )
     monkeypatch.setattr(module, "run_generation", counted)
     _small_pbt().run(getkey(), 4 * 32, progress=False)  # four generations, one trace
 
 
 # ----------------------------------------------------------------------- run directory, resume
+
+
+def test_run_calls_the_callback_after_every_generation(tmp_path):
+    pbt = _small_pbt()
+    seen = []
+
+    def callback(population, records):
+        seen.append((int(population.generation), len(records), sorted(records[-1])))
+
+    _, history = pbt.run(jax.random.key(3), 3 * 32, progress=False, callback=callback)
+    assert [(g, n) for g, n, _ in seen] == [(1, 1), (2, 2), (3, 3)]
+    assert seen[0][2] == sorted(["fitness", "train_return", "source", "hp/learning_rate", "hp/ent_coef"])
+    assert history.num_generations == 3
+    # The run directory is the same mechanism: a RunDirectory callback beside the user's.
+    pbt.run(jax.random.key(3), 32, progress=False, run_dir=tmp_path / "r", callback=callback)
+    assert (tmp_path / "r" / "history.csv").is_file() and len(seen) == 4
 
 
 def test_run_directory_and_exact_resume(tmp_path, monkeypatch):

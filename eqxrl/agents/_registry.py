@@ -17,7 +17,7 @@ AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, 
 """The agents known by name (`"ppo"` → `PPO`); `register_agent` adds one."""
 
 
-def register_agent(cls: type[AbstractAgent], name: str | None = None) -> type[AbstractAgent]:
+def register_agent(cls: Any, name: Any = None) -> Any:
     """Make a custom agent class known to run directories and the command line.
 
     **Arguments:** `cls`, a concrete subclass of `AbstractAgent`; `name`, its

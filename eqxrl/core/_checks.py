@@ -21,7 +21,7 @@ def keys_as_data(tree: PyTree) -> PyTree:
 
 def is_positive_int(value: Any) -> bool:
     """Whether `value` is an `int` (not a `bool`) of at least 1."""
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 1
+    return bool(not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 1)
 
 
 def check_positive_int(owner: str, name: str, value: Any) -> int:
