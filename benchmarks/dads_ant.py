@@ -28,8 +28,6 @@ steps/s) or ``--quick`` for a smoke test. ``--help`` lists the options.
 from __future__ import annotations
 
 import argparse
-import datetime
-import platform
 import subprocess
 import sys
 import time
@@ -39,9 +37,8 @@ import jax
 import numpy as np
 
 import eqxrl
+from _report import Report, parser, table
 from eqxrl.agents import DADS, plot_skill_trajectories
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def build_agent(args: argparse.Namespace) -> DADS:
@@ -139,8 +136,8 @@ def fmt_xy(final: np.ndarray) -> str:
     return ", ".join(f"({x:+.2f}, {y:+.2f})" for x, y in final)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> None:
+    p = parser(__doc__, "dads_ant", quick="a smoke test: 2,000 steps")
     p.add_argument("--total-steps", type=int, default=120_000, help="env steps of training (default 120,000)")
     p.add_argument("--num-skills", type=int, default=4)
     p.add_argument("--num-envs", type=int, default=8)
@@ -151,10 +148,9 @@ def main() -> None:
     p.add_argument("--episode-length", type=int, default=200)
     p.add_argument("--backend", default="spring", help="brax backend (spring is the cheapest on CPU)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="a smoke test: 2,000 steps")
     p.add_argument("--no-qdax", action="store_true", help="skip the qdax install check")
-    p.add_argument("--out", default=str(RESULTS / "dads_ant.md"), help="results file ('-' writes nothing)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    report = Report(__file__, argv)
     if args.quick:
         args.total_steps, args.learning_starts = 2_000, 500
 
@@ -165,8 +161,8 @@ def main() -> None:
     untrained = summary(agent.evaluate_skills(agent.init(key), jax.random.key(1)))
     untrained_seconds = time.perf_counter() - t0
     state, metrics, info = eqxrl.train(agent, key, args.total_steps, progress=True, return_info=True)
-    report = agent.evaluate_skills(state, jax.random.key(1))
-    trained = summary(report)
+    skills = agent.evaluate_skills(state, jax.random.key(1))
+    trained = summary(skills)
     updates = int(np.asarray(metrics["updates"])[-1])
     updates_per_second = updates / info.run_seconds
     ir = np.asarray(metrics["intrinsic_reward"])
@@ -175,76 +171,69 @@ def main() -> None:
     k = max(1, fin.sum() // 10)
     ll_early, ll_late = float(np.mean(ll[fin][:k])), float(np.mean(ll[fin][-k:]))
     ir_early, ir_late = float(np.mean(ir[fin][:k])), float(np.mean(ir[fin][-k:]))
+    print(
+        f"compile {info.compile_seconds:.1f} s (init + training chunk), untrained skill rollout incl. compile "
+        f"{untrained_seconds:.1f} s; training {info.run_seconds:.1f} s, {info.steps_per_second:,.0f} env steps/s, "
+        f"{updates_per_second:,.1f} updates/s",
+        flush=True,
+    )
 
-    lines = [
-        f"compile: {info.compile_seconds:.1f} s (init + training chunk); untrained skill rollout incl. compile {untrained_seconds:.1f} s",
-        f"training: {info.run_seconds:.1f} s, {info.env_steps} env steps = {info.steps_per_second:,.0f} env steps/s, "
-        f"{updates} updates = {updates_per_second:,.1f} updates/s",
-        f"dynamics log-likelihood (normalised target) first/last tenth: {ll_early:.3f} -> {ll_late:.3f}",
-        f"intrinsic reward first/last tenth: {ir_early:.3f} -> {ir_late:.3f}  (max log L = {np.log(args.num_skills):.3f})",
-        f"untrained: pairwise {untrained['pairwise']:.3f} m, max from start {untrained['max_from_start']:.3f} m, final {fmt_xy(untrained['final_xy'])}",
-        f"trained:   pairwise {trained['pairwise']:.3f} m, max from start {trained['max_from_start']:.3f} m, final {fmt_xy(trained['final_xy'])}",
+    png = None
+    if str(args.out) != "-":
+        png = Path(args.out).with_name(Path(args.out).stem + "_skills.png")
+        png.parent.mkdir(parents=True, exist_ok=True)
+        plot_skill_trajectories(skills, png, title=f"DADS on brax/ant, {args.total_steps} env steps")
+    # (the pip resolver check takes a while: not for a record that is not written)
+    qdax = "not checked (--no-qdax or --out -)" if args.no_qdax or png is None else qdax_status()
+
+    def arr(x):
+        return np.array2string(x, precision=1)
+
+    coverage = [
+        ["mean pairwise distance of final x-y (m)", *(f"{s['pairwise']:.3f}" for s in (untrained, trained))],
+        ["max distance from start (m)", *(f"{s['max_from_start']:.3f}" for s in (untrained, trained))],
+        ["final x-y per skill", *(fmt_xy(s["final_xy"]) for s in (untrained, trained))],
+        ["intrinsic return per skill", *(arr(s["intrinsic_return"]) for s in (untrained, trained))],
+        ["env (ant forward) return per skill", *(arr(s["env_return"]) for s in (untrained, trained))],
     ]
-    print("\n".join(lines), flush=True)
-    if args.out == "-":
-        return
-
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    png = out.with_name(out.stem + "_skills.png")
-    plot_skill_trajectories(report, png, title=f"DADS on brax/ant, {args.total_steps} env steps")
-    qdax = "not checked (--no-qdax)" if args.no_qdax else qdax_status()
-    import equinox
-    import brax
-
-    table = ["| | untrained | trained |", "|---|---|---|"]
-    table.append(f"| mean pairwise distance of final x-y (m) | {untrained['pairwise']:.3f} | {trained['pairwise']:.3f} |")
-    table.append(f"| max distance from start (m) | {untrained['max_from_start']:.3f} | {trained['max_from_start']:.3f} |")
-    table.append(f"| final x-y per skill | {fmt_xy(untrained['final_xy'])} | {fmt_xy(trained['final_xy'])} |")
-    table.append(
-        f"| intrinsic return per skill | {np.array2string(untrained['intrinsic_return'], precision=1)} "
-        f"| {np.array2string(trained['intrinsic_return'], precision=1)} |"
-    )
-    table.append(
-        f"| env (ant forward) return per skill | {np.array2string(untrained['env_return'], precision=1)} "
-        f"| {np.array2string(trained['env_return'], precision=1)} |"
-    )
-    text = f"""# DADS on brax/ant (x-y descriptor)
-
-Written by `benchmarks/dads_ant.py` on {datetime.date.today()} ({platform.machine()}, {jax.device_count()} {jax.default_backend()} device(s),
-jax {jax.__version__}, equinox {equinox.__version__}, brax {brax.__version__}, python {platform.python_version()}).
-Command: `python benchmarks/dads_ant.py {' '.join(sys.argv[1:])}`
-
-Config: {args.num_skills} one-hot skills, brax ant ({args.backend} backend, {args.episode_length}-step episodes,
-no termination when unhealthy), descriptor = torso x-y (`pipeline_state.x.pos[0, :2]`), skill dynamics on the
-x-y (4 Gaussian experts, fixed unit std, normalised input and target), policy/critic/dynamics MLPs
-{args.hidden}x{args.hidden}, {args.num_envs} envs x {args.rollout_length} steps per iteration,
-{args.updates_per_step} updates per env step, batch 256, {args.learning_starts} random warm-up steps, seed {args.seed}.
-
-## Throughput (training, after compilation)
-
-| compile (s) | training wall (s) | env steps | env steps/s | gradient updates | updates/s |
-|---|---|---|---|---|---|
-| {info.compile_seconds:.1f} | {info.run_seconds:.1f} | {info.env_steps} | {info.steps_per_second:,.0f} | {updates} | {updates_per_second:,.1f} |
-
-## Skill coverage (one deterministic episode of {args.episode_length} steps per skill)
-
-{chr(10).join(table)}
-
-Dynamics log-likelihood (normalised target, per batch) first/last tenth of training: {ll_early:.3f} -> {ll_late:.3f}.
-Intrinsic reward per step first/last tenth: {ir_early:.3f} -> {ir_late:.3f} (the maximum is log L = {np.log(args.num_skills):.3f}).
-
-Trajectories: `{png.name}`.
-
-A few minutes of CPU training is a small fraction of the DADS paper's ant budget (millions of steps), so
-what this run shows is throughput and the first separation of the skills, not their final coverage.
-
-## QDax
-
-{qdax}
-"""
-    out.write_text(text)
-    print(f"wrote {out} and {png}")
+    lines = report.header("DADS on brax/ant (x-y descriptor)", packages=("brax",))
+    lines += [
+        f"- config: {args.num_skills} one-hot skills, brax ant ({args.backend} backend, {args.episode_length}-step "
+        "episodes, no termination when unhealthy), descriptor = torso x-y (`pipeline_state.x.pos[0, :2]`), skill "
+        f"dynamics on the x-y (4 Gaussian experts, fixed unit std, normalised input and target), policy/critic/dynamics "
+        f"MLPs {args.hidden}x{args.hidden}, {args.num_envs} envs x {args.rollout_length} steps per iteration, "
+        f"{args.updates_per_step} updates per env step, batch 256, {args.learning_starts} random warm-up steps, "
+        f"seed {args.seed}",
+        "",
+        "## Throughput (training, after compilation)",
+        "",
+        *table(
+            ["compile (s)", "training wall (s)", "env steps", "env steps/s", "gradient updates", "updates/s"],
+            [[f"{info.compile_seconds:.1f}", f"{info.run_seconds:.1f}", info.env_steps,
+              f"{info.steps_per_second:,.0f}", updates, f"{updates_per_second:,.1f}"]],
+            "rrrrrr",
+        ),  # fmt: skip
+        "",
+        f"## Skill coverage (one deterministic episode of {args.episode_length} steps per skill)",
+        "",
+        *table(["", "untrained", "trained"], coverage, "lll"),
+        "",
+        f"Dynamics log-likelihood (normalised target, per batch) first/last tenth of training: {ll_early:.3f} -> "
+        f"{ll_late:.3f}. Intrinsic reward per step first/last tenth: {ir_early:.3f} -> {ir_late:.3f} (the maximum "
+        f"is log L = {np.log(args.num_skills):.3f}).",
+        "",
+        f"Trajectories: `{png.name if png else '(not written)'}`.",
+        "",
+        "A few minutes of CPU training is a small fraction of the DADS paper's ant budget (millions of steps), so "
+        "what this run shows is throughput and the first separation of the skills, not their final coverage.",
+        "",
+        "## QDax",
+        "",
+        qdax,
+    ]
+    report.emit("\n".join(lines) + "\n", args.out)
+    if png:
+        print(f"wrote {png}")
 
 
 if __name__ == "__main__":

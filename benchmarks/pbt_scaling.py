@@ -21,15 +21,8 @@ Run ``python benchmarks/pbt_scaling.py`` (about 10 minutes on 2 CPU cores;
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import os
-import platform
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -37,10 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import eqxrl
+from _report import Report, parser, table
 from eqxrl.agents import PPO, SAC, TD3
 from eqxrl.pbt import PBT, LogUniform, Truncation, exploit_and_explore
-
-ROOT = Path(__file__).resolve().parent
 
 
 def make(name: str):
@@ -108,58 +100,46 @@ def pbt_vs_fixed(seeds: int) -> list[tuple[float, float, list[float]]]:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--sizes", default="1,4,16,64")
-    p.add_argument("--agents", default="ppo,sac")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--learning", action="store_true")
-    p.add_argument("--out", default=str(ROOT / "results" / "pbt_scaling.md"))
+    p = parser(__doc__, "pbt_scaling", runs=3, quick="smoke test: 1 run, populations 1 and 4")
+    p.add_argument("--sizes", default="1,4,16,64", help="population sizes")
+    p.add_argument("--agents", default="ppo,sac", help="comma-separated subset of ppo,sac")
+    p.add_argument("--learning", action="store_true", help="also PBT vs fixed hyperparameters (TD3)")
     a = p.parse_args(argv)
+    report = Report(__file__, argv)
     if a.quick:
         a.runs, a.sizes = 1, "1,4"
     sizes = [int(s) for s in a.sizes.split(",")]
-    start = time.perf_counter()
-    load0 = os.getloadavg()
-    table = {}
+    figures = {}
     for name in a.agents.split(","):
         for size in sizes:
             if size == 1:
-                table[name, size] = (time_single(name, a.runs), None, None)
+                figures[name, size] = (time_single(name, a.runs), None, None)
             else:
-                table[name, size] = time_population(name, size, a.runs)
-            per, share, first = table[name, size]
+                figures[name, size] = time_population(name, size, a.runs)
+            per, share, first = figures[name, size]
             print(f"{name} population {size}: {1e6 * per:.2f} us per member per env step"
                   + (f", exploit/explore {100 * share:.3f}% of a generation" if share is not None else ""), flush=True)  # fmt: skip
     learning = pbt_vs_fixed(4 if not a.quick else 1) if a.learning else None
-    elapsed = time.perf_counter() - start
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    lines = [
-        "# PBT population scaling on CPU",
-        "",
-        f"- date: {datetime.date.today()}",
-        f"- versions: jax {jax.__version__}, equinox {eqx.__version__}, Python {platform.python_version()}; eqxrl at commit {commit}",
-        f"- machine: {jax.default_backend()} backend, nproc = {os.cpu_count()}; shared machine (load average at start "
-        f"{load0[0]:.1f}, at end {os.getloadavg()[0]:.1f}), so timings are noisy",
-        f"- command: `python benchmarks/pbt_scaling.py {' '.join(sys.argv[1:])}`",
-        f"- wall time: {elapsed / 60:.1f} min; medians of {a.runs} generation(s)",
+    lines = report.header("PBT population scaling on CPU", wall=f"; medians of {a.runs} generation(s)")
+    lines += [
         "- PPO: default `PPO('CartPole-v1')` (4 envs x 128 steps), ready = 10,240 env steps per member; "
         "SAC: `SAC('Pendulum-v1', hidden_sizes=(64, 64), learning_starts=256)` (1 env, 1 update per step), ready = 512;"
         " truncation of a quarter, 2 evaluation episodes per member per generation",
         "",
-        "| agent | population | us per member per env step | vs population 1 | exploit/explore share of a generation | first generation (compile + run), s |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
+    rows = []
     for name in a.agents.split(","):
-        base = table[name, sizes[0]][0]
+        base = figures[name, sizes[0]][0]
         for size in sizes:
-            per, share, first = table[name, size]
-            lines.append(
-                f"| {name.upper()} | {size} | {1e6 * per:.2f} | {per / base:.2f} | "
-                + (f"{100 * share:.3f}% |" if share is not None else "(no PBT) |")
-                + (f" {first:.1f} |" if first is not None else " |")
-            )
+            per, share, first = figures[name, size]
+            rows.append([
+                name.upper(), size, f"{1e6 * per:.2f}", f"{per / base:.2f}",
+                f"{100 * share:.3f}%" if share is not None else "(no PBT)", f"{first:.1f}" if first is not None else "",
+            ])  # fmt: skip
+    columns = ["agent", "population", "us per member per env step", "vs population 1",
+               "exploit/explore share of a generation", "first generation (compile + run), s"]  # fmt: skip
+    lines += table(columns, rows)
     lines += [
         "",
         "Population 1 is `eqxrl.train` of one agent (no evaluation, no exploit). The exploit/explore share is the "
@@ -174,19 +154,15 @@ def main(argv=None) -> None:
             "Population 8, ready 2,000 env steps, 16,000 env steps per member, truncation 2/2; the fixed population is "
             "PBT's own initial population trained with its sampled hyperparameters unchanged. Deterministic evaluation, 16 episodes.",
             "",
-            "| seed | PBT best member | fixed: median member | fixed: all members |",
-            "|---:|---:|---:|---|",
+            *table(
+                ["seed", "PBT best member", "fixed: median member", "fixed: all members"],
+                [[i, f"{b:.1f}", f"{m:.1f}", ", ".join(f"{x:.0f}" for x in f)] for i, (b, m, f) in enumerate(learning)],
+                "rrrl",
+            ),
         ]
-        for i, (best, median, fixed) in enumerate(learning):
-            lines.append(f"| {i} | {best:.1f} | {median:.1f} | {', '.join(f'{x:.0f}' for x in fixed)} |")
         wins = sum(best > median for best, median, _ in learning)
         lines += ["", f"PBT's best member beats the fixed population's median member on {wins} of {len(learning)} seeds."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out != "-":
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(text)
-        print(f"wrote {a.out}")
+    report.emit("\n".join(lines) + "\n", a.out)
 
 
 if __name__ == "__main__":

@@ -32,21 +32,16 @@ gathering from the whole array, in an interleaved A/B run on 2 cores); the
 O(capacity) column shows what the sum tree saves.
 """
 
-import argparse
-import datetime
 import math
-import os
-import platform
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from eqxrl.components._buffers import PrioritizedReplayBuffer, ReplayBuffer, Transition
+from _report import Report, parser, table
+from eqxrl.components import PrioritizedReplayBuffer, ReplayBuffer, Transition
 
 BATCH = 256
 OBS = 8
@@ -180,72 +175,50 @@ def _cell(pair: tuple[float, float]) -> str:
     return f"{_us(pair[0])} ({_us(pair[1])})"
 
 
-def render(rows: list[dict], a, elapsed: float) -> str:
-    from importlib.metadata import version
-
+def render(report: Report, rows: list[dict], a) -> str:
     base = rows[0]
-    lines = [
-        "# Prioritised replay: sampling and priority updates against capacity",
-        "",
-        f"- date: {datetime.date.today().isoformat()}",
-        f"- versions: jax {version('jax')}, jaxlib {version('jaxlib')}, equinox {version('equinox')}, "
-        f"Python {platform.python_version()}",
-        f"- machine: {jax.default_backend()} backend, {os.cpu_count()} CPUs ({platform.machine()}); "
-        "shared machine, timings are noisy",
-        f"- command: `{' '.join(['python', f'benchmarks/{Path(__file__).name}', *sys.argv[1:]])}`",
+    lines = report.header("Prioritised replay: sampling and priority updates against capacity")
+    lines += [
         f"- batch {BATCH}; full buffers of `Transition`s with {OBS}-float observations; random priorities "
         "(|td| log-uniform over 1e-2..1e2), alpha 0.6, beta 0.4",
         f"- each figure: median and min of {a.repeats} timings of a jitted `fori_loop` of {a.iterations} batches, "
         "divided by the number of batches (dispatch excluded), after a warm-up call; "
         "'one call' is a single jitted `sample` called from Python (dispatch included)",
-        f"- wall time of the whole benchmark: {elapsed:.0f} s",
         "",
         "Each cell: median (min) in µs.",
         "",
-        "| capacity | tree depth | PER sample (µs/batch) | PER update_priorities (µs/batch) | "
-        "PER sample, one call (µs) | uniform sample (µs/batch) | O(capacity) cumsum + searchsorted (µs/batch) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['capacity']:,} | {r['depth']} | {_cell(r['sample'])} | {_cell(r['update'])} | "
-            f"{_cell(r['sample_call'])} | {_cell(r['uniform'])} | {_cell(r['cumsum'])} |"
-        )
+    columns = ["capacity", "tree depth", "PER sample (µs/batch)", "PER update_priorities (µs/batch)",
+               "PER sample, one call (µs)", "uniform sample (µs/batch)", "O(capacity) cumsum + searchsorted (µs/batch)"]  # fmt: skip
+    lines += table(columns, [
+        [f"{r['capacity']:,}", r["depth"], *(_cell(r[k]) for k in ("sample", "update", "sample_call", "uniform", "cumsum"))]
+        for r in rows
+    ])  # fmt: skip
+
+    def ratio(r, k):
+        return f"{r[k][0] / base[k][0]:.2f} ({r[k][1] / base[k][1]:.2f})"
+
     lines += [
         "",
         "Growth relative to the smallest capacity (ratio of medians, and of minima in parentheses; "
         "the tree-depth ratio is what a purely logarithmic cost would give):",
         "",
-        "| capacity | depth ratio | PER sample | PER update | O(capacity) baseline |",
-        "|---:|---:|---:|---:|---:|",
+        *table(
+            ["capacity", "depth ratio", "PER sample", "PER update", "O(capacity) baseline"],
+            [[f"{r['capacity']:,}", f"{r['depth'] / base['depth']:.2f}", *(ratio(r, k) for k in ("sample", "update", "cumsum"))]
+             for r in rows],
+        ),  # fmt: skip
     ]
-
-    def ratio(r, k):
-        return f"{r[k][0] / base[k][0]:.2f} ({r[k][1] / base[k][1]:.2f})"
-
-    for r in rows:
-        lines.append(
-            f"| {r['capacity']:,} | {r['depth'] / base['depth']:.2f} | {ratio(r, 'sample')} | "
-            f"{ratio(r, 'update')} | {ratio(r, 'cumsum')} |"
-        )
-    lines += ["", f"- load average during the run (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}"]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__, "per_sampling")
     p.add_argument("--capacities", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     p.add_argument("--iterations", type=int, default=200, help="batches per timed loop")
     p.add_argument("--repeats", type=int, default=9, help="timed loops per figure (median reported)")
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=Path(__file__).resolve().parent / "results" / "per_sampling.md",
-        help="where to write the Markdown table ('-' for nowhere)",
-    )
     a = p.parse_args(argv)
-    t0 = time.perf_counter()
-    print(f"jax {jax.__version__} on {jax.default_backend()}, {os.cpu_count()} CPUs", flush=True)
+    report = Report(__file__, argv)
     rows = []
     for capacity in a.capacities:
         rows.append(measure(capacity, a.iterations, a.repeats, jax.random.key(capacity)))
@@ -255,13 +228,7 @@ def main(argv=None) -> None:
             f"one call {_cell(r['sample_call'])}, uniform {_cell(r['uniform'])}, cumsum {_cell(r['cumsum'])}",
             flush=True,
         )
-    md = render(rows, a, time.perf_counter() - t0)
-    print()
-    print(md)
-    if str(a.out) != "-":
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(md)
-        print(f"wrote {a.out}")
+    report.emit(render(report, rows, a), a.out)
 
 
 if __name__ == "__main__":
