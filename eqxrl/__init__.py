@@ -21,5 +21,6 @@ from .loop import Checkpoint as Checkpoint
 from .loop import NonFiniteError as NonFiniteError
 from .loop import TrainInfo as TrainInfo
 from .loop import evaluate as evaluate
+from .loop import make_train as make_train
 from .loop import rollout as rollout
 from .loop import train as train

@@ -18,9 +18,11 @@ from ._evaluate import rollout as rollout
 from ._evaluate import state_batch as state_batch
 from ._keys import as_keys as as_keys
 from ._keys import batch_and_keys as batch_and_keys
+from ._keys import num_iterations_for as num_iterations_for
 from ._progress import Progress as Progress
 from ._results import Checkpoint as Checkpoint
 from ._results import NonFiniteError as NonFiniteError
 from ._results import TrainInfo as TrainInfo
-from ._train import num_iterations_for as num_iterations_for
+from ._pure import TrainFunction as TrainFunction
+from ._pure import make_train as make_train
 from ._train import train as train

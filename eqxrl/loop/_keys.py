@@ -1,14 +1,15 @@
-"""PRNG keys of a run, and the batch (one run, seeds, or stacked members) they imply."""
+"""PRNG keys and budget of a run, and the batch (one run, seeds, or stacked members) they imply."""
 
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
 from ..agents import Batch
 
-__all__ = ["as_keys", "batch_and_keys"]
+__all__ = ["as_keys", "batch_and_keys", "num_iterations_for"]
 
 
 def as_keys(key: Any, name: str = "key") -> Array:
@@ -44,3 +45,21 @@ def batch_and_keys(agent: Any, key: Array) -> tuple[Batch, Array]:
             )
         return batch, key
     return Batch.of(agent, key.shape[0] if key.ndim == 1 else None), key
+
+
+def num_iterations_for(owner: str, agent: Any, total_steps: Any) -> int:
+    """Whole iterations of `agent` (one agent or a stack) in `total_steps` env steps.
+
+    Raises a `ValueError` naming `owner` when `total_steps` is not an int or covers no iteration.
+    """
+    if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)):
+        raise ValueError(f"{owner}(total_steps) must be an int, got {total_steps!r}")
+    batch = Batch.of(agent, owner=f"{owner}(agent)")
+    per_iteration = batch.agent.steps_per_iteration
+    num_iterations = int(total_steps) // per_iteration
+    if num_iterations < 1:
+        raise ValueError(
+            f"{owner}(total_steps={total_steps}) must cover at least one iteration of "
+            f"{batch.name} ({per_iteration} env steps)"
+        )
+    return num_iterations

@@ -13,29 +13,13 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..core import Key, check_positive_int, nanmean
-from ._chunk import Chunk, compile_train, run_chunk, run_init
-from ._keys import as_keys, batch_and_keys
+from ._chunk import compile_train, run_chunk, run_init
+from ._keys import as_keys, batch_and_keys, num_iterations_for
+from ._pure import TrainFunction
 from ._progress import Progress
 from ._results import Checkpoint, NonFiniteError, TrainInfo, host_metrics, join_metrics, listing, nonfinite_report
 
-__all__ = ["num_iterations_for", "train"]
-
-
-def num_iterations_for(owner: str, agent: Any, total_steps: Any) -> int:
-    """Whole iterations of `agent` (one agent or a stack) in `total_steps` env steps.
-
-    Raises a `ValueError` naming `owner` when `total_steps` is not an int or covers no iteration.
-    """
-    if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)):
-        raise ValueError(f"{owner}(total_steps) must be an int, got {total_steps!r}")
-    per_iteration = agent.steps_per_iteration
-    num_iterations = int(total_steps) // per_iteration
-    if num_iterations < 1:
-        raise ValueError(
-            f"{owner}(total_steps={total_steps}) must cover at least one iteration of "
-            f"{type(getattr(agent, 'agent', agent)).__name__} ({per_iteration} env steps)"
-        )
-    return num_iterations
+__all__ = ["train"]
 
 
 def _chunk_length(num_iterations: int, total_steps: int, chunk_iterations: Any, resume: Any, many: bool) -> int:
@@ -104,15 +88,17 @@ def train(
     """
     key = as_keys(key)
     batch, key = batch_and_keys(agent, key)
+    # The numbers are make_train's: the same batch, budget and chunk program; this
+    # function adds the host shell (compiling ahead, progress, callbacks, resume).
+    pure = TrainFunction(agent, num_iterations_for("train", agent, total_steps))
     per_iter = batch.agent.steps_per_iteration
-    num_iterations = num_iterations_for("train", batch.agent, total_steps)
+    num_iterations = pure.num_iterations
     length = _chunk_length(num_iterations, total_steps, chunk_iterations, resume, progress or callback is not None)
     num_chunks = math.ceil(num_iterations / length)
     first_chunk = 0 if resume is None else math.ceil(resume.iteration / length)
 
-    total = jnp.asarray(num_iterations, jnp.int32)
     guard = bool(nan_guard)
-    config = lambda c: Chunk(batch, jnp.asarray(c * length, jnp.int32), total, length, guard)  # noqa: E731
+    config = lambda c: pure.chunk_config(key, c * length, length, guard)  # noqa: E731
     t0 = time.perf_counter()
     if resume is None:
         compile_train(batch, key, config(0))

@@ -1,0 +1,96 @@
+"""`make_train`: the training run as a pure function of a key, for `jax.jit`, `jax.vmap`
+and a user's own `lax.scan` (the PureJaxRL idiom). `train` is the host shell around
+the same two pieces (`TrainFunction.init` and `TrainFunction.run`)."""
+
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, PyTree
+
+from ..agents import Batch
+from ._chunk import Chunk, chunk, init_state
+from ._keys import num_iterations_for
+
+__all__ = ["TrainFunction", "make_train"]
+
+
+class TrainFunction(eqx.Module):
+    """A whole training run as a pure function: `train_fn(key) -> (state, metrics)`.
+
+    Made by `make_train`. No host side effects: jit it, vmap it over keys or over
+    an agent's hyperparameter leaves, or call it inside a larger program.
+
+    - `agent`: the agent, or a `Stacked` population.
+    - `num_iterations`: training iterations (static).
+    """
+
+    agent: Any
+    num_iterations: int = eqx.field(static=True)
+
+    def batch(self, key: Array) -> Batch:
+        """The batch a key implies: one run (`()`), seeds (`(n,)`), or the stack's members."""
+        batch = Batch.of(self.agent)
+        if batch.stacked:
+            return batch
+        return Batch.of(self.agent, key.shape[0] if key.ndim == 1 else None)
+
+    def init(self, key: Array) -> PyTree:
+        """**Returns:** the initial training state (a stack splits a single key per member)."""
+        batch = self.batch(key)
+        if batch.stacked and key.ndim == 0:
+            key = jax.random.split(key, batch.size)
+        return init_state(batch, key)
+
+    def chunk_config(self, key: Array, start: Any, length: int, guard: bool = False) -> Chunk:
+        """The `Chunk` of `length` iterations from iteration `start` (iterations past the
+        budget are skipped; `guard`: the non-finite guard of `train(nan_guard=True)`)."""
+        return Chunk(self.batch(key), jnp.asarray(start, jnp.int32), jnp.asarray(self.num_iterations, jnp.int32), length, guard)
+
+    def run(self, state: PyTree, key: Array, start: Any, length: int) -> tuple[PyTree, dict[str, Array]]:
+        """`length` iterations from iteration `start`. **Returns:** `(state, metrics)`,
+        metrics iterations-first."""
+        return chunk(self.chunk_config(key, start, length), state)
+
+    def __call__(self, key: Array) -> tuple[PyTree, dict[str, Array]]:
+        """**Arguments:** `key`, `jax.random.key(seed)` (or `(n,)` keys for n seeds in one call).
+
+        **Returns:** `(state, metrics)`: the final state and per-iteration metrics of
+        shape `(num_iterations,)`, or `(n, num_iterations)` for seeds and stacks, as
+        `eqxrl.train` returns them (as arrays, on the device).
+        """
+        batch = self.batch(key)
+        state, metrics = self.run(self.init(key), key, 0, self.num_iterations)
+        if batch.batched:
+            metrics = jax.tree.map(lambda m: jnp.moveaxis(m, 0, 1), metrics)
+        return state, metrics
+
+
+def make_train(agent: Any, total_steps: Any) -> Callable[[Array], tuple[PyTree, dict[str, Array]]]:
+    """Training as a pure function of a PRNG key (the PureJaxRL idiom).
+
+    ```python
+    train_fn = eqxrl.make_train(PPO("CartPole-v1"), 500_000)
+    state, metrics = jax.jit(train_fn)(jax.random.key(0))
+    states, metrics = jax.jit(jax.vmap(train_fn))(jax.random.split(jax.random.key(0), 16))
+    ```
+
+    **Arguments:** `agent` (an agent or `eqxrl.stack([...])`) and `total_steps`, the
+    env-step budget (rounded down to whole iterations).
+
+    **Returns:** `train_fn(key) -> (state, metrics)` (see `TrainFunction.__call__`), a
+    plain function (so `jax.jit(train_fn)` works) with the same numbers as
+    `eqxrl.train(agent, key, total_steps)`. The agent's array leaves are constants
+    of `train_fn`; to vmap over a hyperparameter, build the agent inside the
+    mapped function (`jax.vmap(lambda lr: make_train(PPO(env, learning_rate=lr), n)(key))`).
+    """
+    Batch.of(agent, owner="make_train(agent)")
+    pure = TrainFunction(agent, num_iterations_for("make_train", agent, total_steps))
+
+    def train_fn(key: Array) -> tuple[PyTree, dict[str, Array]]:
+        return pure(key)
+
+    train_fn.__doc__ = TrainFunction.__call__.__doc__
+    return train_fn
