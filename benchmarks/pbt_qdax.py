@@ -214,7 +214,7 @@ def run_eqxrl(c: dict, seed: int) -> dict:
     run_init_population.lower(pbt, key, sharding).compile()
     init_compile = time.perf_counter() - t0
     population, init_wall, _ = timed(pbt.init, key)
-    config = (pbt, pbt._fitness_fn(), generations * pbt.ready_iterations, sharding)
+    config = (pbt, pbt.fitness_fn(), generations * pbt.ready_iterations, sharding)
     t0 = time.perf_counter()
     run_generation.lower(config, population.agent, population.state, population.key, population.generation).compile()
     gen_compile = time.perf_counter() - t0
@@ -229,7 +229,7 @@ def run_eqxrl(c: dict, seed: int) -> dict:
 
     # Shares, estimated on the trained population with the same steps as separate programs.
     size = pbt.population_size
-    fitness_fn = pbt._fitness_fn()
+    fitness_fn = pbt.fitness_fn()
     fit = eqx.filter_jit(lambda a, s, k: eqx.filter_vmap(fitness_fn)(a.agent, s, jax.random.split(k, size)))
     explore = eqx.filter_jit(exploit_and_explore)
     f = jnp.asarray(history.fitness[-1], jnp.float32)

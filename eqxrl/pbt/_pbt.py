@@ -181,7 +181,8 @@ class PBT(eqx.Module):
             )
         return NamedSharding(Mesh(np.array(devices), (AXIS,)), P(AXIS))
 
-    def _fitness_fn(self) -> Fitness:
+    def fitness_fn(self) -> Fitness:
+        """**Returns:** the fitness `run` evaluates: `fitness`, or the default `EvaluationReturn`."""
         if self.fitness is not None:
             return self.fitness
         return EvaluationReturn(self.eval_episodes, True, self.max_eval_steps)
@@ -205,7 +206,7 @@ class PBT(eqx.Module):
         (`fitness`, `train_return`, `source`, `hp/<name>`; NumPy arrays, one value per member).
         """
         total_iterations = self.num_generations(total_steps) * self.ready_iterations
-        config = (self, self._fitness_fn(), total_iterations, self.sharding())
+        config = (self, self.fitness_fn(), total_iterations, self.sharding())
         agent, state, key, generation, record = run_generation(
             config, population.agent, population.state, population.key, population.generation
         )
