@@ -17,6 +17,7 @@ from .agents import Stacked as Stacked
 from .agents import register_agent as register_agent
 from .agents import stack as stack
 from .core import __version__ as __version__
+from .core import hyperparameter as hyperparameter
 from .loop import Checkpoint as Checkpoint
 from .loop import NonFiniteError as NonFiniteError
 from .loop import TrainInfo as TrainInfo

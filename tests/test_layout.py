@@ -10,6 +10,7 @@
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -84,7 +85,9 @@ def test_no_private_import_across_packages():
 
 
 def test_no_importlib_tricks():
-    bad = [m for m, p in MODULES.items() if "import_module" in p.read_text() or "__import__(" in p.read_text()]
+    # importlib may load a user's module (`eqxrl train pkg.mod:Agent`), never eqxrl's own.
+    pattern = re.compile(r"""(import_module|__import__)\(\s*(f?["']eqxrl|["']\.)""")
+    bad = [m for m, p in MODULES.items() if pattern.search(p.read_text())]
     assert not bad, f"importlib reach-arounds in {bad}"
 
 

@@ -2,6 +2,7 @@
 
 from ._base import AbstractAgent as AbstractAgent
 from ._base import Clock as Clock
+from ._base import hyperparameter_hint as hyperparameter_hint
 from ._dads import DADS as DADS
 from ._dads import DADSLearner as DADSLearner
 from ._dads_report import SkillReport as SkillReport
@@ -22,6 +23,8 @@ from ._mpo import MPOLearner as MPOLearner
 from ._registry import AGENTS as AGENTS
 from ._registry import agent_class as agent_class
 from ._registry import agent_name as agent_name
+from ._registry import class_path as class_path
+from ._registry import import_agent as import_agent
 from ._registry import register_agent as register_agent
 from ._stack import Batch as Batch
 from ._stack import Stacked as Stacked

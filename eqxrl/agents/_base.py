@@ -103,6 +103,24 @@ class AbstractAgent(eqx.Module):
         return out
 
 
+def hyperparameter_hint(agent: Any, name: str) -> str:
+    """How to make `name` tunable, when it is a plain numeric field of `agent`
+    (static: PBT, sweeps and `--tune` cannot change it); else "".
+
+    **Returns:** e.g. `"; Reinforce.learning_rate is a plain float field: declare it
+    `learning_rate: float = eqxrl.hyperparameter(0.001)` to tune or sweep it"`.
+    """
+    names = {f.name for f in dataclasses.fields(agent)} if dataclasses.is_dataclass(agent) else set()
+    value = getattr(agent, name, None) if name in names else None
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        kind = type(value).__name__
+        return (
+            f"; {type(agent).__name__}.{name} is a plain {kind} field (static): declare it "
+            f"`{name}: float = eqxrl.hyperparameter({value!r})` to tune or sweep it"
+        )
+    return ""
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, (jax.Array, np.ndarray)):
         value = np.asarray(value)

@@ -1,6 +1,7 @@
 """The agent registry: the names under which run directories, `eqxrl.load_run`, PBT
 run directories and the command line know agent classes."""
 
+import importlib
 from typing import Any
 
 from ._base import AbstractAgent
@@ -46,8 +47,40 @@ def agent_name(agent: Any) -> str:
     return type(base).__name__
 
 
-def agent_class(name: str) -> type[AbstractAgent]:
-    """**Returns:** the agent class registered as `name`; a `ValueError` listing the known names otherwise."""
+def class_path(cls: type) -> str:
+    """**Returns:** `"package.module:ClassName"`, where `import_agent` finds `cls` again."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def import_agent(path: str) -> type[AbstractAgent]:
+    """Import and register an agent class given as `"package.module:ClassName"` (the
+    command line's `eqxrl train package.module:ClassName`, and a run directory's record
+    of a custom agent).
+
+    **Returns:** the class, registered under its lower-case name (`register_agent`).
+    """
+    module, sep, qualname = str(path).partition(":")
+    if not sep or not module or not qualname:
+        raise ValueError(f"an agent class must be given as package.module:ClassName, got {path!r}")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as e:
+        raise ValueError(f"cannot import the module of agent {path!r}: {e}") from None
+    for part in qualname.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module {module!r} has no {qualname!r} (agent {path!r})")
+        obj = getattr(obj, part)
+    for name, cls in AGENTS.items():
+        if cls is obj:
+            return cls
+    return register_agent(obj)
+
+
+def agent_class(name: str, path: str | None = None) -> type[AbstractAgent]:
+    """**Returns:** the agent class registered as `name` (or, if it is not, imported from
+    `path`, `"package.module:ClassName"`); a `ValueError` listing the known names otherwise."""
+    if name not in AGENTS and path is not None:
+        return import_agent(path)
     if name not in AGENTS:
         raise ValueError(
             f"unknown agent {name!r}; known agents: {sorted(AGENTS)} "

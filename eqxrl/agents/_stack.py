@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import PyTree
 
-from ._base import AbstractAgent
+from ._base import AbstractAgent, hyperparameter_hint
 
 
 class Stacked(eqx.Module):
@@ -89,7 +89,7 @@ def stack(agents: Sequence[AbstractAgent]) -> Stacked:
             )
         raise ValueError(
             f"stack(agents): agents[{i}] differs from agents[0] in structure at {field!r}; "
-            "stacked agents may differ only in array hyperparameters"
+            f"stacked agents may differ only in array hyperparameters{hyperparameter_hint(first, field)}"
         )
     stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *[eqx.filter(a, eqx.is_array) for a in agents])
     return Stacked(eqx.combine(stacked, static0), len(agents))

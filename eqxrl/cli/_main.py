@@ -4,8 +4,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..agents import AGENTS
-from ..core import __version__
+from ..agents import AGENTS, import_agent
+from ..core import __version__, one_line
 from ._evaluate import add_evaluate_command, evaluate_command
 from ._flags import DEFAULT_AGENT
 from ._pbt import add_pbt_command, pbt_command
@@ -28,10 +28,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def with_default_agent(argv: list[str]) -> list[str]:
-    """`eqxrl train [--flags]` means `eqxrl train ppo [--flags]`."""
+    """`eqxrl train [--flags]` means `eqxrl train ppo [--flags]`; `eqxrl train pkg.mod:Agent`
+    (or `eqxrl pbt pkg.mod:Agent`) imports and registers a custom agent class and names it."""
     if argv and argv[0] == "train" and (len(argv) == 1 or (argv[1] not in AGENTS and argv[1].startswith("-"))):
         return [argv[0], DEFAULT_AGENT, *argv[1:]]
+    if len(argv) > 1 and argv[0] in ("train", "pbt") and ":" in argv[1] and not argv[1].startswith("-"):
+        return [argv[0], agent_name_of(import_agent(argv[1])), *argv[2:]]
     return argv
+
+
+def agent_name_of(cls: type) -> str:
+    """The registry name of a registered agent class."""
+    return next(name for name, known in AGENTS.items() if known is cls)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,7 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     **Returns:** the exit status, 0 on success. Bad arguments raise `SystemExit(2)`
     after printing the usage and a one-line reason on stderr.
     """
-    argv = with_default_agent(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = with_default_agent(argv)
+    except ValueError as e:
+        build_parser().error(one_line(e))
     args = build_parser().parse_args(argv)
     try:
         if args.command == "train":

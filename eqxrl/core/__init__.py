@@ -12,6 +12,7 @@ from ._checks import is_positive_int as is_positive_int
 from ._checks import keys_as_data as keys_as_data
 from ._checks import nanmean as nanmean
 from ._checks import one_line as one_line
+from ._checks import tree_mismatch as tree_mismatch
 from ._checks import tree_select as tree_select
 from ._compat import foreign_promotion as foreign_promotion
 from ._plot import figure as figure
@@ -24,4 +25,5 @@ from ._types import Obs as Obs
 from ._types import Scalar as Scalar
 from ._types import as_float as as_float
 from ._types import float_leaf as float_leaf
+from ._types import hyperparameter as hyperparameter
 from ._version import __version__ as __version__

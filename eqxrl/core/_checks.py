@@ -69,3 +69,29 @@ def nanmean(x: Any) -> float:
     x = np.asarray(x, dtype=np.float64)
     x = x[np.isfinite(x)]
     return float(x.mean()) if x.size else float("nan")
+
+
+def tree_mismatch(expected: PyTree, got: PyTree) -> str | None:
+    """The first difference between two trees of arrays (or shapes), for error messages:
+    a leaf path present in one only, or a leaf whose shape or dtype differs.
+
+    **Returns:** e.g. `"actor.layers[0].weight: shape (4, 64) expected, got (4, 128)"`,
+    or None when both have the same paths, shapes and dtypes.
+    """
+
+    def leaves(tree):
+        flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+        return {jax.tree_util.keystr(p).lstrip(".") or "<root>": x for p, x in flat if hasattr(x, "shape")}
+
+    want, have = leaves(expected), leaves(got)
+    for path in list(want) + [p for p in have if p not in want]:
+        if path not in have:
+            return f"{path}: expected, missing"
+        if path not in want:
+            return f"{path}: not expected, present"
+        a, b = want[path], have[path]
+        if tuple(a.shape) != tuple(b.shape):
+            return f"{path}: shape {tuple(a.shape)} expected, got {tuple(b.shape)}"
+        if a.dtype != b.dtype:
+            return f"{path}: dtype {a.dtype} expected, got {b.dtype}"
+    return None

@@ -1,5 +1,6 @@
 """Type aliases and the hyperparameter field shared across eqxrl."""
 
+import dataclasses
 from typing import Any, TypeAlias
 
 import equinox as eqx
@@ -29,6 +30,7 @@ __all__ = [
     "PyTree",
     "Scalar",
     "float_leaf",
+    "hyperparameter",
     "as_float",
 ]
 
@@ -38,10 +40,30 @@ def as_float(x: Any) -> Array:
     return jnp.asarray(x, dtype=jnp.float32)
 
 
-def float_leaf(**kwargs: Any) -> Any:
-    """A dataclass field for a numeric hyperparameter: always a float32 array leaf.
+def hyperparameter(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+    """Declare a tunable numeric field of an agent (or any Equinox module):
 
-    Array leaves are traced (a new value does not recompile) and are batched by
-    `filter_vmap` (each member of a sweep or PBT population has its own value).
+    ```python
+    class Reinforce(eqxrl.agents.AbstractAgent):
+        learning_rate: jax.Array = eqxrl.hyperparameter(1e-3)
+    ```
+
+    The value is stored as a float32 array leaf: it is traced (a new value does
+    not recompile), batched by `filter_vmap` (each member of a sweep or PBT
+    population has its own value), listed by `agent.hyperparameters()`, tunable
+    by PBT and `--tune`, and a command-line flag. A plain `float` field is static
+    instead: every member of a stack would have to share it.
+
+    **Arguments:** `default` (omit it for a required field) and any other
+    `eqx.field` keyword (e.g. `static` is not allowed: a hyperparameter is a leaf).
     """
+    if kwargs.get("static"):
+        raise ValueError("hyperparameter(static=True): a hyperparameter is an array leaf, never static")
+    if default is not dataclasses.MISSING:
+        kwargs["default"] = default
     return eqx.field(converter=as_float, **kwargs)
+
+
+def float_leaf(**kwargs: Any) -> Any:
+    """The earlier name of `hyperparameter` (`float_leaf(default=1e-3)`)."""
+    return hyperparameter(**kwargs)

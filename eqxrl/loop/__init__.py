@@ -4,7 +4,9 @@
 see `_chunk.py`); PBT traces the same `chunk` into its generation program.
 """
 
+from ._chunk import REQUIRED_METRICS as REQUIRED_METRICS
 from ._chunk import Chunk as Chunk
+from ._chunk import check_metrics as check_metrics
 from ._chunk import chunk as chunk
 from ._chunk import compile_train as compile_train
 from ._chunk import guarded_leaves as guarded_leaves

@@ -17,7 +17,7 @@ from jaxtyping import Array, Int, PyTree
 from ..agents import Batch, Clock
 from ..components import BufferState
 
-__all__ = ["Chunk", "chunk", "compile_train", "guarded_leaves", "init_state", "placeholder", "run_chunk", "run_init"]
+__all__ = ["REQUIRED_METRICS", "Chunk", "check_metrics", "chunk", "compile_train", "guarded_leaves", "init_state", "placeholder", "run_chunk", "run_init"]
 
 
 class Chunk(eqx.Module):
@@ -63,6 +63,31 @@ def _all_finite(state: PyTree) -> Array:
     return jnp.all(jnp.stack(checks)) if checks else jnp.asarray(True)
 
 
+REQUIRED_METRICS = ("env_steps", "episode_return")
+"""Metrics every `train_iteration` returns: the loop, the progress bar, run directories
+and PBT read them."""
+
+
+def check_metrics(batch: Batch, metrics: Any) -> None:
+    """The metrics contract, checked once when an iteration is traced (for `train`,
+    `make_train` and PBT alike): a dict of scalars (one per member of a batch) that
+    includes `env_steps` and `episode_return`. Raises a `ValueError` naming the metric."""
+    owner = f"{batch.name}.train_iteration"
+    if not isinstance(metrics, dict):
+        raise ValueError(f"{owner} must return (state, metrics) with metrics a dict of scalars, got {type(metrics).__name__}")
+    missing = [k for k in REQUIRED_METRICS if k not in metrics]
+    if missing:
+        raise ValueError(
+            f"{owner} must return the metrics {list(REQUIRED_METRICS)} (episode_return: mean return of the episodes "
+            f"finished in the iteration, NaN if none); missing {missing}, got {sorted(metrics)}"
+        )
+    shape = (batch.size,) if batch.batched else ()
+    for name, value in metrics.items():
+        if not isinstance(name, str) or not hasattr(value, "shape") or tuple(value.shape) != shape:
+            got = tuple(value.shape) if hasattr(value, "shape") else type(value).__name__
+            raise ValueError(f"{owner}: metric {name!r} must be a scalar per run, got shape {got}")
+
+
 def chunk(config: Chunk, state: PyTree) -> tuple[PyTree, dict[str, Array]]:
     """Run `config.length` training iterations (traceable).
 
@@ -79,6 +104,7 @@ def chunk(config: Chunk, state: PyTree) -> tuple[PyTree, dict[str, Array]]:
         # (tracing a whole iteration twice was a third of the compile time).
         run = jax.jit(lambda s: iteration(s, shared=clock))
         metrics_shape = jax.eval_shape(run, state)[1]
+        check_metrics(config.batch, metrics_shape)
 
         def skip(s):
             blank = lambda m: jnp.full(m.shape, jnp.nan if jnp.issubdtype(m.dtype, jnp.floating) else 0, m.dtype)  # noqa: E731

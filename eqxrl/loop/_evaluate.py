@@ -10,7 +10,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..agents import AbstractAgent, Batch
-from ..core import Key, check_positive_int
+from ..core import Key, check_positive_int, tree_mismatch
 from ..envs import AutoReset, VectorEnv
 from ._keys import as_keys
 
@@ -60,26 +60,22 @@ def state_batch(owner: str, agent: Any, state: PyTree) -> Batch:
     Raises a `ValueError` naming `owner` when the state does not fit the agent.
     """
     batch = Batch.of(agent, owner=f"{owner}(agent)")
-    expected = eqx.filter_eval_shape(batch.member(0).init, jax.random.key(0))
-    exp_leaves = jax.tree.leaves(expected)
-    got_leaves = jax.tree.leaves(state)
-    if len(exp_leaves) != len(got_leaves):
-        raise ValueError(
-            f"{owner}(state) does not match the agent: expected a {type(expected).__name__} "
-            f"with {len(exp_leaves)} array leaves, got {type(state).__name__} with {len(got_leaves)}"
-        )
-    e0, g0 = exp_leaves[0], got_leaves[0]
-    if tuple(g0.shape) == tuple(e0.shape):
-        size = None
-    elif tuple(g0.shape[1:]) == tuple(e0.shape):
-        size = g0.shape[0]
+    one = eqx.filter_eval_shape(batch.member(0).init, jax.random.key(0))
+    got = jax.tree.leaves(state)
+    rows = got[0].shape[0] if got and getattr(got[0], "ndim", 0) else None
+    if batch.stacked or (rows is not None and tree_mismatch(one, state) is not None):
+        # A batch: every leaf carries a leading axis of `rows` (or of the stack's size).
+        rows = batch.size if batch.stacked else rows
+        expected = jax.tree.map(lambda x: jax.ShapeDtypeStruct((rows, *x.shape), x.dtype), one)
     else:
-        raise ValueError(f"{owner}(state) has leaf shape {g0.shape}, expected {e0.shape} or (batch, *{e0.shape})")
-    if batch.stacked:
-        if size != batch.size:
-            raise ValueError(f"{owner}(state) must have a leading axis of {batch.size} for the stacked agents")
-        return batch
-    return Batch.of(agent, size)
+        rows, expected = None, one
+    mismatch = tree_mismatch(expected, state)
+    if mismatch is not None:
+        kind = f"a batch of {rows}" if rows is not None else "one run"
+        raise ValueError(
+            f"{owner}(state) does not match {batch.name} ({type(one).__name__}, {kind}) at {mismatch}"
+        )
+    return batch if batch.stacked else Batch.of(agent, rows)
 
 
 def evaluate(

@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float, PyTree
 
-from ..agents import AbstractAgent, Stacked
+from ..agents import AbstractAgent, Stacked, hyperparameter_hint
 from ..core import Key, check_positive_int, is_positive_int
 from ..loop import Progress, as_keys
 from ._exploit import Exploit, Truncation
@@ -117,9 +117,10 @@ class PBT(eqx.Module):
                 f"{type(self.agent).__name__} ({per_iteration} env steps)"
             )
         if not isinstance(self.space, Mapping) or not self.space:
+            names = sorted(self.agent.hyperparameters())
             raise ValueError(
                 "PBT(space) must be a non-empty dict {name: domain}; tunable names of "
-                f"{type(self.agent).__name__}: {sorted(self.agent.hyperparameters())}"
+                f"{type(self.agent).__name__}: {names or 'none (declare one with `eqxrl.hyperparameter(default)`)'}"
             )
         tunable = self.agent.hyperparameters()
         for name, domain in self.space.items():
@@ -127,6 +128,7 @@ class PBT(eqx.Module):
                 raise ValueError(
                     f"PBT(space) names {name!r}, which is not a hyperparameter leaf of "
                     f"{type(self.agent).__name__}; tunable names: {sorted(tunable)}"
+                    f"{hyperparameter_hint(self.agent, name)}"
                 )
             if not isinstance(domain, Domain):
                 raise ValueError(

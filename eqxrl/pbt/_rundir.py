@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..agents import agent_name
+from ..agents import agent_name, class_path
 from ..core import __version__, figure, is_key, keys_as_data, png_bytes
 from ..runs import agent_config, atomic_write_bytes
 from ._generation import EvaluationReturn
@@ -49,6 +49,7 @@ def pbt_config(pbt: Any, total_steps: int) -> dict[str, Any]:
         fitness = {"type": "EvaluationReturn", "num_episodes": pbt.eval_episodes}
     return {
         "agent": agent_name(pbt.agent),
+        "agent_class": class_path(type(pbt.agent)),
         "env": pbt.agent.env.name,
         "agent_config": agent_config(pbt.agent),
         "space": {name: module_spec(d) for name, d in pbt.space.items()},

@@ -13,22 +13,11 @@ import numpy as np
 from ..agents import agent_name
 from ..core import __version__, keys_as_data, one_line
 from ..loop import Checkpoint
-from ._config import load_config, member_configs
+from ._config import config_mismatch, load_config, member_configs
 from ._files import CHECKPOINT, PathLike, atomic_write_bytes
 from ._state import deserialise_state
 
 __all__ = ["load_checkpoint", "save_checkpoint"]
-
-def _first_mismatch(saved: list[dict[str, Any]], given: list[dict[str, Any]]) -> str | None:
-    if len(saved) != len(given):
-        return f"{len(saved)} member(s) saved, {len(given)} given"
-    for i, (a, b) in enumerate(zip(saved, given)):
-        for k in list(a) + [k for k in b if k not in a]:
-            if a.get(k) != b.get(k):
-                where = f"member {i}: " if len(saved) > 1 else ""
-                return f"{where}{k}={a.get(k)!r} in the checkpoint, {k}={b.get(k)!r} in the agent given"
-    return None
-
 
 def save_checkpoint(run_dir: PathLike, agent: Any, checkpoint: Checkpoint) -> None:
     """Write `checkpoint.npz` atomically: the state, the metrics so far, where the run
@@ -74,9 +63,7 @@ def load_checkpoint(run_dir: PathLike, agent: Any, num_seeds: int | None = None)
             metrics = {k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("metrics/")}
     except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
         raise ValueError(f"{path} is not a readable eqxrl checkpoint: {one_line(e)}") from None
-    if meta["agent"] != agent_name(agent):
-        raise ValueError(f"{path} was written for agent {meta['agent']!r}, got {agent_name(agent)!r}")
-    mismatch = _first_mismatch(meta["members"], member_configs(agent))
+    mismatch = config_mismatch(meta["agent"], meta["members"], agent, "the checkpoint")
     if mismatch is not None:
         raise ValueError(f"{path} does not match the agent: {mismatch}")
     if meta["eqxrl_version"] != __version__:

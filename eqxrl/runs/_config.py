@@ -14,12 +14,12 @@ import jaxtyping
 import numpy as np
 from jaxtyping import Array
 
-from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, stack
+from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, class_path, stack
 from ..core import Key, __version__, as_float, one_line
 from ..envs import make
 from ._files import CONFIG, PathLike
 
-__all__ = ["MAX_SEED", "agent_config", "agent_from_config", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys"]
+__all__ = ["MAX_SEED", "agent_config", "config_mismatch", "agent_from_config", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys"]
 
 MAX_SEED = 2**31 - 1
 
@@ -64,6 +64,25 @@ def agent_config(agent: AbstractAgent) -> dict[str, Any]:
     return {k: v for k, v in agent.config().items() if k not in ("agent", "env")}
 
 
+def config_mismatch(saved_name: str, saved: list[dict[str, Any]], agent: Any, where: str) -> str | None:
+    """The first difference between a saved agent (registry name and per-member configs)
+    and `agent`, for error messages: `"learning_rate=0.001 in the run, 0.01 in the agent given"`.
+
+    **Returns:** None when they are the same agent.
+    """
+    if saved_name != agent_name(agent):
+        return f"{where} was written for agent {saved_name!r}, got {agent_name(agent)!r}"
+    given = member_configs(agent)
+    if len(saved) != len(given):
+        return f"{len(saved)} member(s) in {where}, {len(given)} in the agent given"
+    for i, (a, b) in enumerate(zip(saved, given)):
+        for k in list(a) + [k for k in b if k not in a]:
+            if a.get(k) != b.get(k):
+                member = f"member {i}: " if len(saved) > 1 else ""
+                return f"{member}{k}={a.get(k)!r} in {where}, {k}={b.get(k)!r} in the agent given"
+    return None
+
+
 def run_config(
     agent: AbstractAgent | Stacked,
     *,
@@ -82,6 +101,8 @@ def run_config(
     members = member_configs(agent)
     config: dict[str, Any] = {
         "agent": agent_name(agent),
+        # Where a process that never registered a custom agent finds its class.
+        "agent_class": class_path(type(batch.agent)),
         "env": batch.agent.env.name if env_name is None else env_name,
         "agent_config": members[0],
         "total_steps": int(total_steps),
@@ -144,7 +165,7 @@ def agent_from_config(config: Mapping[str, Any]) -> AbstractAgent | Stacked:
 
     **Returns:** the agent. Raises `ValueError` if it cannot be rebuilt.
     """
-    cls = agent_class(config["agent"])
+    cls = agent_class(config["agent"], config.get("agent_class"))
     env = make(config["env"])
     floats = float_fields(cls)
     init_fields = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "env"}

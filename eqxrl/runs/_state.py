@@ -10,7 +10,7 @@ from jaxtyping import PyTree
 
 from ..agents import Batch
 from ..core import is_key, keys_as_data, one_line
-from ._config import load_config
+from ._config import config_mismatch, load_config
 from ._files import CHECKPOINT, STATE, PathLike
 
 __all__ = ["deserialise_state", "load_state", "save_state", "template_state"]
@@ -54,8 +54,13 @@ def load_state(run_dir: PathLike, agent: Any, num_seeds: int | None = None) -> P
     Raises `ValueError` when `state.eqx` is missing or does not match `agent`.
     """
     run_dir = pathlib.Path(run_dir)
+    config = load_config(run_dir)
     if num_seeds is None:
-        num_seeds = load_config(run_dir)["seeds"]
+        num_seeds = config["seeds"]
+    saved = config.get("members", [config["agent_config"]])
+    mismatch = config_mismatch(config["agent"], saved, agent, "the run")
+    if mismatch is not None:
+        raise ValueError(f"{str(run_dir)!r} does not hold a state of the agent given: {mismatch}")
     path = run_dir / STATE
     if not path.is_file():
         unfinished = (run_dir / CHECKPOINT).is_file()
@@ -74,7 +79,7 @@ def deserialise_state(source: Any, path: Any, agent: Any, num_seeds: int) -> PyT
     try:
         data = eqx.tree_deserialise_leaves(source, like)
     except (RuntimeError, ValueError, OSError, EOFError) as e:
-        cause = f": {one_line(e.__cause__)}" if e.__cause__ is not None else ""
+        cause = "" if e.__cause__ is None or one_line(e.__cause__) in one_line(e) else f": {one_line(e.__cause__)}"
         raise ValueError(f"{path} does not match {name} with {num_seeds} seed(s): {one_line(e)}{cause}") from None
 
     def unwrap(t: Any, x: Any) -> Any:

@@ -1,0 +1,212 @@
+"""A custom agent written with public names only: REINFORCE with a learned baseline.
+
+It trains, stacks into a sweep, runs in PBT, and once registered works with run
+directories, `eqxrl train pkg.mod:Class`, `eqxrl evaluate`, `--resume` and
+`eqxrl pbt --resume` exactly like a built-in agent. Also: the errors a custom
+agent's author meets (undeclared hyperparameters, the metrics contract).
+"""
+
+import importlib
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqxrl
+from eqxrl.agents import AbstractAgent
+from eqxrl.components import CategoricalHead, Optimizer, ValueHead
+from eqxrl.envs import AbstractEnv, AutoReset, EpisodeStatistics, VectorEnv
+
+
+class ReinforceState(eqx.Module):
+    actor: CategoricalHead
+    critic: ValueHead
+    opt_state: object
+    env_state: object
+    obs: jax.Array
+    key: jax.Array
+    env_steps: jax.Array
+
+
+class Reinforce(AbstractAgent):
+    """REINFORCE with a value baseline (Monte-Carlo returns inside each rollout)."""
+
+    env: AbstractEnv
+    num_envs: int = eqx.field(static=True, default=4)
+    rollout_length: int = eqx.field(static=True, default=16)
+    learning_rate: jax.Array = eqxrl.hyperparameter(3e-3)
+    gamma: jax.Array = eqxrl.hyperparameter(0.99)
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_envs * self.rollout_length
+
+    @property
+    def train_env(self) -> VectorEnv:
+        return VectorEnv(EpisodeStatistics(AutoReset(self.env)), self.num_envs)
+
+    def init(self, key):
+        k1, k2, k3, key = jax.random.split(key, 4)
+        size, n = self.env.observation_space.shape[0], self.env.action_space.n
+        actor, critic = CategoricalHead(size, n, hidden_sizes=(16,), key=k1), ValueHead(size, hidden_sizes=(16,), key=k2)
+        env_state, ts = self.train_env.reset(k3)
+        opt_state = Optimizer(self.learning_rate).init((actor, critic))
+        return ReinforceState(actor, critic, opt_state, env_state, ts.obs, key, jnp.zeros((), jnp.int32))
+
+    def act(self, state, obs, key=None, deterministic=False):
+        dist = state.actor(obs)
+        return dist.mode() if deterministic else dist.sample(key)
+
+    def train_iteration(self, state, clock):
+        def step(carry, _):
+            env_state, obs, key = carry
+            key, act_key, env_key = jax.random.split(key, 3)
+            action = state.actor(obs).sample(act_key)
+            env_state, ts = self.train_env.step(env_key, env_state, action)
+            return (env_state, ts.obs, key), (obs, action, ts.reward, ts.done, ts.info["episode_return"])
+
+        carry = (state.env_state, state.obs, state.key)
+        (env_state, obs, key), (observations, actions, rewards, dones, ep_returns) = jax.lax.scan(
+            step, carry, length=self.rollout_length
+        )
+
+        def discount(g, x):
+            reward, done = x
+            g = reward + self.gamma * g * (1.0 - done.astype(jnp.float32))
+            return g, g
+
+        _, returns = jax.lax.scan(discount, jnp.zeros(self.num_envs), (rewards, dones), reverse=True)
+
+        def loss_fn(params):
+            actor, critic = params
+            values = critic(observations)
+            advantages = jax.lax.stop_gradient(returns - values)
+            policy_loss = -jnp.mean(actor(observations).log_prob(actions) * advantages)
+            return policy_loss + 0.5 * jnp.mean(jnp.square(returns - values))
+
+        params = (state.actor, state.critic)
+        loss, grads = eqx.filter_value_and_grad(loss_fn)(params)
+        (actor, critic), opt_state = Optimizer(self.learning_rate).update(grads, state.opt_state, params)
+        done = dones.astype(jnp.float32)
+        mean_return = jnp.sum(done * ep_returns) / jnp.maximum(jnp.sum(done), 1.0)
+        env_steps = state.env_steps + self.steps_per_iteration
+        metrics = {
+            "env_steps": env_steps,
+            "episode_return": jnp.where(jnp.sum(done) > 0, mean_return, jnp.nan),
+            "loss": loss,
+        }
+        return ReinforceState(actor, critic, opt_state, env_state, obs, key, env_steps), metrics
+
+
+ENV = "CartPole-v1"
+STEPS = 4 * 64
+
+
+@pytest.fixture(scope="module")
+def agent():
+    return Reinforce(eqxrl.envs.make(ENV))
+
+
+@pytest.fixture
+def registered():
+    eqxrl.register_agent(Reinforce)
+    yield "reinforce"
+    eqxrl.agents.AGENTS.pop("reinforce", None)
+
+
+def test_trains_stacks_and_evaluates(agent):
+    state, metrics = eqxrl.train(agent, jax.random.key(0), STEPS, progress=False)
+    assert metrics["loss"].shape == (4,) and np.isfinite(metrics["loss"]).all()
+    assert agent.hyperparameters().keys() == {"learning_rate", "gamma"}
+    sweep = eqxrl.stack([Reinforce(eqxrl.envs.make(ENV), learning_rate=lr) for lr in (1e-3, 1e-2)])
+    _, sweep_metrics = eqxrl.train(sweep, jax.random.key(0), STEPS, progress=False)
+    assert sweep_metrics["loss"].shape == (2, 4)
+    assert eqxrl.evaluate(agent, state, jax.random.key(1), num_episodes=2).shape == (2,)
+
+
+def test_pbt_and_its_resume(agent, registered, tmp_path):
+    pbt = eqxrl.pbt.PBT(agent, {"learning_rate": eqxrl.pbt.LogUniform(1e-4, 1e-2)}, population_size=2, ready=64,
+                        eval_episodes=1, max_eval_steps=20)  # fmt: skip
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        pbt.run(jax.random.key(0), 3 * 64, progress=False, run_dir=tmp_path,
+                callback=lambda population, records: seen.append(1) or (len(seen) == 2 and (_ for _ in ()).throw(KeyboardInterrupt)))  # fmt: skip
+    assert json.loads((tmp_path / "pbt.json").read_text())["agent"] == "reinforce"
+    population, history = eqxrl.pbt.resume(tmp_path, progress=False)
+    assert int(population.generation) == 3 and history.num_generations == 3
+
+
+def test_run_directory_cli_evaluate_and_resume(registered, tmp_path, capsys, monkeypatch):
+    from eqxrl import cli
+
+    module = importlib.import_module(__name__)  # `eqxrl train MODULE:Class`, as a user would
+    assert module.Reinforce is Reinforce
+    run = tmp_path / "run"
+    code = cli.main(["train", f"{__name__}:Reinforce", "--env", ENV, "--total-steps", str(STEPS), "--run-dir", str(run),
+                     "--quiet", "--eval-episodes", "2", "--learning-rate", "0.005"])  # fmt: skip
+    assert code == 0
+    config = json.loads((run / "config.json").read_text())
+    assert config["agent"] == "reinforce" and config["agent_class"] == f"{__name__}:Reinforce"
+    assert config["agent_config"]["learning_rate"] == 0.005
+    agent, state, _ = eqxrl.runs.load_run(run)
+    assert isinstance(agent, Reinforce)
+    assert cli.main(["evaluate", str(run), "--episodes", "2"]) == 0
+    assert "Reinforce on CartPole-v1" in capsys.readouterr().out
+    # Interrupted right after its first checkpoint, then continued from the command line:
+    # the same final state as the uninterrupted run above.
+    train_run_module = importlib.import_module("eqxrl.runs._train_run")  # where train_run looks up save_checkpoint
+    real = train_run_module.save_checkpoint
+
+    def save_then_crash(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    cut = tmp_path / "cut"
+    monkeypatch.setattr(train_run_module, "save_checkpoint", save_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        eqxrl.runs.train_run(cut, Reinforce(eqxrl.envs.make(ENV), learning_rate=0.005), total_steps=STEPS,
+                             progress=False, checkpoint_every=64, eval_episodes=2)  # fmt: skip
+    monkeypatch.undo()
+    assert not (cut / "state.eqx").exists()
+    assert cli.main(["train", "--resume", str(cut), "--quiet"]) == 0
+    resumed = eqxrl.runs.load_state(cut, agent)
+    for a, b in zip(jax.tree.leaves(eqx.filter(state, eqx.is_inexact_array)), jax.tree.leaves(eqx.filter(resumed, eqx.is_inexact_array))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_plain_float_field_says_how_to_declare_it():
+    class Plain(Reinforce):
+        ent_coef: float = 0.01
+
+    plain = Plain(eqxrl.envs.make(ENV))
+    assert "ent_coef" not in plain.hyperparameters()
+    hint = r"Plain.ent_coef is a plain float field \(static\): declare it `ent_coef: float = eqxrl.hyperparameter\(0.01\)`"
+    with pytest.raises(ValueError, match=r"PBT\(space\) names 'ent_coef', which is not a hyperparameter leaf of Plain.*" + hint):
+        eqxrl.pbt.PBT(plain, {"ent_coef": eqxrl.pbt.Uniform(0.0, 0.1)}, population_size=2, ready=64)
+    with pytest.raises(ValueError, match=r"differs from agents\[0\] in structure at 'ent_coef'.*" + hint):
+        eqxrl.stack([plain, Plain(eqxrl.envs.make(ENV), ent_coef=0.02)])
+    with pytest.raises(ValueError, match=r"hyperparameter\(static=True\): a hyperparameter is an array leaf"):
+        eqxrl.hyperparameter(1.0, static=True)
+
+
+def test_the_metrics_contract_is_checked_when_an_iteration_is_traced(agent):
+    class NoReturn(Reinforce):
+        def train_iteration(self, state, clock):
+            state, metrics = super().train_iteration(state, clock)
+            return state, {k: v for k, v in metrics.items() if k != "episode_return"}
+
+    class Vector(Reinforce):
+        def train_iteration(self, state, clock):
+            state, metrics = super().train_iteration(state, clock)
+            return state, dict(metrics, loss=jnp.zeros(3))
+
+    missing = r"NoReturn.train_iteration must return the metrics \['env_steps', 'episode_return'\].*missing \['episode_return'\]"
+    for run in (lambda a: eqxrl.train(a, jax.random.key(0), 64, progress=False),
+                lambda a: jax.jit(eqxrl.make_train(a, 64))(jax.random.key(0))):  # fmt: skip
+        with pytest.raises(ValueError, match=missing):
+            run(NoReturn(eqxrl.envs.make(ENV)))
+    with pytest.raises(ValueError, match=r"Vector.train_iteration: metric 'loss' must be a scalar per run, got shape \(3,\)"):
+        eqxrl.train(Vector(eqxrl.envs.make(ENV)), jax.random.key(0), 64, progress=False)
