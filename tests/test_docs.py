@@ -1,6 +1,6 @@
 """Execute the Python code of the user documentation.
 
-`docs/tutorial.md` and `docs/getting-started.md` are run block by block: their
+`docs/tutorial.md`, `docs/getting-started.md` and `docs/jax-native.md` are run block by block: their
 ```python blocks, in order, in one namespace per page, skipping every block
 whose first line is `# not run by the tests` (long trainings, extra compiled
 programs). The tests then check what the pages claim.
@@ -70,6 +70,15 @@ def test_getting_started_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ns = run_page("getting-started.md", {"__name__": "docs_getting_started"})
     assert "metrics" in ns
+
+
+def test_jax_native_page_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ns = run_page("jax-native.md", {"__name__": "docs_jax_native"})
+    assert ns["metrics"]["episode_return"].shape == (16,)
+    assert ns["seed_metrics"]["episode_return"].shape == (8, 16)
+    np.testing.assert_allclose(np.asarray(ns["sweep_metrics"]["learning_rate"][:, 0]), [1e-4, 3e-4, 1e-3], rtol=1e-6)
+    assert np.asarray(ns["steps"]).tolist() == [2048, 2048]
 
 
 @pytest.mark.parametrize(
