@@ -53,6 +53,9 @@ def test_tree_select():
     out = core.tree_select(jnp.asarray(False), a, b)
     np.testing.assert_array_equal(out["x"], 0.0)
     assert out["n"] == 3  # static leaves come from on_true
+    # A Python scalar on one side and an array on the other is selected (gymnax's time=0 at reset).
+    mixed = core.tree_select(jnp.asarray(False), {"t": 0}, {"t": jnp.asarray(5)})
+    assert int(mixed["t"]) == 5
 
 
 def test_one_line_and_nanmean():

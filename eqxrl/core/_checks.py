@@ -54,9 +54,14 @@ def check_hyperparameter(owner: str, name: str, value: Any, ok, expected: str) -
 
 
 def tree_select(pred: Bool[Array, ""], on_true: PyTree, on_false: PyTree) -> PyTree:
-    """Leafwise `where(pred, on_true, on_false)` over two trees of one structure;
-    non-array leaves (static parts) are taken from `on_true`."""
-    return jax.tree.map(lambda a, b: jnp.where(pred, a, b) if eqx.is_array(a) else a, on_true, on_false)
+    """Leafwise `where(pred, on_true, on_false)` over two trees of one structure.
+
+    A leaf that is an array on either side is selected (gymnax resets some envs with
+    a Python int, `time=0`, where the stepped state holds an array); a leaf that is
+    an array on neither side (a static part) is taken from `on_true`."""
+    return jax.tree.map(
+        lambda a, b: jnp.where(pred, a, b) if eqx.is_array(a) or eqx.is_array(b) else a, on_true, on_false
+    )
 
 
 def one_line(e: BaseException) -> str:
