@@ -92,7 +92,7 @@ def test_chunk_program_runs_iterations_and_skips_past_the_budget(agents):
     state, metrics = run_chunk(config, state)
     assert int(state.iteration) == 3 and metrics["loss"].shape == (4,) and np.isnan(metrics["loss"][3])
     assert state_batch("evaluate", agents[0], state) == batch
-    with pytest.raises(ValueError, match=r"rollout\(state\) does not match PPO \(PPOState, a batch of 1\) at .*: shape \(1, .*\) expected, got \(1, 1, .*\)"):
+    with pytest.raises(ValueError, match=r"rollout\(state\) does not match PPO \(PPOState, one run\) at .*: shape \(1, 4\) expected, got \(1, 1, 1, 4\)"):
         state_batch("rollout", agents[0], jax.tree.map(lambda x: x[None, None], state))
 
 

@@ -61,9 +61,13 @@ def state_batch(owner: str, agent: Any, state: PyTree) -> Batch:
     """
     batch = Batch.of(agent, owner=f"{owner}(agent)")
     one = eqx.filter_eval_shape(batch.member(0).init, jax.random.key(0))
-    got = jax.tree.leaves(state)
-    rows = got[0].shape[0] if got and getattr(got[0], "ndim", 0) else None
-    if batch.stacked or (rows is not None and tree_mismatch(one, state) is not None):
+    want, got = jax.tree.leaves(one), jax.tree.leaves(state)
+    # Batched when every leaf has one more axis than one run's (compared leaf by leaf
+    # when the trees have as many leaves, else by the first leaf).
+    pairs = list(zip(want, got)) if len(want) == len(got) else list(zip(want[:1], got[:1]))
+    extra_axis = bool(pairs) and all(getattr(g, "ndim", 0) == e.ndim + 1 for e, g in pairs)
+    rows = got[0].shape[0] if extra_axis else None
+    if batch.stacked or rows is not None:
         # A batch: every leaf carries a leading axis of `rows` (or of the stack's size).
         rows = batch.size if batch.stacked else rows
         expected = jax.tree.map(lambda x: jax.ShapeDtypeStruct((rows, *x.shape), x.dtype), one)
