@@ -8,6 +8,13 @@ import pytest
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Learning tests are slow tests too: the fast tier (`-m "not slow"`) leaves both out."""
+    for item in items:
+        if item.get_closest_marker("learning") is not None and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def getkey():
     """`getkey()` returns a fresh PRNG key on every call (deterministic per test)."""

@@ -57,6 +57,7 @@ def two_seeds(tmp_path_factory):
 RUNS = [("one_seed", 1, 0), ("two_seeds", 2, 3)]
 
 
+@pytest.mark.slow
 def test_train_prints_summary(one_seed, two_seeds):
     for (_, out), seeds in ((one_seed, [0]), (two_seeds, [3, 4])):
         for text in ("compile time", "env steps/s", "evaluation (4 episodes per seed, deterministic policy)"):
@@ -257,6 +258,7 @@ def test_flags_are_generated_from_the_dataclass():
     assert cli.with_default_agent(["train", "--seeds", "2"]) == ["train", "ppo", "--seeds", "2"]
 
 
+@pytest.mark.slow
 def test_console_script(tmp_path):
     (entry_point,) = importlib.metadata.entry_points(group="console_scripts", name="eqxrl")
     assert entry_point.value == "eqxrl.cli:main"
@@ -280,6 +282,7 @@ OFF_POLICY_TINY = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, env", [("dqn", "CartPole-v1"), ("sac", "Pendulum-v1"), ("td3", None), ("ddpg", None)])
 def test_off_policy_agents_train_and_reload(name, env, tmp_path):
     run_dir = tmp_path / name
@@ -307,6 +310,7 @@ PBT_TINY = ["--population", "2", "--ready", "128", "--total-steps", "256", "--ev
             "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2", "--hidden-sizes", "8"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_pbt_command_writes_a_run_directory_and_resumes(tmp_path, monkeypatch):
     run_dir = tmp_path / "pbt"
     code, out = _main(["pbt", "ppo", "--run-dir", str(run_dir), "--quiet", *PBT_TINY,
@@ -328,6 +332,7 @@ def test_pbt_command_writes_a_run_directory_and_resumes(tmp_path, monkeypatch):
     np.testing.assert_array_equal(eqxrl.pbt.read_history_csv(run_dir / "history.csv").fitness, history.fitness)
 
 
+@pytest.mark.slow
 def test_pbt_default_space_tunes_learning_rates(tmp_path):
     code, out = _main(["pbt", "ppo", "--run-dir", str(tmp_path / "d"), "--quiet", *PBT_TINY])
     assert code == 0

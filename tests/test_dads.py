@@ -192,6 +192,7 @@ def test_intrinsic_reward_is_stable_for_extreme_log_probs():
     np.testing.assert_allclose(reward, [math.log(3), -1e4 + math.log(3)], rtol=1e-5)
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(
     batch=st.lists(st.integers(1, 4), min_size=0, max_size=2).map(tuple),
@@ -225,6 +226,7 @@ def test_skill_dynamics_shapes(batch, num_skills, num_experts, output_size, lear
     assert bool(jnp.all(reward <= math.log(num_skills) + 1e-5))
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(
     batch=st.lists(st.integers(1, 5), min_size=0, max_size=3).map(tuple),
@@ -329,6 +331,7 @@ def test_dads_custom_descriptor_through_a_descriptor_wrapper(getkey):
         jaxtyping.config.update("jaxtyping_disable", False)
 
 
+@pytest.mark.slow
 def test_dads_trains_seeds_and_reports_every_skill(getkey, tmp_path):
     agent = DADS("Point2D-v0", num_skills=3, **TINY)
     states, metrics = eqxrl.train(agent, jax.random.split(getkey(), 2), 8 * 12, progress=False)
@@ -362,6 +365,7 @@ def test_dads_trains_seeds_and_reports_every_skill(getkey, tmp_path):
         jaxtyping.config.update("jaxtyping_disable", False)
 
 
+@pytest.mark.slow
 def test_dads_sweep_and_options(getkey):
     options = dict(
         TINY,
@@ -383,6 +387,7 @@ def test_dads_sweep_and_options(getkey):
 
 
 # ----------------------------------------------------------------------- learning
+@pytest.mark.slow
 @pytest.mark.learning
 def test_dads_discovers_distinct_skills_on_the_point_env():
     agent = DADS(

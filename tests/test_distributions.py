@@ -47,6 +47,7 @@ def test_distributions_share_the_interface():
 # ----------------------------------------------------------------------------- Categorical
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data(), batch=batch_shapes, n=st.sampled_from([1, 5]), seed=st.integers(0, 2**16))
 def test_categorical_against_numpy(data, batch, n, seed):

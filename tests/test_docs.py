@@ -35,6 +35,7 @@ def run_page(page: str, namespace: dict) -> dict:
     return namespace
 
 
+@pytest.mark.slow
 def test_tutorial_runs_and_learns(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # anything the page writes lands here
     ns = run_page("tutorial.md", {"__name__": "docs_tutorial"})
@@ -66,6 +67,7 @@ def test_tutorial_runs_and_learns(tmp_path, monkeypatch):
     assert float(ns["best_agent"].learning_rate) == pytest.approx(lr[-1, ns["best"]], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_getting_started_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ns = run_page("getting-started.md", {"__name__": "docs_getting_started"})

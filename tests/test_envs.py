@@ -301,6 +301,7 @@ def test_register_rejects_bad_input():
 CHEAP_BRAX = {"brax/fast", "brax/inverted_pendulum"}
 
 
+@pytest.mark.slow
 def test_brax_inverted_pendulum_resets_and_steps():
     env = make("brax/inverted_pendulum")
     assert isinstance(env, TimeLimit) and isinstance(env.unwrapped, BraxEnv)

@@ -65,6 +65,7 @@ def test_linear_is_affine_and_orthogonal(getkey):
     np.testing.assert_allclose(layer(x), np.asarray(x) @ np.asarray(layer.weight), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
 def test_mlp_matches_manual_forward(activation, getkey):
     mlp = MLP(3, 2, (5, 4), activation, key=getkey())
@@ -134,6 +135,7 @@ def test_mlp_rejects_wrong_input_size(getkey):
 # ----------------------------------------------------------------------------- policy heads
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(batch=batch_shapes, size=sizes, seed=seeds)
 def test_categorical_head(batch, size, seed):
@@ -155,6 +157,7 @@ def test_categorical_head(batch, size, seed):
     assert ent.shape == batch and _within(ent, 0.0, math.log(n) + 1e-5)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     batch=batch_shapes,
@@ -370,6 +373,7 @@ def test_head_constructors_reject_bad_config(make, match, getkey):
 # ----------------------------------------------------------------------------- transformations
 
 
+@pytest.mark.slow
 def test_heads_under_filter_jit_and_vmap_match_batched_call(getkey):
     head = GaussianHead(4, 2, HIDDEN, key=getkey(), state_dependent_std=True)
     obs = jax.random.normal(getkey(), (5, 4))
@@ -378,6 +382,7 @@ def test_heads_under_filter_jit_and_vmap_match_batched_call(getkey):
     np.testing.assert_allclose(per_obs, batched.loc, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_heads_are_differentiable(getkey):
     head = CategoricalHead(4, 3, HIDDEN, key=getkey())
     obs = jax.random.normal(getkey(), (5, 4))
@@ -403,6 +408,7 @@ def _q_ensemble(num: int) -> Ensemble:
     return Ensemble(lambda k: ContinuousQHead(4, 3, HIDDEN, key=k), num, key=jax.random.key(num))
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(batch=batch_shapes, num=st.sampled_from([1, 3]), seed=seeds)
 def test_ensemble_of_q_heads(batch, num, seed):
@@ -427,6 +433,7 @@ def _policy_ensembles() -> tuple[Ensemble, Ensemble]:
     return values, policies
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(batch=batch_shapes, seed=seeds)
 def test_ensemble_of_value_and_policy_heads(batch, seed):
@@ -463,6 +470,7 @@ def test_ensemble_member_index_out_of_range(i):
         ens.member(i)
 
 
+@pytest.mark.slow
 def test_ensemble_is_differentiable_per_member():
     ens, _ = _policy_ensembles()
     obs = jnp.ones((5, 4))

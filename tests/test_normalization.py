@@ -14,6 +14,7 @@ sample_shapes = st.sampled_from([(), (3,), (2, 2)])
 leading_shapes = st.sampled_from([(), (1,), (5,), (2, 4)])
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     shape=sample_shapes,

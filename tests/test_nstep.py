@@ -75,6 +75,7 @@ def test_nstep_return_cases():
     np.testing.assert_array_equal(last, [2, 1, 1, 0])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(n=st.sampled_from([1, 3]), gamma=gammas, seed=seeds)
 def test_nstep_return_agrees_with_n_step_returns(n, gamma, seed):
@@ -118,6 +119,7 @@ def run_window(steps, n: int, gamma):
     return jax.lax.scan(body, window, rest)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(n=window_lengths, B=num_envs, gamma=gammas, seed=seeds)
 def test_window_matches_python_loop(n, B, gamma, seed):
@@ -232,6 +234,7 @@ def test_window_create_bad_input():
     assert window.n == 1 and window.data.obs.shape == (1, 2, 4)
 
 
+@pytest.mark.slow
 def test_window_push_bad_input():
     window = NStepWindow.create(*_prefill(2))
     assert window.n == 3

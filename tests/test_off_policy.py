@@ -43,6 +43,7 @@ def _q(agent, state, obs, action=None):
 
 
 # ----------------------------------------------------------------------- probes
+@pytest.mark.slow
 @pytest.mark.parametrize("n_step, prioritized", [(1, False), (2, True)])
 def test_dqn_probes(getkey, n_step, prioritized):
     kw = dict(DISCRETE, gamma=0.5, n_step=n_step, prioritized=prioritized)
@@ -56,6 +57,7 @@ def test_dqn_probes(getkey, n_step, prioritized):
     assert _q(agent, state, 1.0)[1] == pytest.approx(1.0, abs=0.15)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", CONTINUOUS_AGENTS)
 def test_continuous_probes(cls, getkey):
     # SAC's critic learns the soft value (return plus entropy bonus): with a
@@ -77,6 +79,7 @@ def test_continuous_probes(cls, getkey):
 
 
 # ----------------------------------------------------------------------- loop mechanics
+@pytest.mark.slow
 def test_warmup_then_updates_at_the_requested_ratio(getkey):
     agent = DQN(ConstantReward(), **{**DISCRETE, "learning_starts": 64})
     state, m = eqxrl.train(agent, getkey(), 16 * 10, progress=False)
@@ -93,12 +96,14 @@ def test_update_ratio(updates_per_step, rollout_length, per_iteration):
     assert agent.num_updates == per_iteration
 
 
+@pytest.mark.slow
 def test_n_step_prefill_counts_env_steps(getkey):
     agent = DQN(ConstantReward(), **{**DISCRETE, "n_step": 3})
     state = agent.init(getkey())
     assert int(state.env_steps) == 2 * 8
 
 
+@pytest.mark.slow
 def test_seeds_and_sweeps_work_for_off_policy_agents(getkey):
     agents = [SAC(ConstantReward(discrete_actions=False), **{**CONTINUOUS, "critic_learning_rate": lr}) for lr in (1e-3, 3e-3)]
     stacked = eqxrl.stack(agents)
@@ -110,6 +115,7 @@ def test_seeds_and_sweeps_work_for_off_policy_agents(getkey):
     assert states.buffer.data.obs.shape == (3, 1024, 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [DQN, TD3])
 def test_off_policy_chunk_compiles_once(cls, getkey, monkeypatch):
     counted = eqx.filter_jit(
@@ -154,6 +160,7 @@ def test_bad_off_policy_config(cls, env, kwargs, message):
         cls(env, **kwargs)
 
 
+@pytest.mark.slow
 def test_act_needs_a_key_unless_deterministic(getkey):
     agent = SAC("Pendulum-v1", hidden_sizes=(8,))
     state = agent.init(getkey())
@@ -167,6 +174,7 @@ def test_act_needs_a_key_unless_deterministic(getkey):
 # ----------------------------------------------------------------------- learning (short CI versions)
 # The full criterion (4 seeds, thresholds of the issue) is benchmarks/offpolicy_learning.py;
 # these single-seed runs fail if an agent does not learn at all.
+@pytest.mark.slow
 @pytest.mark.learning
 @pytest.mark.parametrize("double", [True, False])
 def test_dqn_learns_cartpole(double):
@@ -176,6 +184,7 @@ def test_dqn_learns_cartpole(double):
     assert returns >= 150, returns  # an untrained greedy policy scores about 10
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 @pytest.mark.parametrize("cls", CONTINUOUS_AGENTS)
 def test_continuous_agents_learn_pendulum(cls):

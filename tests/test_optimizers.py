@@ -105,6 +105,7 @@ def test_annealing_is_linear_in_progress(lr, progress):
     np.testing.assert_allclose(Optimizer(lr).current_learning_rate(progress), lr, rtol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("anneal, progress", [(False, 0.0), (False, 0.7), (True, 0.0), (True, 0.25), (True, 1.0)])
 def test_state_records_the_learning_rate_in_use(anneal, progress):
     opt = Optimizer(0.01, 0.5, anneal=anneal)
@@ -151,6 +152,7 @@ def test_learning_rate_is_an_array_leaf_and_does_not_recompile():
     np.testing.assert_allclose(moved, [1e-3, 1e-1, 5e-2], rtol=1e-2)
 
 
+@pytest.mark.slow
 def test_population_of_learning_rates_under_vmap():
     # A PBT population: one compiled program, each member with its own learning rate.
     lrs = jnp.array([1e-3, 1e-2, 1e-1])
@@ -169,6 +171,7 @@ def test_population_of_learning_rates_under_vmap():
     np.testing.assert_allclose(step, lrs, rtol=1e-3)
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(
     target=st.lists(st.floats(0.5, 5.0), min_size=3, max_size=3),

@@ -64,6 +64,7 @@ DOMAINS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("domain", DOMAINS, ids=lambda d: type(d).__name__)
 def test_sample_and_perturb_stay_in_the_domain(domain, getkey):
     x = domain.sample(getkey(), (2000,))
@@ -80,6 +81,7 @@ def test_log_uniform_is_uniform_in_log_space(getkey):
     np.testing.assert_allclose(counts / 20000, 0.25, atol=0.02)
 
 
+@pytest.mark.slow
 def test_perturb_multiplies_by_the_factors_and_clamps(getkey):
     d = LogUniform(1e-3, 1.0)
     y = np.asarray(d.perturb(getkey(), jnp.full((1000,), 0.1, jnp.float32)))
@@ -132,6 +134,7 @@ def _truncation(k: int, m: int):
     return jax.jit(Truncation(k, m).__call__)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(st.data())
 def test_truncation_invariants(data):
@@ -161,6 +164,7 @@ def test_truncation_treats_nan_as_worst(getkey):
 _TOURNAMENT = jax.jit(Tournament().__call__)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(st.integers(2, 8), st.integers(0, 2**16))
 def test_tournament_copies_only_better_members(size, seed):
@@ -210,6 +214,7 @@ def _synthetic_population(size: int, seed: int):
 _exploit_and_explore = eqx.filter_jit(exploit_and_explore)
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(st.sampled_from([2, 5, 8]), st.integers(0, 1000))
 def test_exploit_and_explore_invariants(size, seed):
@@ -241,6 +246,7 @@ def test_exploit_and_explore_invariants(size, seed):
         assert bool(jnp.all(domain.contains(getattr(new_agent.agent, name))))
 
 
+@pytest.mark.slow
 def test_exploit_can_be_disabled(getkey):
     pbt, agent, state = _synthetic_population(4, 0)
     _, new_state, source = _exploit_and_explore(pbt, getkey(), agent, state, jnp.arange(4.0), allow=False)
@@ -259,6 +265,7 @@ AGENTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(AGENTS))
 def test_pbt_runs_every_agent_unchanged(name, getkey):
     make, space = AGENTS[name]
@@ -281,6 +288,7 @@ def test_pbt_runs_every_agent_unchanged(name, getkey):
         assert np.all(np.asarray(steps) >= 2 * pbt.steps_per_generation)
 
 
+@pytest.mark.slow
 def test_pbt_dads_with_a_diversity_fitness(getkey):
     def diversity(agent, state, key):  # how far apart the skills end up
         return agent.evaluate_skills(state, key, num_steps=10).mean_pairwise_distance()
@@ -298,6 +306,7 @@ def test_pbt_dads_with_a_diversity_fitness(getkey):
     )
 
 
+@pytest.mark.slow
 def test_parent_history_follows_the_copies(getkey):
     pbt = _small_pbt()
     _, history = pbt.run(getkey(), 4 * 32, progress=False)
@@ -315,6 +324,7 @@ def test_parent_history_follows_the_copies(getkey):
         assert np.isclose(ratio, 0.8, rtol=1e-5) or np.isclose(ratio, 1.2, rtol=1e-5) or bool(resampled)
 
 
+@pytest.mark.slow
 def test_custom_fitness(getkey):
     def fitness(agent, state, key):
         return -agent.learning_rate  # the smallest learning rate is the fittest
@@ -326,6 +336,7 @@ def test_custom_fitness(getkey):
     assert history.fitness[-1].max() >= history.fitness[0].max()
 
 
+@pytest.mark.slow
 def test_step_compiles_once_per_configuration(getkey, monkeypatch):
     module = importlib.import_module("eqxrl.pbt._pbt")  # where `PBT.step` looks up `run_generation`
     counted = eqx.filter_jit(
@@ -394,6 +405,7 @@ def test_run_directory_and_exact_resume(tmp_path, monkeypatch):
         np.testing.assert_array_equal(a, b)  # bit for bit
 
 
+@pytest.mark.slow
 def test_crash_during_a_checkpoint_write_leaves_the_previous_one(tmp_path, monkeypatch):
     pbt = _small_pbt()
     total = 3 * pbt.steps_per_generation
@@ -495,6 +507,7 @@ def test_bad_pbt_agent_and_budget(getkey):
 
 
 # ----------------------------------------------------------------------- learning
+@pytest.mark.slow
 @pytest.mark.learning
 def test_pbt_ppo_solves_cartpole():
     agent = PPO("CartPole-v1")
@@ -508,6 +521,7 @@ def test_pbt_ppo_solves_cartpole():
     assert float(jnp.mean(returns)) >= 475
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_pbt_td3_beats_the_median_of_fixed_hyperparameters():
     # A learning-rate range with bad values at both ends: 1e-5 barely learns, 1e-1 diverges.

@@ -57,6 +57,7 @@ def _assert_same_run(a: dict, b: dict) -> None:
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)  # float reduction order may differ
 
 
+@pytest.mark.slow
 def test_population_is_sharded_over_four_devices_with_the_same_result(single, tmp_path):
     out = tmp_path / "sharded.npz"
     _wait(_run("sharded", out, 4))
@@ -68,6 +69,7 @@ def test_population_is_sharded_over_four_devices_with_the_same_result(single, tm
     _assert_same_run(sharded, single)
 
 
+@pytest.mark.slow
 def test_two_processes_with_jax_distributed_agree_with_one(single, tmp_path):
     with socket.socket() as s:
         s.bind(("localhost", 0))

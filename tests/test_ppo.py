@@ -44,6 +44,7 @@ def _value(state, obs):
 
 
 # ----------------------------------------------------------------------- probes
+@pytest.mark.slow
 def test_probe_constant_reward(getkey):
     _, state, _ = _train_probe(ConstantReward(), getkey())
     assert _value(state, 0.0) == pytest.approx(1.0, abs=0.1)
@@ -55,6 +56,7 @@ def test_probe_observation_dependent_reward(getkey):
     assert _value(state, -1.0) == pytest.approx(-1.0, abs=0.15)
 
 
+@pytest.mark.slow
 def test_probe_two_step_discounting(getkey):
     _, state, _ = _train_probe(TwoStepDiscounting(), getkey(), gamma=0.5)
     assert _value(state, 0.0) == pytest.approx(0.5, abs=0.1)
@@ -75,6 +77,7 @@ def test_probe_action_dependent_reward_continuous(getkey):
     assert float(mode[0]) == pytest.approx(0.5, abs=0.15)
 
 
+@pytest.mark.slow
 def test_probe_observation_and_action_dependent_reward(getkey):
     agent, state, _ = _train_probe(ObservationActionReward(), getkey(), ent_coef=0.0)
     actions = agent.act(state, jnp.asarray([[1.0], [-1.0]]), deterministic=True)
@@ -153,6 +156,7 @@ def test_same_key_same_result():
     assert not np.array_equal(m1["loss"], m3["loss"])
 
 
+@pytest.mark.slow
 def test_act_shapes(getkey):
     agent = PPO(eqxrl.envs.make("CartPole-v1"), hidden_sizes=(8,))
     state = agent.init(getkey())
@@ -211,6 +215,7 @@ def test_wrong_observation_shape(cartpole, getkey):
 
 
 # ----------------------------------------------------------------------- learning
+@pytest.mark.slow
 @pytest.mark.learning
 def test_ppo_learns_cartpole_three_of_four_seeds():
     """PureJaxRL's CartPole config (PPO's defaults), 4 seeds in one program, 5e5 steps."""
@@ -222,6 +227,7 @@ def test_ppo_learns_cartpole_three_of_four_seeds():
     assert np.sum(returns >= 475) >= 3, returns
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_ppo_continuous_improves_on_pendulum():
     agent = PPO(

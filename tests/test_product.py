@@ -76,6 +76,7 @@ def _interrupted_run(monkeypatch, run_dir, agent, after: int, **kw):
 
 
 # ----------------------------------------------------------------------- checkpoint and resume
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_resume_continues_exactly(name, tmp_path, monkeypatch):
     agent = tiny(name)
@@ -96,6 +97,7 @@ def test_resume_continues_exactly(name, tmp_path, monkeypatch):
     assert not (tmp_path / "cut" / "checkpoint.npz").exists()  # state.eqx holds the final state
 
 
+@pytest.mark.slow
 def test_resume_a_seed_batch_and_a_sweep(tmp_path, monkeypatch):
     agent = tiny("ppo")
     budget = 8 * agent.steps_per_iteration
@@ -200,6 +202,7 @@ class NaNReward(AbstractWrapper):
         return state, TimeStep(ts.obs, ts.reward * jnp.float32(jnp.nan), ts.terminated, ts.truncated, ts.info)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_nan_guard_stops_at_the_first_nonfinite_iteration(name, getkey):
     env = eqxrl.envs.make(rundir.AGENTS[name].default_env)
@@ -234,6 +237,7 @@ def test_cli_nan_guard_exits_1_with_the_iteration(tmp_path, monkeypatch, capsys)
 
 
 # ----------------------------------------------------------------------- reproducibility
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_same_key_same_result(name):
     agent = tiny(name)
@@ -266,6 +270,7 @@ CLI_TINY = ["--total-steps", "512", "--num-envs", "2", "--rollout-length", "64",
             "--hidden-sizes", "8", "--eval-episodes", "2", "--quiet"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_config_json_reproduces_the_run(tmp_path):
     code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "a"), *CLI_TINY, "--seeds", "2", "--learning-rate", "1e-3"])
     assert code == 0
@@ -275,6 +280,7 @@ def test_config_json_reproduces_the_run(tmp_path):
     _assert_same(rundir.load_run(tmp_path / "a")[1], rundir.load_run(tmp_path / "b")[1])
 
 
+@pytest.mark.slow
 def test_cli_resume(tmp_path, monkeypatch):
     real, calls = rundir.save_checkpoint, []
 
@@ -366,6 +372,7 @@ def test_load_a_policy_and_act_in_three_lines(tmp_path):
         rundir.load_policy(tmp_path / "r", member=2)
 
 
+@pytest.mark.slow
 def test_rollout_one_member_or_all(getkey):
     agent = tiny("ppo")
     state, _ = eqxrl.train(agent, jax.random.split(getkey(), 3), 4 * agent.steps_per_iteration, progress=False)

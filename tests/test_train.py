@@ -25,6 +25,7 @@ def agent(env):
     return PPO(env, **SMALL)
 
 
+@pytest.mark.slow
 def test_single_run_layout(agent, getkey):
     state, metrics, info = eqxrl.train(agent, getkey(), 5 * PER_ITER + 7, progress=False, return_info=True)
     assert all(v.shape == (5,) for v in metrics.values())
@@ -42,6 +43,7 @@ def test_last_chunk_skips_iterations_past_the_budget(agent, getkey):
     assert int(state.iteration) == 7 and int(state.env_steps) == 7 * PER_ITER
 
 
+@pytest.mark.slow
 def test_seed_batch_matches_single_runs(agent):
     keys = jax.random.split(jax.random.key(0), 3)
     states, metrics = eqxrl.train(agent, keys, 2 * PER_ITER, progress=False)
@@ -54,6 +56,7 @@ def test_seed_batch_matches_single_runs(agent):
     assert returns.shape == (3, 5)
 
 
+@pytest.mark.slow
 def test_sweep_matches_individual_agents(env):
     lrs = (1e-4, 1e-3, 1e-2)
     agents = [PPO(env, **SMALL, learning_rate=lr, clip_eps=c) for lr, c in zip(lrs, (0.1, 0.2, 0.3))]
