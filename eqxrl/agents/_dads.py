@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, check_hyperparameter, check_positive_int, float_leaf, is_positive_int
+from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
 from ..components import (
     Optimizer,
     OptState,
@@ -110,18 +110,18 @@ class DADS(AbstractOffPolicyAgent):
     num_critics: int = eqx.field(static=True, default=2)
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
     activation: str = eqx.field(static=True, default="relu")
-    actor_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
-    critic_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
-    alpha_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
-    dynamics_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
-    gamma: Float[Array, ""] = float_leaf(default=0.99)
-    tau: Float[Array, ""] = float_leaf(default=0.005)
-    init_alpha: Float[Array, ""] = float_leaf(default=0.1)
-    target_entropy_scale: Float[Array, ""] = float_leaf(default=1.0)
-    max_grad_norm: Float[Array, ""] = float_leaf(default=float("inf"))
-    reward_scale: Float[Array, ""] = float_leaf(default=1.0)
-    per_alpha: Float[Array, ""] = float_leaf(default=0.6)
-    per_beta: Float[Array, ""] = float_leaf(default=0.4)
+    actor_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
+    critic_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
+    alpha_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
+    dynamics_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
+    gamma: Float[Array, ""] = hyperparameter(0.99)
+    tau: Float[Array, ""] = hyperparameter(0.005)
+    init_alpha: Float[Array, ""] = hyperparameter(0.1)
+    target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
+    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
+    reward_scale: Float[Array, ""] = hyperparameter(1.0)
+    per_alpha: Float[Array, ""] = hyperparameter(0.6)
+    per_beta: Float[Array, ""] = hyperparameter(0.4)
 
     def __post_init__(self):
         # Runs before the converters and `__check_init__`: wrap the env once, here,

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, check_hyperparameter, check_positive_int, float_leaf
+from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
 from ..components import DiscreteQHead, Optimizer, OptState, Sample, huber, polyak, q_learning_target, select_q
 from ..envs import AbstractEnv, Discrete
 from ._base import as_env
@@ -47,16 +47,16 @@ class DQN(AbstractOffPolicyAgent):
     normalize_observations: bool = eqx.field(static=True, default=False)
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
     activation: str = eqx.field(static=True, default="relu")
-    learning_rate: Float[Array, ""] = float_leaf(default=1e-3)
-    gamma: Float[Array, ""] = float_leaf(default=0.99)
-    tau: Float[Array, ""] = float_leaf(default=0.02)
-    eps_start: Float[Array, ""] = float_leaf(default=1.0)
-    eps_end: Float[Array, ""] = float_leaf(default=0.05)
-    exploration_fraction: Float[Array, ""] = float_leaf(default=0.5)
-    max_grad_norm: Float[Array, ""] = float_leaf(default=10.0)
-    reward_scale: Float[Array, ""] = float_leaf(default=1.0)
-    per_alpha: Float[Array, ""] = float_leaf(default=0.6)
-    per_beta: Float[Array, ""] = float_leaf(default=0.4)
+    learning_rate: Float[Array, ""] = hyperparameter(1e-3)
+    gamma: Float[Array, ""] = hyperparameter(0.99)
+    tau: Float[Array, ""] = hyperparameter(0.02)
+    eps_start: Float[Array, ""] = hyperparameter(1.0)
+    eps_end: Float[Array, ""] = hyperparameter(0.05)
+    exploration_fraction: Float[Array, ""] = hyperparameter(0.5)
+    max_grad_norm: Float[Array, ""] = hyperparameter(10.0)
+    reward_scale: Float[Array, ""] = hyperparameter(1.0)
+    per_alpha: Float[Array, ""] = hyperparameter(0.6)
+    per_beta: Float[Array, ""] = hyperparameter(0.4)
 
     def __check_init__(self):
         self.check_off_policy_config("DQN")

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, check_hyperparameter, check_positive_int, float_leaf
+from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
 from ..components import (
     CategoricalHead,
     ContinuousQHead,
@@ -117,24 +117,24 @@ class MPO(AbstractOffPolicyAgent):
     normalize_observations: bool = eqx.field(static=True, default=False)
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
     activation: str = eqx.field(static=True, default="relu")
-    policy_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
-    critic_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
-    dual_learning_rate: Float[Array, ""] = float_leaf(default=1e-2)
-    gamma: Float[Array, ""] = float_leaf(default=0.99)
-    tau: Float[Array, ""] = float_leaf(default=1.0)
-    epsilon: Float[Array, ""] = float_leaf(default=0.1)
-    kl_mean: Float[Array, ""] = float_leaf(default=2.5e-3)
-    kl_std: Float[Array, ""] = float_leaf(default=1e-5)
-    kl_categorical: Float[Array, ""] = float_leaf(default=1e-2)
-    init_temperature: Float[Array, ""] = float_leaf(default=1.0)
-    init_alpha_mean: Float[Array, ""] = float_leaf(default=1.0)
-    init_alpha_std: Float[Array, ""] = float_leaf(default=10.0)
-    init_std: Float[Array, ""] = float_leaf(default=0.5)
-    min_std: Float[Array, ""] = float_leaf(default=1e-3)
-    max_grad_norm: Float[Array, ""] = float_leaf(default=40.0)
-    reward_scale: Float[Array, ""] = float_leaf(default=1.0)
-    per_alpha: Float[Array, ""] = float_leaf(default=0.6)
-    per_beta: Float[Array, ""] = float_leaf(default=0.4)
+    policy_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
+    critic_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
+    dual_learning_rate: Float[Array, ""] = hyperparameter(1e-2)
+    gamma: Float[Array, ""] = hyperparameter(0.99)
+    tau: Float[Array, ""] = hyperparameter(1.0)
+    epsilon: Float[Array, ""] = hyperparameter(0.1)
+    kl_mean: Float[Array, ""] = hyperparameter(2.5e-3)
+    kl_std: Float[Array, ""] = hyperparameter(1e-5)
+    kl_categorical: Float[Array, ""] = hyperparameter(1e-2)
+    init_temperature: Float[Array, ""] = hyperparameter(1.0)
+    init_alpha_mean: Float[Array, ""] = hyperparameter(1.0)
+    init_alpha_std: Float[Array, ""] = hyperparameter(10.0)
+    init_std: Float[Array, ""] = hyperparameter(0.5)
+    min_std: Float[Array, ""] = hyperparameter(1e-3)
+    max_grad_norm: Float[Array, ""] = hyperparameter(40.0)
+    reward_scale: Float[Array, ""] = hyperparameter(1.0)
+    per_alpha: Float[Array, ""] = hyperparameter(0.6)
+    per_beta: Float[Array, ""] = hyperparameter(0.4)
 
     def __check_init__(self):
         self.check_off_policy_config("MPO")

@@ -18,7 +18,6 @@ is never copied by a select.
 """
 
 import abc
-import math
 
 import equinox as eqx
 import jax

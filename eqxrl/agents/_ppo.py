@@ -1,12 +1,10 @@
 """Proximal Policy Optimisation (Schulman et al. 2017), discrete and continuous."""
 
-import math
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int, PyTree
+from jaxtyping import Array, Float, Int
 
 from ..core import (
     EnvState,
@@ -14,7 +12,7 @@ from ..core import (
     Metrics,
     check_hyperparameter,
     check_positive_int,
-    float_leaf,
+    hyperparameter,
     is_positive_int,
     tree_select,
 )
@@ -89,15 +87,15 @@ class PPO(AbstractAgent):
     normalize_observations: bool = eqx.field(static=True, default=False)
     state_dependent_std: bool = eqx.field(static=True, default=False)
     grad_clip: str = eqx.field(static=True, default="global_norm")
-    learning_rate: Float[Array, ""] = float_leaf(default=2.5e-4)
-    gamma: Float[Array, ""] = float_leaf(default=0.99)
-    gae_lambda: Float[Array, ""] = float_leaf(default=0.95)
-    clip_eps: Float[Array, ""] = float_leaf(default=0.2)
-    ent_coef: Float[Array, ""] = float_leaf(default=0.01)
-    vf_coef: Float[Array, ""] = float_leaf(default=0.5)
-    max_grad_norm: Float[Array, ""] = float_leaf(default=0.5)
-    target_kl: Float[Array, ""] = float_leaf(default=float("inf"))
-    init_std: Float[Array, ""] = float_leaf(default=1.0)
+    learning_rate: Float[Array, ""] = hyperparameter(2.5e-4)
+    gamma: Float[Array, ""] = hyperparameter(0.99)
+    gae_lambda: Float[Array, ""] = hyperparameter(0.95)
+    clip_eps: Float[Array, ""] = hyperparameter(0.2)
+    ent_coef: Float[Array, ""] = hyperparameter(0.01)
+    vf_coef: Float[Array, ""] = hyperparameter(0.5)
+    max_grad_norm: Float[Array, ""] = hyperparameter(0.5)
+    target_kl: Float[Array, ""] = hyperparameter(float("inf"))
+    init_std: Float[Array, ""] = hyperparameter(1.0)
 
     def __check_init__(self):
         if not isinstance(self.env, AbstractEnv):

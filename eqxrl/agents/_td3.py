@@ -5,7 +5,7 @@ from typing import ClassVar
 import equinox as eqx
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, check_hyperparameter, check_positive_int, float_leaf
+from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
 from ..components import Optimizer, Sample
 from ..envs import AbstractEnv
 from ._base import as_env
@@ -39,17 +39,17 @@ class TD3(AbstractOffPolicyAgent):
     normalize_observations: bool = eqx.field(static=True, default=False)
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
     activation: str = eqx.field(static=True, default="relu")
-    actor_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
-    critic_learning_rate: Float[Array, ""] = float_leaf(default=3e-4)
-    gamma: Float[Array, ""] = float_leaf(default=0.99)
-    tau: Float[Array, ""] = float_leaf(default=0.005)
-    exploration_noise: Float[Array, ""] = float_leaf(default=0.1)
-    target_noise: Float[Array, ""] = float_leaf(default=0.2)
-    target_noise_clip: Float[Array, ""] = float_leaf(default=0.5)
-    max_grad_norm: Float[Array, ""] = float_leaf(default=float("inf"))
-    reward_scale: Float[Array, ""] = float_leaf(default=1.0)
-    per_alpha: Float[Array, ""] = float_leaf(default=0.6)
-    per_beta: Float[Array, ""] = float_leaf(default=0.4)
+    actor_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
+    critic_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
+    gamma: Float[Array, ""] = hyperparameter(0.99)
+    tau: Float[Array, ""] = hyperparameter(0.005)
+    exploration_noise: Float[Array, ""] = hyperparameter(0.1)
+    target_noise: Float[Array, ""] = hyperparameter(0.2)
+    target_noise_clip: Float[Array, ""] = hyperparameter(0.5)
+    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
+    reward_scale: Float[Array, ""] = hyperparameter(1.0)
+    per_alpha: Float[Array, ""] = hyperparameter(0.6)
+    per_beta: Float[Array, ""] = hyperparameter(0.4)
 
     def __check_init__(self):
         self.check_off_policy_config("TD3")

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, PyTree
 
-from ..core import concrete_scalar, float_leaf, foreign_promotion
+from ..core import concrete_scalar, foreign_promotion, hyperparameter
 
 OptState = Any
 
@@ -32,8 +32,8 @@ class Optimizer(eqx.Module):
     learning rate into it, so the state always records the value in use.
     """
 
-    learning_rate: Float[Array, ""] = float_leaf()
-    max_grad_norm: Float[Array, ""] = float_leaf(default=float("inf"))
+    learning_rate: Float[Array, ""] = hyperparameter()
+    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
     clip: Literal["global_norm", "value", "none"] = eqx.field(static=True, default="global_norm")
     anneal: bool = eqx.field(static=True, default=False)
     eps: float = eqx.field(static=True, default=1e-5)

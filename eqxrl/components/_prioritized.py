@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
-from ..core import Key, check_hyperparameter, check_positive_int, float_leaf
+from ..core import Key, check_hyperparameter, check_positive_int, hyperparameter
 from ._buffers import AbstractReplayBuffer, BufferState, Sample, _advance, _empty_state, _gather, _write
 
 
@@ -33,8 +33,8 @@ class PrioritizedReplayBuffer(AbstractReplayBuffer):
     """
 
     capacity: int = eqx.field(static=True)
-    alpha: Float[Array, ""] = float_leaf()
-    eps: Float[Array, ""] = float_leaf()
+    alpha: Float[Array, ""] = hyperparameter()
+    eps: Float[Array, ""] = hyperparameter()
 
     def __init__(
         self,
