@@ -62,11 +62,10 @@ class AutoReset(AbstractWrapper):
         next_state, ts = self.env.step(step_key, state, action)
         reset_state, reset_ts = self.env.reset(reset_key)
         done = ts.done
-        # Select every leaf: gymnax resets some leaves to Python ints (CartPole's `time=0`),
-        # which `tree_select` would take from the reset state as they are, unselected.
-        as_arrays = lambda tree: jax.tree.map(jnp.asarray, tree)  # noqa: E731
-        state = tree_select(done, as_arrays(reset_state), next_state)
-        obs = tree_select(done, as_arrays(reset_ts.obs), ts.obs)
+        # tree_select selects a leaf that is an array on either side: gymnax resets some
+        # leaves to Python ints (CartPole's `time=0`) where the stepped state holds arrays.
+        state = tree_select(done, reset_state, next_state)
+        obs = tree_select(done, reset_ts.obs, ts.obs)
         info = {**ts.info, "final_obs": ts.obs}
         return state, TimeStep(obs, ts.reward, ts.terminated, ts.truncated, info)
 
