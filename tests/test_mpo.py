@@ -13,8 +13,7 @@ from hypothesis import given, settings
 from probe_envs import ActionReward, ConstantReward, ObservationActionReward, TwoStepDiscounting
 
 import eqxrl
-from eqxrl.agents import MPO, MPOLearner
-from eqxrl.agents._mpo import MPODuals
+from eqxrl.agents import MPO, MPODuals, MPOLearner
 from eqxrl.components import (
     Optimizer,
     Sample,
@@ -26,8 +25,8 @@ from eqxrl.components import (
     mpo_kl_penalty,
     mpo_weighted_log_likelihood,
     normal_kl,
+    softplus_inverse,
 )
-from eqxrl.components._mpo import softplus_inverse
 
 train_module = importlib.import_module("eqxrl.loop._train")  # where `train` looks up `run_chunk`
 

@@ -19,6 +19,7 @@ from ._sac import SAC as SAC
 from ._sac import SACLearner as SACLearner
 from ._td3 import TD3 as TD3
 from ._mpo import MPO as MPO
+from ._mpo import MPODuals as MPODuals
 from ._mpo import MPOLearner as MPOLearner
 from ._registry import AGENTS as AGENTS
 from ._registry import agent_class as agent_class
