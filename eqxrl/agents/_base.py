@@ -11,7 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
 from ..core import Key, Metrics, as_float
-from ..envs import AbstractEnv
+from ..envs import AbstractEnv, check_env
 
 
 class Clock(eqx.Module):
@@ -42,6 +42,14 @@ class AbstractAgent(eqx.Module):
     env: eqx.AbstractVar[AbstractEnv]
     default_env: ClassVar[str] = "CartPole-v1"
     """The env the command line trains on when `--env` is not given."""
+
+    def __check_init__(self):
+        # Every agent, built-in or a user's, checks its env's reset/step outputs against its
+        # spaces once (abstractly: eqxrl.envs.check_env), so a wrong reward dtype is named
+        # here instead of failing as a lax.scan carry mismatch deep in the first iteration.
+        # A subclass's own check has already named an env that is no AbstractEnv.
+        if isinstance(self.env, AbstractEnv):
+            check_env(self.env)
 
     @abc.abstractmethod
     def init(self, key: Key) -> PyTree:
@@ -154,9 +162,12 @@ def flatten_obs(env: AbstractEnv, obs: Array, owner: str) -> Float[Array, "*batc
 
 
 def as_env(env: Any) -> Any:
-    """Converter for agents' `env` field: an env name is built with `eqxrl.envs.make`."""
+    """Converter for agents' `env` field: an env name is built with `eqxrl.envs.make`
+    (which checks it), an env is checked with `eqxrl.envs.check_env`."""
     if isinstance(env, str):
         from ..envs import make
 
         return make(env)
+    if isinstance(env, AbstractEnv):
+        check_env(env)
     return env

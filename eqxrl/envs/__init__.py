@@ -6,6 +6,7 @@ from ._base import AbstractWrapper as AbstractWrapper
 from ._base import TimeStep as TimeStep
 from ._base import first_timestep as first_timestep
 from ._brax import BraxEnv as BraxEnv
+from ._check import check_env as check_env
 from ._descriptor import DescriptorWrapper as DescriptorWrapper
 from ._descriptor import SkillState as SkillState
 from ._descriptor import SkillWrapper as SkillWrapper

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._base import AbstractEnv
+from ._check import check_env
 from ._point import point2d
 from ._wrappers import TimeLimit
 
@@ -52,12 +53,20 @@ def make(name: str, **kwargs: Any) -> AbstractEnv:
       example `max_steps_in_episode=200`); for brax, `backend=`,
       `episode_length=` (default 1000) and the env constructor's keywords.
 
-    **Returns:** an `AbstractEnv` (brax envs come wrapped in a `TimeLimit`).
+    **Returns:** an `AbstractEnv` (brax envs come wrapped in a `TimeLimit`), checked
+    by `check_env` (its `reset` and `step` outputs match its spaces).
     """
+    return check_env(_make(name, **kwargs))
+
+
+def _make(name: str, **kwargs: Any) -> AbstractEnv:
     if not isinstance(name, str):
         raise ValueError(f"make(name) must be a string, got {name!r}")
     if name in _registry:
-        return _registry[name](**kwargs)
+        env = _registry[name](**kwargs)
+        if not isinstance(env, AbstractEnv):
+            raise ValueError(f"make({name!r}): the registered factory returned {env!r}, not an eqxrl AbstractEnv")
+        return env
     if name.startswith(_BRAX_PREFIX) and name in _brax_ids():
         from ._brax import BraxEnv
 
