@@ -153,6 +153,9 @@ def test_run_directory_cli_evaluate_and_resume(registered, tmp_path, capsys, mon
     assert config["agent_config"]["learning_rate"] == 0.005
     agent, state, _ = eqxrl.runs.load_run(run)
     assert isinstance(agent, Reinforce)
+    # A process that never registered the class finds it through config.json's agent_class.
+    eqxrl.agents.AGENTS.pop("reinforce")
+    assert isinstance(eqxrl.runs.load_agent(run), Reinforce) and eqxrl.agents.agent_class("reinforce") is Reinforce
     assert cli.main(["evaluate", str(run), "--episodes", "2"]) == 0
     assert "Reinforce on CartPole-v1" in capsys.readouterr().out
     # Interrupted right after its first checkpoint, then continued from the command line:

@@ -52,13 +52,7 @@ def class_path(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def import_agent(path: str) -> type[AbstractAgent]:
-    """Import and register an agent class given as `"package.module:ClassName"` (the
-    command line's `eqxrl train package.module:ClassName`, and a run directory's record
-    of a custom agent).
-
-    **Returns:** the class, registered under its lower-case name (`register_agent`).
-    """
+def _import_class(path: str) -> Any:
     module, sep, qualname = str(path).partition(":")
     if not sep or not module or not qualname:
         raise ValueError(f"an agent class must be given as package.module:ClassName, got {path!r}")
@@ -70,17 +64,28 @@ def import_agent(path: str) -> type[AbstractAgent]:
         if not hasattr(obj, part):
             raise ValueError(f"module {module!r} has no {qualname!r} (agent {path!r})")
         obj = getattr(obj, part)
-    for name, cls in AGENTS.items():
-        if cls is obj:
-            return cls
-    return register_agent(obj)
+    return obj
+
+
+def import_agent(path: str) -> type[AbstractAgent]:
+    """Import and register an agent class given as `"package.module:ClassName"` (the
+    command line's `eqxrl train package.module:ClassName`).
+
+    **Returns:** the class, registered under its lower-case name (`register_agent`)
+    unless it was registered already.
+    """
+    cls = _import_class(path)
+    return cls if any(known is cls for known in AGENTS.values()) else register_agent(cls)
 
 
 def agent_class(name: str, path: str | None = None) -> type[AbstractAgent]:
-    """**Returns:** the agent class registered as `name` (or, if it is not, imported from
-    `path`, `"package.module:ClassName"`); a `ValueError` listing the known names otherwise."""
+    """**Returns:** the agent class registered as `name`, or else the class at `path`
+    (`"package.module:ClassName"`, a run directory's record of a custom agent), which is
+    then registered as `name`; a `ValueError` listing the known names otherwise."""
     if name not in AGENTS and path is not None:
-        return import_agent(path)
+        cls = _import_class(path)
+        if not any(known is cls for known in AGENTS.values()):
+            return register_agent(cls, name)
     if name not in AGENTS:
         raise ValueError(
             f"unknown agent {name!r}; known agents: {sorted(AGENTS)} "
