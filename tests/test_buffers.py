@@ -128,6 +128,7 @@ def test_init_preallocates_zeros(kind):
         assert state.tree.shape == (16,) and not np.any(state.tree)  # 5 padded to 8 leaves
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @SETTINGS
 @given(
@@ -218,6 +219,7 @@ def set_priorities(buffer, priorities) -> BufferState:
     return buffer.update_priorities(state, jnp.arange(capacity, dtype=jnp.int32), td)
 
 
+@pytest.mark.slow
 def test_per_frequencies_are_proportional_to_priority_power_alpha(getkey):
     alpha = 0.6
     priorities = np.array([0.5, 1.0, 2.0, 3.0, 4.0, 8.0])  # capacity 6: tree padded to 8 leaves
@@ -416,6 +418,7 @@ def test_add_writes_in_place(kind, start):
     assert _pointers(copied.data) != _pointers(out.data)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_vmap_over_buffer_states(kind, getkey):
     buffer = make_buffer(kind, 8, alpha=0.6)
@@ -554,6 +557,7 @@ def test_bad_update_priorities_shapes():
         buffer.update_priorities(uniform_state, jnp.array([0], jnp.int32), jnp.array([1.0]))
 
 
+@pytest.mark.slow
 def test_update_priorities_writes_tree_in_place():
     buffer = PrioritizedReplayBuffer(1000)
     state = buffer.add(buffer.init(EXAMPLE), items(1, 10))

@@ -67,6 +67,7 @@ def test_train_prints_summary(one_seed, two_seeds):
         assert f"mean over {len(seeds)} seed" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture, num_seeds, seed", RUNS)
 def test_run_directory(request, fixture, num_seeds, seed):
     run_dir, _ = request.getfixturevalue(fixture)
@@ -201,6 +202,7 @@ def _unknown_field(config):
     config["agent_config"]["no_such_field"] = 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage, message",
     [

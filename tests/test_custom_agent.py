@@ -117,6 +117,7 @@ def registered():
     eqxrl.agents.AGENTS.pop("reinforce", None)
 
 
+@pytest.mark.slow
 def test_trains_stacks_and_evaluates(agent):
     state, metrics = eqxrl.train(agent, jax.random.key(0), STEPS, progress=False)
     assert metrics["loss"].shape == (4,) and np.isfinite(metrics["loss"]).all()
@@ -127,6 +128,7 @@ def test_trains_stacks_and_evaluates(agent):
     assert eqxrl.evaluate(agent, state, jax.random.key(1), num_episodes=2).shape == (2,)
 
 
+@pytest.mark.slow
 def test_pbt_and_its_resume(agent, registered, tmp_path):
     pbt = eqxrl.pbt.PBT(agent, {"learning_rate": eqxrl.pbt.LogUniform(1e-4, 1e-2)}, population_size=2, ready=64,
                         eval_episodes=1, max_eval_steps=20)  # fmt: skip

@@ -162,6 +162,7 @@ def _linear_dynamics(skill_means, num_experts=1):
     return eqx.tree_at(lambda d: d.mlp.layers[0].weight, dyn, jnp.asarray(weight))
 
 
+@pytest.mark.slow
 def test_intrinsic_reward_is_zero_when_all_skills_predict_alike():
     dyn = _linear_dynamics([0.7, 0.7, 0.7, 0.7], num_experts=2)
     x, delta = jnp.zeros((5, 1)), jnp.linspace(-3.0, 3.0, 5)[:, None]
@@ -170,6 +171,7 @@ def test_intrinsic_reward_is_zero_when_all_skills_predict_alike():
     np.testing.assert_allclose(reward, 0.0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_intrinsic_reward_is_positive_when_the_true_skill_predicts_best():
     means = [-2.0, 0.0, 2.0]
     dyn = _linear_dynamics(means)

@@ -161,6 +161,7 @@ def _tanh_normal_log_prob_f64(loc, scale, low, high, value):
 bounds = st.sampled_from([(-1.0, 1.0), (0.0, 4.0), (-3.0, -2.5)])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data(), batch=batch_shapes, d=event_sizes, bnd=bounds, seed=st.integers(0, 2**16))
 def test_tanh_normal_properties(data, batch, d, bnd, seed):

@@ -74,6 +74,7 @@ def test_getting_started_runs(tmp_path, monkeypatch):
     assert "metrics" in ns
 
 
+@pytest.mark.slow
 def test_jax_native_page_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ns = run_page("jax-native.md", {"__name__": "docs_jax_native"})

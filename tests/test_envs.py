@@ -347,6 +347,7 @@ def test_brax_fast_episode_length_and_structured_observation():
         make("brax/fast", obs_mode="dict_state")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BRAX_IDS)
 def test_every_brax_env_builds(name):
     env = make(name)

@@ -18,6 +18,7 @@ def run_dir(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_evaluate_names_the_first_differing_leaf():
     small = PPO("CartPole-v1", **SMALL, hidden_sizes=(8, 8))
     wide = PPO("CartPole-v1", **SMALL, hidden_sizes=(16,))

@@ -163,6 +163,7 @@ def _gaussian_loss_args(online_loc, online_scale, q=None):
     return online_loc, online_scale, target_loc, target_scale, actions, q
 
 
+@pytest.mark.slow
 def test_gaussian_loss_decouples_mean_and_std():
     args = _gaussian_loss_args(jnp.full((4, 1), 0.3), jnp.full((4, 1), 1.2))
     duals = (f32(1.0), f32(1.0), f32(1.0))
@@ -195,6 +196,7 @@ def test_gaussian_loss_multipliers_move_toward_their_bounds(which, violated):
     assert float(new[1 - i]) < 1.0  # the other part sits at KL 0, below its bound
 
 
+@pytest.mark.slow
 def test_kl_constraints_hold_after_m_step_updates():
     """Fit the policy to one batch for 1,000 M-steps against a fixed target policy
     (one target period). The Q-values want the mean far from the target's and a
@@ -240,6 +242,7 @@ def test_kl_constraints_hold_after_m_step_updates():
     assert free[-1, 1] > 10 * eps_std, free[-1]
 
 
+@pytest.mark.slow
 def test_categorical_loss_moves_toward_the_e_step():
     online = jnp.zeros((3, 2))
     q = jnp.tile(f32([[0.0, 1.0]]), (3, 1))
@@ -258,6 +261,7 @@ def test_categorical_loss_moves_toward_the_e_step():
     assert float(grad_alpha) == pytest.approx(0.01 - float(stats["kl"]), rel=1e-4)
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=6)
 @given(n=st.integers(1, 6), b=st.integers(1, 5), d=st.integers(1, 3), seed=st.integers(0, 2**16))
 def test_gaussian_loss_shapes(n, b, d, seed):
@@ -307,6 +311,7 @@ def _batch(agent, b, key):
     return Sample(data=data, indices=jnp.arange(b, dtype=jnp.int32), weights=jnp.ones((b,)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env", ["Pendulum-v1", "CartPole-v1"])
 @pytest.mark.parametrize("init_temperature, grows", [(1e-3, True), (1e3, False)])
 def test_agent_update_moves_the_temperature_toward_its_bound(env, init_temperature, grows, getkey):
@@ -322,6 +327,7 @@ def test_agent_update_moves_the_temperature_toward_its_bound(env, init_temperatu
     assert all(np.isfinite(np.asarray(v)) for v in metrics.values())
 
 
+@pytest.mark.slow
 def test_agent_targets_follow_every_period(getkey):
     agent = MPO("Pendulum-v1", hidden_sizes=(16,), target_update_period=2, tau=1.0)
     learner = agent.init_learner(getkey())
@@ -339,6 +345,7 @@ def test_agent_targets_follow_every_period(getkey):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=6)
 @given(batch=st.integers(1, 6), num_critics=st.sampled_from([1, 2]), samples=st.integers(1, 5))
 def test_actions_are_in_bounds_and_shaped(batch, num_critics, samples):
@@ -359,6 +366,7 @@ def test_actions_are_in_bounds_and_shaped(batch, num_critics, samples):
     assert td.shape == (batch,)
 
 
+@pytest.mark.slow
 def test_discrete_actions(getkey):
     agent = MPO("CartPole-v1", hidden_sizes=(8,))
     state = agent.init(getkey())
@@ -378,6 +386,7 @@ def _q(agent, state, obs, action):
 
 
 # Twin critics (the default) on the continuous probes, a single critic on the discrete ones.
+@pytest.mark.slow
 def test_continuous_probes(getkey, num_critics=2):
     kw = dict(PROBE, num_critics=num_critics)
     agent = MPO(ConstantReward(discrete_actions=False), **kw)
@@ -395,6 +404,7 @@ def test_continuous_probes(getkey, num_critics=2):
     assert float(best[0, 0]) == pytest.approx(0.5, abs=0.2)
 
 
+@pytest.mark.slow
 def test_discrete_probes(getkey, num_critics=1):
     kw = dict(PROBE, num_critics=num_critics)
     agent = MPO(TwoStepDiscounting(), **kw, gamma=0.5)
@@ -409,6 +419,7 @@ def test_discrete_probes(getkey, num_critics=1):
 
 
 # ----------------------------------------------------------------------- seeds, sweeps, compile once
+@pytest.mark.slow
 @pytest.mark.parametrize("discrete", [False, True])
 def test_seeds_and_sweeps(discrete, getkey):
     env = ConstantReward(discrete_actions=discrete)
@@ -423,6 +434,7 @@ def test_seeds_and_sweeps(discrete, getkey):
     assert eqxrl.evaluate(agents[0], states, getkey(), num_episodes=3).shape == (2, 3)
 
 
+@pytest.mark.slow
 def test_chunk_compiles_once(getkey, monkeypatch):
     counted = eqx.filter_jit(
         eqx.debug.assert_max_traces(eqxrl.loop.chunk, max_traces=1), donate="all-except-first"
@@ -434,6 +446,7 @@ def test_chunk_compiles_once(getkey, monkeypatch):
 
 
 # ----------------------------------------------------------------------- bad input
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "env, kwargs, message",
     [
@@ -464,6 +477,7 @@ def test_bad_config(env, kwargs, message):
         MPO(env, **kwargs)
 
 
+@pytest.mark.slow
 def test_act_needs_a_key_unless_deterministic(getkey):
     agent = MPO("Pendulum-v1", hidden_sizes=(8,))
     state = agent.init(getkey())
@@ -476,6 +490,7 @@ def test_act_needs_a_key_unless_deterministic(getkey):
 # ----------------------------------------------------------------------- learning (short CI versions)
 # The full criterion (4 seeds, 1e5 steps, >= -250) is benchmarks/mpo_learning.py;
 # these single-seed runs fail if MPO does not learn at all.
+@pytest.mark.slow
 @pytest.mark.learning
 def test_mpo_learns_pendulum():
     agent = MPO("Pendulum-v1", hidden_sizes=(64, 64))
@@ -487,6 +502,7 @@ def test_mpo_learns_pendulum():
     assert trained > -600, (untrained, trained)
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_discrete_mpo_learns_cartpole():
     agent = MPO("CartPole-v1", hidden_sizes=(64, 64))

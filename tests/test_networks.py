@@ -55,6 +55,7 @@ def _within(x, low, high) -> bool:
 # ----------------------------------------------------------------------------- Linear, MLP
 
 
+@pytest.mark.slow
 def test_linear_is_affine_and_orthogonal(getkey):
     layer = Linear(3, 5, key=getkey(), scale=2.0)
     assert layer.weight.shape == (3, 5) and layer.bias.shape == (5,)
@@ -86,6 +87,7 @@ def test_mlp_activation_is_applied(getkey):
     assert not np.allclose(MLP(3, 2, (5,), "relu", key=key)(x), MLP(3, 2, (5,), "identity", key=key)(x))
 
 
+@pytest.mark.slow
 def test_mlp_without_hidden_layers_is_linear(getkey):
     mlp = MLP(3, 2, (), key=getkey(), final_scale=0.5)
     assert len(mlp.layers) == 1
@@ -93,6 +95,7 @@ def test_mlp_without_hidden_layers_is_linear(getkey):
     np.testing.assert_allclose(mlp(x), x @ mlp.layers[0].weight, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_mlp_accepts_a_callable_activation(getkey):
     mlp = MLP(2, 1, (4,), jnp.sin, key=getkey())
     x = jnp.ones((2,))
@@ -126,6 +129,7 @@ def test_mlp_rejects_unknown_activation(getkey):
         MLP(3, 2, (8,), "relu6", key=getkey())
 
 
+@pytest.mark.slow
 def test_mlp_rejects_wrong_input_size(getkey):
     mlp = MLP(3, 2, (8,), key=getkey())
     with pytest.raises(ValueError, match=r"MLP: x must have shape \(\*batch, 3\), got shape \(5, 4\)"):
@@ -203,6 +207,7 @@ def test_gaussian_head_min_std_floor(getkey):
     np.testing.assert_allclose(head(jnp.zeros(2)).scale, 1e-2, rtol=1e-5)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     batch=batch_shapes,
@@ -230,6 +235,7 @@ def test_tanh_gaussian_head(batch, size, bounds, seed):
     assert dist.entropy(skey).shape == batch
 
 
+@pytest.mark.slow
 def test_tanh_gaussian_head_per_dimension_bounds(getkey):
     low, high = jnp.array([-1.0, 0.0]), jnp.array([1.0, 10.0])
     head = TanhGaussianHead(3, 2, HIDDEN, key=getkey(), low=low, high=high)
@@ -327,6 +333,7 @@ POLICY_AND_VALUE_HEADS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(POLICY_AND_VALUE_HEADS))
 @pytest.mark.parametrize("shape", [(4,), (5, 2), (2, 5, 1)])
 def test_heads_reject_wrong_obs_shape(name, shape, getkey):
@@ -337,6 +344,7 @@ def test_heads_reject_wrong_obs_shape(name, shape, getkey):
         head(jnp.zeros(shape))
 
 
+@pytest.mark.slow
 def test_continuous_q_head_rejects_wrong_shapes(getkey):
     head = ContinuousQHead(3, 2, HIDDEN, key=getkey())
     with pytest.raises(ValueError, match=r"ContinuousQHead: obs must have shape \(\*batch, 3\), got shape \(5, 2\)"):

@@ -45,6 +45,7 @@ nstep_jit = jax.jit(nstep_return)
 # ----------------------------------------------------------------------------- nstep_return
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(n=window_lengths, B=num_envs, gamma=gammas, seed=seeds, data=st.data())
 def test_nstep_return_matches_python_loop(n, B, gamma, seed, data):
@@ -173,6 +174,7 @@ def test_window_boundaries_by_hand():
     np.testing.assert_allclose(out.obs[:, 0, 0], [0.0, 1.0, 2.0])
 
 
+@pytest.mark.slow
 def test_window_under_vmap_over_seeds():
     T, B, n, seeds = 7, 2, 3, 3
     streams = [tuple(jnp.asarray(x) for x in make_stream(s, T, B)) for s in range(seeds)]
@@ -185,6 +187,7 @@ def test_window_under_vmap_over_seeds():
             np.testing.assert_allclose(got[i], want, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_window_output_feeds_a_buffer():
     from eqxrl.components import ReplayBuffer
 

@@ -60,6 +60,7 @@ def _run_optax(tx: optax.GradientTransformation, scales):
 SCALES = [0.1, 30.0, 0.5, 100.0, 2.0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "clip, reference",
     [

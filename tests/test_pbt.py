@@ -93,6 +93,7 @@ def test_perturb_multiplies_by_the_factors_and_clamps(getkey):
     np.testing.assert_allclose(np.unique(np.asarray(custom.perturb(getkey(), jnp.full((200,), 2.0)))), [1.0, 4.0])
 
 
+@pytest.mark.slow
 def test_choice_moves_to_a_neighbour(getkey):
     d = Choice((1.0, 2.0, 3.0))
     y = np.asarray(d.perturb(getkey(), jnp.full((500,), 2.0, jnp.float32)))
@@ -156,6 +157,7 @@ def test_truncation_invariants(data):
             assert source[i] == i
 
 
+@pytest.mark.slow
 def test_truncation_treats_nan_as_worst(getkey):
     source = np.asarray(Truncation(1, 1)(getkey(), jnp.asarray([1.0, jnp.nan, 3.0, 2.0])))
     np.testing.assert_array_equal(source, [0, 2, 2, 3])
@@ -349,6 +351,7 @@ def test_step_compiles_once_per_configuration(getkey, monkeypatch):
 # ----------------------------------------------------------------------- run directory, resume
 
 
+@pytest.mark.slow
 def test_run_calls_the_callback_after_every_generation(tmp_path):
     pbt = _small_pbt()
     seen = []
@@ -365,6 +368,7 @@ def test_run_calls_the_callback_after_every_generation(tmp_path):
     assert (tmp_path / "r" / "history.csv").is_file() and len(seen) == 4
 
 
+@pytest.mark.slow
 def test_run_directory_and_exact_resume(tmp_path, monkeypatch):
     pbt = _small_pbt()
     total = 4 * pbt.steps_per_generation
@@ -426,6 +430,7 @@ def test_crash_during_a_checkpoint_write_leaves_the_previous_one(tmp_path, monke
     del total
 
 
+@pytest.mark.slow
 def test_config_round_trip_and_mismatch(tmp_path):
     for exploit in (Tournament(margin=1.0), Truncation(2, 1)):
         pbt = _small_pbt(exploit=exploit)

@@ -50,6 +50,7 @@ def test_probe_constant_reward(getkey):
     assert _value(state, 0.0) == pytest.approx(1.0, abs=0.1)
 
 
+@pytest.mark.slow
 def test_probe_observation_dependent_reward(getkey):
     _, state, _ = _train_probe(ObservationReward(), getkey())
     assert _value(state, 1.0) == pytest.approx(1.0, abs=0.15)
@@ -63,6 +64,7 @@ def test_probe_two_step_discounting(getkey):
     assert _value(state, 1.0) == pytest.approx(1.0, abs=0.1)
 
 
+@pytest.mark.slow
 def test_probe_action_dependent_reward_discrete(getkey):
     agent, state, _ = _train_probe(ActionReward(), getkey(), ent_coef=0.0)
     probs = state.actor(jnp.zeros((1,), jnp.float32)).probs
@@ -71,6 +73,7 @@ def test_probe_action_dependent_reward_discrete(getkey):
     np.testing.assert_allclose(returns, 1.0)
 
 
+@pytest.mark.slow
 def test_probe_action_dependent_reward_continuous(getkey):
     agent, state, _ = _train_probe(ActionReward(discrete_actions=False), getkey(), ent_coef=0.0)
     mode = agent.act(state, jnp.zeros((1,), jnp.float32), deterministic=True)
@@ -85,6 +88,7 @@ def test_probe_observation_and_action_dependent_reward(getkey):
 
 
 # ----------------------------------------------------------------------- mechanics
+@pytest.mark.slow
 def test_metrics_and_kl_early_stopping(getkey):
     env = ObservationActionReward()
     free = PPO(env, **{**PROBE, "learning_rate": 0.05})
@@ -102,12 +106,14 @@ def test_metrics_and_kl_early_stopping(getkey):
     np.testing.assert_array_equal(m_free["env_steps"], 128 * np.arange(1, 11))
 
 
+@pytest.mark.slow
 def test_learning_rate_anneals_linearly(getkey):
     agent = PPO(ConstantReward(), **{**PROBE, "anneal_lr": True, "learning_rate": 1e-3})
     _, metrics = eqxrl.train(agent, getkey(), 128 * 4, progress=False)
     np.testing.assert_allclose(metrics["learning_rate"], 1e-3 * np.array([1, 0.75, 0.5, 0.25]), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_truncation_bootstraps_and_termination_does_not(getkey):
     """A constant reward of 1 with episodes cut by a time limit: the value must
     approach 1 / (1 - gamma), not the finite-horizon sum; with termination it is that sum."""
@@ -123,6 +129,7 @@ def test_truncation_bootstraps_and_termination_does_not(getkey):
     assert _value(state, 0.0) == pytest.approx(1.0 / (1.0 - gamma), abs=0.15)
 
 
+@pytest.mark.slow
 def test_normalize_observations_keeps_statistics(getkey):
     agent = PPO(ObservationReward(), **{**PROBE, "normalize_observations": True})
     state, _ = eqxrl.train(agent, getkey(), 128 * 5, progress=False)
@@ -132,6 +139,7 @@ def test_normalize_observations_keeps_statistics(getkey):
     assert float(state.obs_stats.count) == 8 + 5 * 128
 
 
+@pytest.mark.slow
 def test_training_chunk_compiles_once_across_hyperparameter_values(getkey, monkeypatch):
     counted = eqx.filter_jit(
         eqx.debug.assert_max_traces(eqxrl.loop.chunk, max_traces=1), donate="all-except-first"
@@ -146,6 +154,7 @@ def test_training_chunk_compiles_once_across_hyperparameter_values(getkey, monke
     eqxrl.train(agent, getkey(), 128 * 4, progress=False, chunk_iterations=2)
 
 
+@pytest.mark.slow
 def test_same_key_same_result():
     agent = PPO(ObservationActionReward(), **PROBE)
     _, m1 = eqxrl.train(agent, jax.random.key(3), 128 * 3, progress=False)

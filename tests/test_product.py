@@ -120,6 +120,7 @@ def test_resume_a_seed_batch_and_a_sweep(tmp_path, monkeypatch):
     assert (tmp_path / "sweep" / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_train_resume_argument_checks(getkey):
     agent = tiny("ppo")
     checkpoints = []
@@ -139,6 +140,7 @@ def test_train_resume_argument_checks(getkey):
     assert metrics["episode_return"].shape == (2,)
 
 
+@pytest.mark.slow
 def test_a_crash_while_writing_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch, getkey):
     agent = tiny("dqn")
     checkpoints = []
@@ -221,12 +223,14 @@ def test_nan_guard_stops_at_the_first_nonfinite_iteration(name, getkey):
     assert err.checkpoint is None  # nothing finite to fall back on in the first chunk
 
 
+@pytest.mark.slow
 def test_nan_guard_is_silent_on_a_healthy_run(getkey):
     agent = tiny("sac")  # max_grad_norm=inf lives in the optimizer state: not a fault
     state, metrics = eqxrl.train(agent, getkey(), 20 * agent.steps_per_iteration, progress=False, nan_guard=True)
     assert "nonfinite" not in metrics and metrics["episode_return"].shape == (20,)
 
 
+@pytest.mark.slow
 def test_cli_nan_guard_exits_1_with_the_iteration(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli_train_module, "make", lambda name: NaNReward(eqxrl.envs.make(name)))
     code = cli.main(["train", "ppo", "--run-dir", str(tmp_path / "r"), "--quiet", "--nan-guard", "--total-steps", "1024",
@@ -250,6 +254,7 @@ def test_same_key_same_result(name):
     assert any(not np.array_equal(x, y) for x, y in zip(_leaves(a[0]), _leaves(c[0])))
 
 
+@pytest.mark.slow
 def test_chunking_does_not_change_results():
     agent = tiny("ppo")
     budget = 6 * agent.steps_per_iteration
@@ -320,6 +325,7 @@ def test_product_bad_arguments(argv, message, tmp_path, capsys):
     assert __import__("re").search(message, err[1]), err[1]
 
 
+@pytest.mark.slow
 def test_resume_of_a_complete_run_exits_2(tmp_path, capsys):
     assert _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY])[0] == 0
     with pytest.raises(SystemExit) as exit_info:
@@ -346,6 +352,7 @@ def _tensorboard_scalars(directory: pathlib.Path) -> dict[str, list[tuple[int, f
     return out
 
 
+@pytest.mark.slow
 def test_tensorboard_event_files(tmp_path):
     code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY, "--seeds", "2", "--tensorboard"])
     assert code == 0

@@ -27,6 +27,7 @@ def _assert_same(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.slow
 def test_jit_of_make_train_equals_train_bit_for_bit(agent):
     key = jax.random.key(3)
     state, metrics = jax.jit(eqxrl.make_train(agent, STEPS))(key)
@@ -39,6 +40,7 @@ def test_jit_of_make_train_equals_train_bit_for_bit(agent):
     _assert_same(metrics, chunked)
 
 
+@pytest.mark.slow
 def test_vmap_over_keys_equals_a_seed_batch(agent):
     keys = jax.random.split(jax.random.key(0), 4)
     states, metrics = jax.jit(jax.vmap(eqxrl.make_train(agent, STEPS)))(keys)
@@ -51,6 +53,7 @@ def test_vmap_over_keys_equals_a_seed_batch(agent):
     np.testing.assert_allclose(direct["loss"], ref_metrics["loss"], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_vmap_over_learning_rates_equals_a_sweep(agent):
     rates = jnp.asarray([1e-4, 1e-3, 1e-2], jnp.float32)
     key = jax.random.key(1)
@@ -65,6 +68,7 @@ def test_vmap_over_learning_rates_equals_a_sweep(agent):
     assert float(metrics["learning_rate"][2, 0]) == pytest.approx(1e-2)
 
 
+@pytest.mark.slow
 def test_a_stack_and_a_users_own_scan(agent):
     sweep = eqxrl.stack([agent, eqx.tree_at(lambda a: a.learning_rate, agent, jnp.asarray(3e-3, jnp.float32))])
     states, metrics = jax.jit(eqxrl.make_train(sweep, STEPS))(jax.random.key(0))

@@ -36,6 +36,7 @@ def test_single_run_layout(agent, getkey):
     assert eqxrl.evaluate(agent, state, getkey(), num_episodes=3).shape == (3,)
 
 
+@pytest.mark.slow
 def test_last_chunk_skips_iterations_past_the_budget(agent, getkey):
     # 7 iterations in chunks of 3: the third chunk runs 1 iteration and skips 2.
     state, metrics = eqxrl.train(agent, getkey(), 7 * PER_ITER, progress=False, chunk_iterations=3)
@@ -73,6 +74,7 @@ def test_sweep_matches_individual_agents(env):
     assert float(member.learning_rate) == pytest.approx(1e-3) and float(member.clip_eps) == pytest.approx(0.2)
 
 
+@pytest.mark.slow
 def test_sweep_with_one_key_splits_it(env, getkey):
     stacked = eqxrl.stack([PPO(env, **SMALL, ent_coef=e) for e in (0.0, 0.1)])
     _, metrics = eqxrl.train(stacked, getkey(), PER_ITER, progress=False)

@@ -216,6 +216,7 @@ def test_vector_env_rejects_non_positive_num_envs(n):
 # ----------------------------------------------------------------------------- NormalizeObservation
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_envs", [None, 3])
 def test_normalize_observation_matches_numpy(num_envs, getkey):
     base = AutoReset(ProbeEnv(horizon=3))
