@@ -254,14 +254,14 @@ def test_gae_rejects_mismatched_shapes():
         gae(r, bad, r, b, b, 0.9, 0.95)
     # ...and a user without the hook gets eqxrl's own message naming the argument.
     with no_runtime_typecheck():
-        match = r"values must have the same \(T, \*batch\) shape as the rewards \(4, 2\), got \(4, 3\)"
+        match = r"gae\(values\) must have the \(T, \*batch\) shape of the rewards \(4, 2\), got \(4, 3\)"
         with pytest.raises(ValueError, match=match):
             gae(r, bad, r, b, b, 0.9, 0.95)
-        with pytest.raises(ValueError, match=r"truncated must have the same .* \(4, 2\), got \(5, 2\)"):
+        with pytest.raises(ValueError, match=r"gae\(truncated\) must have the .* \(4, 2\), got \(5, 2\)"):
             gae(r, r, r, b, jnp.zeros((5, 2), bool), 0.9, 0.95)
-        with pytest.raises(ValueError, match=r"next_values must have the same"):
+        with pytest.raises(ValueError, match=r"lambda_returns\(next_values\) must have the \(T, \*batch\) shape"):
             lambda_returns(r, jnp.zeros((4,)), b, b, 0.9, 0.95)
-        with pytest.raises(ValueError, match=r"terminated must have the same"):
+        with pytest.raises(ValueError, match=r"n_step_returns\(terminated\) must have the \(T, \*batch\) shape"):
             n_step_returns(r, r, jnp.zeros((3, 2), bool), b, 0.9, 2)
-        with pytest.raises(ValueError, match=r"leading time axis"):
+        with pytest.raises(ValueError, match=r"gae\(rewards\) needs a leading time axis"):
             gae(*(jnp.zeros(()),) * 3, jnp.zeros((), bool), jnp.zeros((), bool), 0.9, 0.95)

@@ -4,6 +4,14 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 
+def _check_alike(owner: str, **arrays: Array) -> None:
+    """Per-sample arrays of one shape: `(b,)` beside `(b, 1)` would silently broadcast to `(b, b)`."""
+    (first_name, first), *rest = ((name, tuple(jnp.shape(x))) for name, x in arrays.items())
+    for name, shape in rest:
+        if shape != first:
+            raise ValueError(f"{owner}({name}) must have the shape of {first_name}, {first}, got {shape}")
+
+
 def normalize_advantages(advantages: Float[Array, "*batch"], eps: float = 1e-8) -> Float[Array, "*batch"]:
     """**Returns:** advantages shifted to mean 0 and scaled to std 1 over the whole array."""
     return (advantages - advantages.mean()) / (advantages.std() + eps)
@@ -20,6 +28,7 @@ def ppo_policy_loss(
     **Returns:** `(loss, aux)` with `aux["approx_kl"]` (the `(r - 1) - log r`
     estimator of KL(old || new)) and `aux["clip_fraction"]`.
     """
+    _check_alike("ppo_policy_loss", log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages)
     log_ratio = log_prob - old_log_prob
     ratio = jnp.exp(log_ratio)
     unclipped = ratio * advantages
@@ -43,6 +52,8 @@ def value_loss(
     With `clip_eps`, the prediction may move at most `clip_eps` from the rollout's
     value before the error stops shrinking (the pessimistic maximum of both errors).
     """
+    old = {} if clip_eps is None else {"old_values": old_values}  # only read when clipping
+    _check_alike("value_loss", values=values, targets=targets, **old)
     error = jnp.square(values - targets)
     if clip_eps is None:
         return 0.5 * jnp.mean(error)

@@ -21,14 +21,24 @@ from jaxtyping import Array, Bool, Float
 from ..core import check_positive_int
 
 
-def _check_same_shape(**arrays: Array) -> None:
-    shapes = {name: tuple(jnp.shape(a)) for name, a in arrays.items()}
-    first = next(iter(shapes.values()))
+def _check_rollout(owner: str, floats: dict[str, Array], flags: dict[str, Array]) -> None:
+    """Shapes `(T, *batch)` alike, floating values and bool episode-end flags (trace-time checks)."""
+    shapes = {name: tuple(jnp.shape(a)) for name, a in {**floats, **flags}.items()}
+    first = shapes["rewards"]
+    if len(first) < 1:
+        raise ValueError(f"{owner}(rewards) needs a leading time axis, shape (T, *batch), got {first}")
     for name, shape in shapes.items():
         if shape != first:
-            raise ValueError(f"{name} must have the same (T, *batch) shape as the rewards {first}, got {shape}")
-    if len(first) < 1:
-        raise ValueError(f"rollout arrays need a leading time axis, got shape {first}")
+            raise ValueError(f"{owner}({name}) must have the (T, *batch) shape of the rewards {first}, got {shape}")
+    for name, x in floats.items():
+        if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
+            raise ValueError(f"{owner}({name}) must have a floating dtype, got {jnp.result_type(x)}")
+    for name, x in flags.items():
+        if jnp.result_type(x) != jnp.bool_:
+            raise ValueError(
+                f"{owner}({name}) must have dtype bool (an episode-end flag), got {jnp.result_type(x)}; "
+                "cast it with .astype(bool)"
+            )
 
 
 def gae(
@@ -47,8 +57,10 @@ def gae(
 
     **Returns:** the advantages, shape `(T, *batch)`.
     """
-    _check_same_shape(
-        rewards=rewards, values=values, next_values=next_values, terminated=terminated, truncated=truncated
+    _check_rollout(
+        "gae",
+        {"rewards": rewards, "values": values, "next_values": next_values},
+        {"terminated": terminated, "truncated": truncated},
     )
     not_term = 1.0 - terminated.astype(rewards.dtype)
     not_done = 1.0 - (terminated | truncated).astype(rewards.dtype)
@@ -80,7 +92,11 @@ def lambda_returns(
 
     **Returns:** the returns, shape `(T, *batch)`.
     """
-    _check_same_shape(rewards=rewards, next_values=next_values, terminated=terminated, truncated=truncated)
+    _check_rollout(
+        "lambda_returns",
+        {"rewards": rewards, "next_values": next_values},
+        {"terminated": terminated, "truncated": truncated},
+    )
     not_term = 1.0 - terminated.astype(rewards.dtype)
     mix = gae_lambda * (1.0 - (terminated | truncated).astype(rewards.dtype))
     mix = mix.at[-1].set(0.0)
@@ -111,7 +127,11 @@ def n_step_returns(
 
     **Returns:** the returns, shape `(T, *batch)`.
     """
-    _check_same_shape(rewards=rewards, next_values=next_values, terminated=terminated, truncated=truncated)
+    _check_rollout(
+        "n_step_returns",
+        {"rewards": rewards, "next_values": next_values},
+        {"terminated": terminated, "truncated": truncated},
+    )
     n = check_positive_int("n_step_returns", "n", n)
     T = rewards.shape[0]
     done = terminated | truncated

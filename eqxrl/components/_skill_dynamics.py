@@ -132,6 +132,11 @@ def dads_intrinsic_reward(
     **Returns:** the reward, at most `log L`; 0 when every skill predicts alike
     (computed with log-sum-exp, so it is finite for any finite log-probabilities).
     """
+    if jnp.ndim(log_probs) < 1 or tuple(jnp.shape(skill)) != tuple(log_probs.shape[:-1]):
+        raise ValueError(
+            f"dads_intrinsic_reward(skill) must have shape {tuple(jnp.shape(log_probs))[:-1]} (the batch shape of "
+            f"log_probs, (*batch, skills)), got {tuple(jnp.shape(skill))}"
+        )
     num_skills = log_probs.shape[-1]
     own = jnp.take_along_axis(log_probs, skill.astype(jnp.int32)[..., None], axis=-1)
     # log L - log sum_z' exp(lp_z' - lp_z): differences first, so that large

@@ -11,6 +11,19 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
 
+def _check_batch(owner: str, what: str, b: int, **arrays: Array | None) -> None:
+    """Per-transition arrays must be `(b,)` (or scalars): a `(b, 1)` column would silently
+    broadcast a `(b,)` target to `(b, b)`."""
+    for name, x in arrays.items():
+        if x is not None and tuple(jnp.shape(x)) not in ((b,), ()):
+            raise ValueError(f"{owner}({name}) must have shape {(b,)} ({what}), got {tuple(jnp.shape(x))}")
+
+
+def _check_ndim(owner: str, name: str, x: Array, axes: str) -> None:
+    if jnp.ndim(x) != 2:
+        raise ValueError(f"{owner}({name}) must have shape ({axes}), got {tuple(jnp.shape(x))}")
+
+
 def huber(x: Float[Array, "*b"], delta: float = 1.0) -> Float[Array, "*b"]:
     """Huber loss: quadratic within `delta` of zero, linear beyond."""
     abs_x = jnp.abs(x)
@@ -28,6 +41,14 @@ def q_learning_target(
     With `next_q_online` (double DQN) the action is the online network's
     argmax, evaluated by the target network: `Q_target(s', argmax_a Q_online(s', a))`.
     """
+    _check_ndim("q_learning_target", "next_q_target", next_q_target, "batch, num_actions")
+    b = next_q_target.shape[0]
+    _check_batch("q_learning_target", "one per row of next_q_target", b, reward=reward, discount=discount)
+    if next_q_online is not None and next_q_online.shape != next_q_target.shape:
+        raise ValueError(
+            f"q_learning_target(next_q_online) must have the shape of next_q_target {tuple(next_q_target.shape)}, "
+            f"got {tuple(next_q_online.shape)}"
+        )
     if next_q_online is None:
         value = jnp.max(next_q_target, axis=-1)
     else:
@@ -38,6 +59,11 @@ def q_learning_target(
 
 def select_q(q: Float[Array, "b a"], action: Int[Array, " b"]) -> Float[Array, " b"]:
     """**Returns:** `q[i, action[i]]` for each row."""
+    _check_ndim("select_q", "q", q, "batch, num_actions")
+    if tuple(jnp.shape(action)) != q.shape[:1]:
+        raise ValueError(
+            f"select_q(action) must have shape {tuple(q.shape[:1])} (one per row of q), got {tuple(jnp.shape(action))}"
+        )
     return jnp.take_along_axis(q, action.astype(jnp.int32)[:, None], axis=-1)[:, 0]
 
 
@@ -65,6 +91,11 @@ def clipped_double_q_target(
 
     With a single critic (`n = 1`, DDPG) the minimum is that critic's value.
     """
+    _check_ndim("clipped_double_q_target", "next_qs", next_qs, "num_critics, batch")
+    b = next_qs.shape[1]
+    _check_batch(
+        "clipped_double_q_target", "one per column of next_qs, (num_critics, batch)", b, reward=reward, discount=discount, next_log_prob=next_log_prob
+    )
     value = jnp.min(next_qs, axis=0)
     if next_log_prob is not None:
         value = value - alpha * next_log_prob
@@ -75,6 +106,8 @@ def sac_actor_loss(
     qs: Float[Array, "n b"], log_prob: Float[Array, " b"], alpha: Float[Array, ""] | float
 ) -> Float[Array, ""]:
     """SAC's policy loss `E[alpha * log pi(a|s) - min_i Q_i(s, a)]`, `a ~ pi(.|s)` reparameterised."""
+    _check_ndim("sac_actor_loss", "qs", qs, "num_critics, batch")
+    _check_batch("sac_actor_loss", "one per column of qs, (num_critics, batch)", qs.shape[1], log_prob=log_prob)
     return jnp.mean(alpha * log_prob - jnp.min(qs, axis=0))
 
 

@@ -13,6 +13,19 @@ from ...core import Key
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
+def _check_event_value(owner: str, value: Array, shape: tuple[int, ...]) -> None:
+    """`value` for a distribution of batch-and-event `shape` (the last axis the event): the event
+    size must match; a batch axis of `value` may be 1, and extra leading axes (samples) broadcast,
+    but never give a batch axis a new size (`(8,)` against `(8, 1)` would broadcast to `(8, 8)`)."""
+    got = tuple(jnp.shape(value))
+    ok = len(got) >= 1 and got[-1] == shape[-1] and all(g in (1, s) for g, s in zip(got[-2::-1], shape[-2::-1]))
+    if not ok:
+        raise ValueError(
+            f"{owner}.log_prob(value) must have shape {shape} (the distribution's batch and event shape; "
+            f"size-1 and extra leading axes broadcast), got {got}"
+        )
+
+
 class AbstractDistribution(eqx.Module):
     """A batch of distributions over actions; every method works on all leading axes."""
 
@@ -47,6 +60,14 @@ class Categorical(AbstractDistribution):
         return jax.random.categorical(key, self.logits, axis=-1).astype(jnp.int32)
 
     def log_prob(self, value: Int[Array, "*batch"]) -> Float[Array, "*batch"]:
+        """**Returns:** the log-mass of `value`, integer actions of exactly the logits' batch
+        shape (a `(batch, 1)` column is rejected: it would broadcast to `(batch, batch)`)."""
+        batch = tuple(self.logits.shape[:-1])
+        if tuple(jnp.shape(value)) != batch:
+            raise ValueError(
+                f"Categorical.log_prob(value) must have shape {batch} (the batch shape of the logits), "
+                f"got {tuple(jnp.shape(value))}"
+            )
         logp = jax.nn.log_softmax(self.logits, axis=-1)
         value = jnp.asarray(value).astype(jnp.int32)
         return jnp.take_along_axis(logp, value[..., None], axis=-1)[..., 0]
@@ -73,6 +94,9 @@ class Normal(AbstractDistribution):
         return self.loc + self.scale * jax.random.normal(key, self.loc.shape, self.loc.dtype)
 
     def log_prob(self, value: Float[Array, "*batch d"]) -> Float[Array, "*batch"]:
+        """**Returns:** the log-density of `value`, of shape `(*batch, d)` (size-1 batch axes and
+        extra leading axes broadcast); any other shape raises a `ValueError`."""
+        _check_event_value("Normal", value, tuple(jnp.broadcast_shapes(self.loc.shape, self.scale.shape)))
         z = (value - self.loc) / self.scale
         return jnp.sum(-0.5 * jnp.square(z) - jnp.log(self.scale) - 0.5 * _LOG_2PI, axis=-1)
 
@@ -120,6 +144,7 @@ class TanhNormal(AbstractDistribution):
         return self._squash(u), self._log_prob_pre(u)
 
     def log_prob(self, value: Float[Array, "*batch d"]) -> Float[Array, "*batch"]:
+        _check_event_value("TanhNormal", value, tuple(jnp.broadcast_shapes(self.loc.shape, self.scale.shape)))
         y = 2.0 * (value - self.low) / (self.high - self.low) - 1.0
         # Actions on the boundary (clipped, or float32 tanh saturation) would give atanh(+-1) = inf.
         y = jnp.clip(y, -1.0 + 1e-6, 1.0 - 1e-6)

@@ -269,4 +269,9 @@ class ContinuousQHead(eqx.Module):
     ) -> Float[Array, "*batch"]:
         check_last_axis(obs, self.obs_size, "obs", "ContinuousQHead")
         check_last_axis(action, self.action_size, "action", "ContinuousQHead")
+        if obs.shape[:-1] != action.shape[:-1]:
+            raise ValueError(
+                f"ContinuousQHead: action must have shape {(*obs.shape[:-1], self.action_size)} "
+                f"(the batch shape of obs, {tuple(obs.shape[:-1])}), got shape {tuple(action.shape)}"
+            )
         return self.mlp(jnp.concatenate([obs, action], axis=-1))[..., 0]
