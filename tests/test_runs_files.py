@@ -42,3 +42,16 @@ def test_two_writers_use_two_temporary_files(tmp_path, monkeypatch):
     runs.atomic_write_bytes(tmp_path / "a", b"1")
     runs.atomic_write_bytes(tmp_path / "a", b"2")
     assert len(set(seen)) == 2 and all(name.startswith(".a.") and name.endswith(".tmp") for name in seen)
+
+
+def test_default_run_directories_are_unique_under_concurrent_starts(tmp_path, monkeypatch):
+    import argparse
+    import importlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    common = importlib.import_module("eqxrl.cli._common")
+    monkeypatch.chdir(tmp_path)
+    parser = argparse.ArgumentParser()
+    with ThreadPoolExecutor(8) as pool:  # eight commands started in the same second
+        paths = list(pool.map(lambda _: common.prepare_run_dir(parser, None, "ppo-CartPole-v1"), range(8)))
+    assert len({str(p) for p in paths}) == 8 and all(p.is_dir() and not any(p.iterdir()) for p in paths)
