@@ -238,6 +238,44 @@ def test_cli_nan_guard_exits_1_with_the_iteration(tmp_path, monkeypatch, capsys)
     assert code == 1
     err = capsys.readouterr().err
     assert "non-finite values after iteration 1 of 8" in err and "metric" in err
+    assert "no checkpoint was written before it" in err and "the last checkpoint" not in err
+
+
+@pytest.mark.slow
+def test_a_kill_after_the_evaluation_leaves_a_resumable_run(tmp_path, monkeypatch):
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_run_module, "save_run", killed)  # eval.json written, config.json not yet complete
+    code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY])
+    assert code == 130
+    monkeypatch.undo()
+    assert (tmp_path / "r" / "eval.json").is_file() and rundir.load_config(tmp_path / "r")["status"] == "running"
+    code, out = _main(["train", "--resume", str(tmp_path / "r"), "--quiet"])
+    assert code == 0 and rundir.load_config(tmp_path / "r")["status"] == "complete"
+    assert (tmp_path / "r" / "state.eqx").is_file() and not (tmp_path / "r" / "checkpoint.npz").exists()
+
+
+@pytest.mark.slow
+def test_cli_nan_guard_on_resume_exits_1_too(tmp_path, monkeypatch, capsys):
+    real = train_run_module.save_checkpoint
+
+    def save_then_crash(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_run_module, "save_checkpoint", save_then_crash)
+    code = cli.main(["train", "ppo", "--run-dir", str(tmp_path / "r"), "--quiet", "--nan-guard", "--total-steps", "1024",
+                     "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2", "--hidden-sizes", "8",
+                     "--checkpoint-every", "128"])  # fmt: skip
+    assert code == 130
+    monkeypatch.undo()
+    config_module = importlib.import_module("eqxrl.runs._config")  # where agent_from_config looks up make
+    monkeypatch.setattr(config_module, "make", lambda name: NaNReward(eqxrl.envs.make(name)))
+    capsys.readouterr()
+    assert cli.main(["train", "--resume", str(tmp_path / "r"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "non-finite values after iteration" in err and "usage:" not in err
 
 
 # ----------------------------------------------------------------------- reproducibility

@@ -11,7 +11,7 @@ from ..agents import AGENTS, AbstractAgent, Batch
 from ..core import one_line
 from ..envs import make
 from ..loop import NonFiniteError
-from ..runs import MAX_SEED, agent_from_config, load_config, resume_run, train_run
+from ..runs import CHECKPOINT, MAX_SEED, agent_from_config, load_config, resume_run, train_run
 from ._common import prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
@@ -141,7 +141,10 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         )  # fmt: skip
     except NonFiniteError as e:
         print(f"eqxrl: {e}", file=sys.stderr)
-        print(f"eqxrl: the last checkpoint before it is in {run_dir}", file=sys.stderr)
+        if (run_dir / CHECKPOINT).is_file():
+            print(f"eqxrl: the last checkpoint before it is in {run_dir}", file=sys.stderr)
+        else:
+            print(f"eqxrl: no checkpoint was written before it ({run_dir} holds config.json only)", file=sys.stderr)
         return 1
     print_train_summary(type(base).__name__, env_name, seeds, info, summary, seed, run_dir)
     return 0
@@ -165,11 +168,11 @@ def resume_command(args: argparse.Namespace) -> int:
             parser.error(f"--resume {str(run_dir)!r}: the run is already complete")
         print(f"resuming {config['agent']} on {config['env']} from {run_dir} (compiling...)", flush=True)
         _, _, info, summary = resume_run(run_dir, progress=not args.quiet)
-    except ValueError as e:
-        parser.error(one_line(e))
-    except NonFiniteError as e:
+    except NonFiniteError as e:  # (a ValueError too: caught first, so it exits 1 as in the first run)
         print(f"eqxrl: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:
+        parser.error(one_line(e))
     seeds = f"{config['seeds']} seeds" if config["seeds"] > 1 else "1 seed"
     print_train_summary(config["agent"].upper(), config["env"], seeds, info, summary, config["seed"], run_dir)
     return 0

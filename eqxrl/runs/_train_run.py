@@ -178,12 +178,14 @@ def train_run(
     finally:
         if board is not None:
             board.close()
-    save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
-             command=config.get("command"))  # fmt: skip
+    # Every output first, config.json's "status": "complete" last (in save_run): a run
+    # killed before that is still unfinished, and --resume continues it.
     returns = evaluate(agent, state, eval_key(seed), num_episodes=int(config.get("eval_episodes", eval_episodes)))
     summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
     if not batch.stacked:
         summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
+    save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
+             command=config.get("command"))  # fmt: skip
     # The run is complete and state.eqx holds its final state: the checkpoint has served.
     (run_dir / CHECKPOINT).unlink(missing_ok=True)
     return state, metrics, info, summary
