@@ -254,6 +254,9 @@ def test_a_kill_after_the_evaluation_leaves_a_resumable_run(tmp_path, monkeypatc
     code, out = _main(["train", "--resume", str(tmp_path / "r"), "--quiet"])
     assert code == 0 and rundir.load_config(tmp_path / "r")["status"] == "complete"
     assert (tmp_path / "r" / "state.eqx").is_file() and not (tmp_path / "r" / "checkpoint.npz").exists()
+    # The summary and config.json count the whole run, not only what the resumed call trained.
+    assert "512 env steps (4 iterations, 0 of them in this call)" in out
+    assert rundir.load_config(tmp_path / "r")["timings"]["total_env_steps"] == 512
 
 
 @pytest.mark.slow

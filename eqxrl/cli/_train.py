@@ -151,7 +151,8 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def print_train_summary(name: str, env_name: str, seeds: str, info: Any, summary: dict, seed: int, run_dir: Any) -> None:
-    print(f"{name} on {env_name}, {seeds}, {info.env_steps:,} env steps ({info.num_iterations} iterations)")
+    resumed = f", {info.env_steps:,} of them in this call" if info.env_steps != info.total_env_steps else ""
+    print(f"{name} on {env_name}, {seeds}, {info.total_env_steps:,} env steps ({info.num_iterations} iterations{resumed})")
     print(f"  compile time     {info.compile_seconds:8.1f} s")
     print(f"  training time    {info.run_seconds:8.1f} s")
     print(f"  env steps/s      {info.steps_per_second:10,.0f}")

@@ -19,6 +19,9 @@ class TrainInfo(eqx.Module):
 
     `compile_seconds` covers tracing, lowering and compiling both programs
     (`init` and the training chunk); `run_seconds` everything after.
+    `env_steps` (and `steps_per_second`) count what this call trained, over every
+    seed or member; `total_env_steps` counts the whole run's (with a resumed
+    checkpoint's), over every seed or member; `num_iterations` is the run's length.
     """
 
     compile_seconds: float
@@ -26,6 +29,7 @@ class TrainInfo(eqx.Module):
     env_steps: int
     steps_per_second: float
     num_iterations: int
+    total_env_steps: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -159,5 +159,6 @@ def train(
         env_steps=env_steps,
         steps_per_second=env_steps / max(run_seconds, 1e-9),
         num_iterations=num_iterations,
+        total_env_steps=num_iterations * per_iter * batch.num_members,
     )
     return state, out, info

@@ -84,6 +84,7 @@ def save_run(
             "steps_per_second": float(info.steps_per_second),
             "env_steps": int(info.env_steps),
             "num_iterations": int(info.num_iterations),
+            "total_env_steps": int(info.total_env_steps),
         }
     if command is not None:
         config["command"] = command
