@@ -85,6 +85,7 @@ def test_keys_and_iterations(agents):
         num_iterations_for("train", agents[0], 1.5)
 
 
+@pytest.mark.slow
 def test_chunk_program_runs_iterations_and_skips_past_the_budget(agents):
     batch = Batch.of(agents[0])
     state = run_init(batch, jax.random.key(0))  # (eager init may alias buffers, which the chunk donates)

@@ -93,6 +93,7 @@ def chi_square(counts: np.ndarray, probs: np.ndarray) -> tuple[float, float]:
 # ----------------------------------------------------------------------------- storage
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @SETTINGS
 @given(capacity=capacities, batch=st.sampled_from([1, 3, 4]), num_adds=st.integers(1, 6))
@@ -449,6 +450,7 @@ def test_vmap_over_buffer_states(kind, getkey):
         assert np.all(np.asarray(samples.data.action[i]) // 100 == i)
 
 
+@pytest.mark.slow
 def test_vmap_over_a_sweep_of_alphas(getkey):
     alphas = [0.0, 0.5, 1.0]
     buffers = [PrioritizedReplayBuffer(4, alpha=a) for a in alphas]
@@ -505,6 +507,7 @@ def test_bad_alpha_and_eps():
     assert buffer.alpha.dtype == jnp.float32 and buffer.eps.dtype == jnp.float32
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_bad_batch_sizes(kind, getkey):
     buffer = make_buffer(kind, 32)

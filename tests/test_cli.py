@@ -104,6 +104,7 @@ def test_run_directory(request, fixture, num_seeds, seed):
     assert evaluation["mean"] == pytest.approx(np.mean(evaluation["returns"]))
 
 
+@pytest.mark.slow
 def test_hyperparameter_flags_reach_the_agent(one_seed):
     run_dir, _ = one_seed
     saved = json.loads((run_dir / "config.json").read_text())["agent_config"]
@@ -117,6 +118,7 @@ def test_hyperparameter_flags_reach_the_agent(one_seed):
     assert math.isinf(float(agent.target_kl))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture, num_seeds, seed", RUNS)
 def test_load_run_and_evaluate(request, fixture, num_seeds, seed):
     run_dir, _ = request.getfixturevalue(fixture)

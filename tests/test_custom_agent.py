@@ -141,6 +141,7 @@ def test_pbt_and_its_resume(agent, registered, tmp_path):
     assert int(population.generation) == 3 and history.num_generations == 3
 
 
+@pytest.mark.slow
 def test_run_directory_cli_evaluate_and_resume(registered, tmp_path, capsys, monkeypatch):
     from eqxrl import cli
 

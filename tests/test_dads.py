@@ -135,6 +135,7 @@ def test_resolve_descriptor_and_bad_descriptors():
         DescriptorWrapper(make("Point2D-v0"), lambda state, obs: obs[:0])
 
 
+@pytest.mark.slow
 def test_skill_wrapper_appends_a_uniform_skill_kept_through_the_episode(getkey):
     env = SkillWrapper(make("Point2D-v0"), 3)
     assert env.observation_space.shape == (5,) and env.num_skills == 3
@@ -248,6 +249,7 @@ def test_intrinsic_reward_shapes_and_bounds(batch, num_skills, seed):
     assert bool(jnp.all(reward <= math.log(num_skills) + 1e-5))
 
 
+@pytest.mark.slow
 def test_skill_dynamics_bad_input():
     with pytest.raises(ValueError, match=r"SkillDynamics\(num_skills\) must be >= 2, got 1"):
         SkillDynamics(2, 2, 1, key=jax.random.key(0))

@@ -104,6 +104,7 @@ def test_categorical_log_prob_accepts_int_action_arrays():
 # ----------------------------------------------------------------------------- Normal
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data(), batch=batch_shapes, d=event_sizes, seed=st.integers(0, 2**16))
 def test_normal_against_scipy(data, batch, d, seed):
@@ -193,6 +194,7 @@ def test_tanh_normal_properties(data, batch, d, bnd, seed):
     np.testing.assert_allclose(dist.entropy(key), -logp, rtol=1e-6)
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(batch=batch_shapes, d=event_sizes, bnd=bounds, loc=_f32(-20.0, 20.0), log_scale=_f32(-3.0, 2.0))
 def test_tanh_normal_log_prob_finite_at_the_bounds(batch, d, bnd, loc, log_scale):

@@ -37,6 +37,7 @@ def test_evaluate_names_the_first_differing_leaf():
         eqxrl.evaluate(dqn, state, jax.random.key(1))
 
 
+@pytest.mark.slow
 def test_load_state_names_the_agent_or_field_that_differs(run_dir):
     with pytest.raises(ValueError, match=r"does not hold a state of the agent given: the run was written for agent 'ppo', got 'dqn'"):
         eqxrl.runs.load_state(run_dir, DQN("CartPole-v1", hidden_sizes=(8,)))

@@ -72,6 +72,7 @@ def test_softplus_inverse_round_trips():
     np.testing.assert_allclose(jax.nn.softplus(softplus_inverse(x)), x, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_e_step_weights_are_a_tempered_softmax_and_the_dual_gradient_is_the_kl_gap():
     q = f32([[1.0, 0.0], [2.0, 0.0], [4.0, 3.0]])  # 3 samples, 2 states
     temperature, epsilon = f32(2.0), 0.1
@@ -99,6 +100,7 @@ def test_e_step_with_an_explicit_prior_weights_every_action():
     np.testing.assert_allclose(kl, jnp.sum(expected * jnp.log(expected / prior), axis=0), rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature, grows", [(0.05, True), (50.0, False)])
 def test_temperature_moves_toward_the_kl_bound(temperature, grows):
     # Sharp Q-values: a cold temperature puts all weight on one sample (KL = log 8 > epsilon),
@@ -280,6 +282,7 @@ def test_gaussian_loss_shapes(n, b, d, seed):
     assert float(stats["kl_std"]) == pytest.approx(0.0, abs=1e-6)
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=6)
 @given(b=st.integers(1, 5), a=st.integers(1, 6), seed=st.integers(0, 2**16))
 def test_categorical_loss_shapes(b, a, seed):

@@ -258,6 +258,7 @@ def test_tanh_gaussian_head_rejects_bad_log_std_range(getkey):
         TanhGaussianHead(2, 1, HIDDEN, key=getkey(), log_std_min=1.0, log_std_max=1.0)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     batch=batch_shapes,

@@ -166,6 +166,7 @@ def test_a_crash_while_writing_a_checkpoint_keeps_the_previous_one(tmp_path, mon
     assert loaded.iteration == 4
 
 
+@pytest.mark.slow
 def test_mismatched_agent_names_the_first_field(tmp_path, getkey):
     agent = tiny("ppo", learning_rate=1e-3)
     checkpoints = []
@@ -409,6 +410,7 @@ def test_tensorboard_event_files(tmp_path):
 
 
 # ----------------------------------------------------------------------- inference
+@pytest.mark.slow
 def test_load_a_policy_and_act_in_three_lines(tmp_path):
     assert _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY, "--seeds", "2"])[0] == 0
     policy = rundir.load_policy(tmp_path / "r")

@@ -81,12 +81,14 @@ def test_sweep_with_one_key_splits_it(env, getkey):
     assert metrics["loss"].shape == (2, 1)
 
 
+@pytest.mark.slow
 def test_legacy_uint32_keys_are_accepted(agent):
     _, m_new = eqxrl.train(agent, jax.random.key(5), PER_ITER, progress=False)
     _, m_old = eqxrl.train(agent, jax.random.PRNGKey(5), PER_ITER, progress=False)
     np.testing.assert_array_equal(m_new["loss"], m_old["loss"])
 
 
+@pytest.mark.slow
 def test_progress_bar_shows_steps_and_return(agent, getkey, capsys):
     eqxrl.train(agent, getkey(), 4 * PER_ITER, progress=True, desc="probe-run")
     err = capsys.readouterr().err
