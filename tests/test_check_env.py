@@ -302,3 +302,14 @@ def test_built_in_envs_pass_with_strong_float32_rewards(name):
     state, _ = env.reset(jax.random.key(0))
     ts = jax.eval_shape(lambda k, s: env.step(k, s, env.action_space.sample(k))[1], jax.random.key(0), state)
     assert ts.reward.dtype == jnp.float32 and not ts.reward.weak_type
+
+
+def test_an_error_of_the_envs_own_code_says_it_came_from_the_check():
+    class Broken(MyEnv):
+        def step(self, key, state, action):
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom") as info:
+        check_env(TimeLimit(Broken(), 5))
+    note = "(raised while eqxrl.envs.check_env traced TimeLimit(Broken).step abstractly, as make and every agent do)"
+    assert note in info.value.__notes__

@@ -115,6 +115,7 @@ def test_abstract_env_defaults():
 # ----------------------------------------------------------------------------- gymnax
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GYMNAX_IDS)
 def test_every_gymnax_env_resets_and_steps_under_jit(name):
     try:
@@ -321,6 +322,7 @@ def test_brax_inverted_pendulum_resets_and_steps():
     assert not np.allclose(steps.obs[0], steps.obs[1])
 
 
+@pytest.mark.slow
 def test_brax_backend_selection():
     # Building a second physics backend of an already-parsed model is fast; compiling
     # its step is not, and the adapter code is the same: check the selection only.
@@ -347,8 +349,13 @@ def test_brax_fast_episode_length_and_structured_observation():
         make("brax/fast", obs_mode="dict_state")
 
 
+# brax's swimmer steps with jnp.clip(a_min=...), which this JAX no longer accepts; make traces
+# a step (check_env), so it fails there, with the note below, instead of at the first iteration.
+SWIMMER = pytest.mark.xfail(raises=TypeError, strict=False, reason="brax's swimmer calls jnp.clip(a_min=)")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", BRAX_IDS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=SWIMMER) if n == "brax/swimmer" else n for n in BRAX_IDS])
 def test_every_brax_env_builds(name):
     env = make(name)
     assert isinstance(env, TimeLimit) and isinstance(env.unwrapped, BraxEnv)

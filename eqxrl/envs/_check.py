@@ -108,6 +108,16 @@ def _pair(where: str, out: Any) -> tuple[Any, Any]:
     return out
 
 
+def _trace(where: str, fn: Any, *args: Any) -> Any:
+    """`eqx.filter_eval_shape(fn, *args)`; an error raised by the env's own code while it is
+    traced says where it came from."""
+    try:
+        return eqx.filter_eval_shape(fn, *args)
+    except Exception as e:
+        e.add_note(f"(raised while eqxrl.envs.check_env traced {where} abstractly, as make and every agent do)")
+        raise
+
+
 def check_env(env: AbstractEnv) -> AbstractEnv:
     """Check that `env.reset` and `env.step` return what the protocol promises.
 
@@ -136,11 +146,11 @@ def check_env(env: AbstractEnv) -> AbstractEnv:
     label, batch = _label(env), _batch_shape(env)
     obs_shape = tuple(env.observation_space.shape)
     key = jax.eval_shape(lambda: jax.random.key(0))
-    state, ts = _pair(f"{label}.reset", eqx.filter_eval_shape(env.reset, key))
+    state, ts = _pair(f"{label}.reset", _trace(f"{label}.reset", env.reset, key))
     _check_timestep(f"{label}.reset", ts, obs_shape, batch)
     one = jax.eval_shape(env.action_space.sample, key)
     action = jax.ShapeDtypeStruct(batch + tuple(one.shape), one.dtype)
-    next_state, ts = _pair(f"{label}.step", eqx.filter_eval_shape(env.step, key, state, action))
+    next_state, ts = _pair(f"{label}.step", _trace(f"{label}.step", env.step, key, state, action))
     _check_timestep(f"{label}.step", ts, obs_shape, batch)
     abstract = lambda tree: jax.tree.map(_abstract, tree)  # noqa: E731
     diff = tree_mismatch(abstract(state), abstract(next_state))
