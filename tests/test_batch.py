@@ -99,8 +99,9 @@ def test_chunk_program_runs_iterations_and_skips_past_the_budget(agents):
 
 def test_progress_bar(capsys):
     bar = Progress(100, enabled=True, desc="demo", initial=10)
-    bar.update(60, ret="1.0")
+    bar.update(60, show_rate=True, ret="1.0")
     assert bar.done == 60 and bar.rate > 0
+    assert bar.bar.postfix.startswith("sps=") and "sps=0," not in bar.bar.postfix and bar.bar.postfix.endswith("ret=1.0")
     bar.close()
     assert "demo" in capsys.readouterr().err
     off = Progress(5, enabled=False, desc="off", unit="gen")

@@ -35,13 +35,16 @@ class Progress:
         """Units done per second since the clock was (re)started."""
         return (self.done - self._done0) / max(time.perf_counter() - self._t0, 1e-9)
 
-    def update(self, done: int, **postfix: str) -> None:
-        """Move the bar to `done` and show `postfix` (e.g. `ret="195.0"`) beside it."""
-        if self.bar is None:
-            self.done = done
-            return
-        self.bar.update(done - self.done)
+    def update(self, done: int, *, show_rate: bool = False, **postfix: str) -> None:
+        """Move the bar to `done` and show `postfix` (e.g. `ret="195.0"`) beside it,
+        after `sps=` (the rate since the clock started, `done` included) with `show_rate`."""
+        moved = done - self.done
         self.done = done
+        if self.bar is None:
+            return
+        self.bar.update(moved)
+        if show_rate:
+            postfix = {"sps": f"{self.rate:,.0f}", **postfix}
         if postfix:
             self.bar.set_postfix(postfix, refresh=False)
 

@@ -140,7 +140,7 @@ def train(
                 )
             if progress:  # only the bar's numbers come to the host between chunks
                 recent = np.asarray(metrics["episode_return"])[: done_iters - c * length]
-                bar.update(done_iters * per_iter, sps=f"{bar.rate:,.0f}", ret=f"{nanmean(recent):.1f}")
+                bar.update(done_iters * per_iter, show_rate=True, ret=f"{nanmean(recent):.1f}")
             if callback is not None:
                 last_good = Checkpoint(state, done_iters, num_iterations, length, so_far(done_iters))
                 callback(last_good)
