@@ -7,8 +7,6 @@ Under the test suite's jaxtyping hook, some annotations reject the input first (
 `TypeCheckError`); `both_paths` checks that path and the message a user (no hook) gets.
 """
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import jaxtyping
@@ -32,16 +30,7 @@ from eqxrl.components import (
     select_q,
     value_loss,
 )
-
-
-@contextlib.contextmanager
-def no_runtime_typecheck():
-    """Call eqxrl as a user does, without the jaxtyping/beartype test hook (reaches our own ValueErrors)."""
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
+from typecheck import no_runtime_typecheck
 
 
 def both_paths(fn, message, hook_catches: str | None = None):

@@ -1,8 +1,6 @@
 """Tests for `eqxrl.envs.check_env`: an env's reset/step outputs against its spaces, checked
 when it is made (`make`), when an agent is built on it (built-in or a user's agent), once."""
 
-import contextlib
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -24,16 +22,7 @@ from eqxrl.envs import (
     make,
     register,
 )
-
-
-@contextlib.contextmanager
-def no_runtime_typecheck():
-    """Call eqxrl as a user does, without the jaxtyping/beartype test hook (reaches our own ValueErrors)."""
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
+from typecheck import no_runtime_typecheck
 
 
 def _ok(obs=None, reward=None, terminated=None, truncated=None, info=None):

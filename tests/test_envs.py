@@ -1,6 +1,5 @@
 """Tests for `eqxrl.envs`: the protocol, `make`/`register`/`registered`, the gymnax and brax adapters."""
 
-import contextlib
 import os
 
 import equinox as eqx
@@ -28,16 +27,7 @@ from eqxrl.envs import (
     registered,
     tree_select,
 )
-
-
-@contextlib.contextmanager
-def no_runtime_typecheck():
-    """Call eqxrl as a user does, without the jaxtyping/beartype test hook (reaches our own ValueErrors)."""
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
+from typecheck import no_runtime_typecheck
 
 
 GYMNAX_IDS = [name for name in registered() if name in gymnax.registered_envs]

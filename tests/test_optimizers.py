@@ -1,7 +1,5 @@
 """Tests for `eqxrl.components.Optimizer`: Adam with clipping, array-leaf hyperparameters, annealing."""
 
-import contextlib
-
 import equinox as eqx
 import hypothesis.strategies as st
 import jax
@@ -13,16 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 from eqxrl.components import Optimizer
-
-
-@contextlib.contextmanager
-def no_runtime_typecheck():
-    """Call eqxrl as a user does, without the jaxtyping/beartype test hook (reaches our own ValueErrors)."""
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
+from typecheck import no_runtime_typecheck
 
 
 def _params():

@@ -5,8 +5,6 @@ episodes end both by termination (no bootstrap) and by truncation (bootstrap
 from `next_values[t]`, the value of the true next observation).
 """
 
-import contextlib
-
 import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
@@ -16,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 
 from eqxrl.components import gae, lambda_returns, n_step_returns
+from typecheck import no_runtime_typecheck
 
 # The property tests call jitted versions: one compilation per shape instead of one
 # per call (eager `lax.scan` re-traces its fresh inner function every time).
@@ -30,16 +29,6 @@ Ts = st.sampled_from([1, 2, 7])
 batches = st.sampled_from([(), (3,), (2, 2)])
 gammas = st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0])
 lambdas = st.sampled_from([0.0, 0.3, 0.95, 1.0])
-
-
-@contextlib.contextmanager
-def no_runtime_typecheck():
-    """Call eqxrl as a user does, without the jaxtyping/beartype test hook (reaches our own ValueErrors)."""
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
 
 
 def _rollout(seed: int, T: int, batch: tuple[int, ...], p_term: float, p_trunc: float, consistent: bool):
