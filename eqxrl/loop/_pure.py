@@ -12,7 +12,7 @@ from jaxtyping import Array, PyTree
 
 from ..agents import Batch
 from ._chunk import Chunk, chunk, init_state
-from ._keys import num_iterations_for
+from ._keys import batch_and_keys, num_iterations_for
 
 __all__ = ["TrainFunction", "make_train"]
 
@@ -30,24 +30,15 @@ class TrainFunction(eqx.Module):
     agent: Any
     num_iterations: int = eqx.field(static=True)
 
-    def batch(self, key: Array) -> Batch:
-        """The batch a key implies: one run (`()`), seeds (`(n,)`), or the stack's members."""
-        batch = Batch.of(self.agent)
-        if batch.stacked:
-            return batch
-        return Batch.of(self.agent, key.shape[0] if key.ndim == 1 else None)
-
     def init(self, key: Array) -> PyTree:
         """**Returns:** the initial training state (a stack splits a single key per member)."""
-        batch = self.batch(key)
-        if batch.stacked and key.ndim == 0:
-            key = jax.random.split(key, batch.size)
-        return init_state(batch, key)
+        return init_state(*batch_and_keys(self.agent, key))
 
     def chunk_config(self, key: Array, start: Any, length: int, guard: bool = False) -> Chunk:
         """The `Chunk` of `length` iterations from iteration `start` (iterations past the
         budget are skipped; `guard`: the non-finite guard of `train(nan_guard=True)`)."""
-        return Chunk(self.batch(key), jnp.asarray(start, jnp.int32), jnp.asarray(self.num_iterations, jnp.int32), length, guard)
+        batch, _ = batch_and_keys(self.agent, key)
+        return Chunk(batch, jnp.asarray(start, jnp.int32), jnp.asarray(self.num_iterations, jnp.int32), length, guard)
 
     def run(self, state: PyTree, key: Array, start: Any, length: int) -> tuple[PyTree, dict[str, Array]]:
         """`length` iterations from iteration `start`. **Returns:** `(state, metrics)`,
@@ -61,9 +52,8 @@ class TrainFunction(eqx.Module):
         shape `(num_iterations,)`, or `(n, num_iterations)` for seeds and stacks, as
         `eqxrl.train` returns them (as arrays, on the device).
         """
-        batch = self.batch(key)
         state, metrics = self.run(self.init(key), key, 0, self.num_iterations)
-        if batch.batched:
+        if batch_and_keys(self.agent, key)[0].batched:
             metrics = jax.tree.map(lambda m: jnp.moveaxis(m, 0, 1), metrics)
         return state, metrics
 
