@@ -114,3 +114,34 @@ def test_equinox_filter_of_batch_is_a_pytree(agents):
     batch = Batch.of(eqxrl.stack(agents))
     arrays, static = eqx.partition(batch, eqx.is_array)
     assert eqx.combine(arrays, static).size == 2
+
+
+def test_import_agent_errors():
+    from eqxrl.agents import import_agent
+
+    with pytest.raises(ValueError, match=r"an agent class must be given as package.module:ClassName, got 'PPO'"):
+        import_agent("PPO")
+    with pytest.raises(ValueError, match=r"cannot import the module of agent 'no_such_module:PPO'"):
+        import_agent("no_such_module:PPO")
+    with pytest.raises(ValueError, match=r"module 'eqxrl.agents' has no 'Nope'"):
+        import_agent("eqxrl.agents:Nope")
+    assert import_agent("eqxrl.agents:PPO") is PPO  # already registered: stays "ppo"
+    assert eqxrl.agents.class_path(PPO).endswith(":PPO")
+
+
+def test_cli_names_a_bad_agent_path(capsys):
+    from eqxrl import cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "no_such_module:Agent", "--total-steps", "64"])
+    assert exit_info.value.code == 2
+    assert "cannot import the module of agent 'no_such_module:Agent'" in capsys.readouterr().err
+
+
+def test_pbt_fitness_fn_is_the_default_or_the_given(agents):
+    from eqxrl.pbt import PBT, EvaluationReturn, LogUniform
+
+    pbt = PBT(agents[0], {"learning_rate": LogUniform(1e-4, 1e-2)}, population_size=2, ready=8, eval_episodes=3)
+    assert pbt.fitness_fn() == EvaluationReturn(3, True, None)
+    custom = lambda agent, state, key: jnp.zeros(())  # noqa: E731
+    assert PBT(agents[0], {"learning_rate": LogUniform(1e-4, 1e-2)}, population_size=2, ready=8, fitness=custom).fitness_fn() is custom

@@ -77,3 +77,12 @@ def test_float_leaf_is_a_float32_array():
         rate: float = core.float_leaf(default=1e-3)
 
     assert M().rate.dtype == jnp.float32 and M(2).rate.shape == ()
+
+
+def test_tree_mismatch_names_the_first_difference():
+    a = {"w": jnp.zeros((4, 16)), "b": jnp.zeros(16, jnp.int32)}
+    assert core.tree_mismatch(a, a) is None
+    assert core.tree_mismatch(a, {"w": jnp.zeros((4, 8)), "b": a["b"]}) == "['w']: shape (4, 16) expected, got (4, 8)"
+    assert core.tree_mismatch(a, {"w": a["w"], "b": jnp.zeros(16)}) == "['b']: dtype int32 expected, got float32"
+    assert core.tree_mismatch(a, {"w": a["w"]}) == "['b']: expected, missing"
+    assert core.tree_mismatch({"w": a["w"]}, a) == "['b']: not expected, present"
