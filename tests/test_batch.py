@@ -55,6 +55,7 @@ def test_register_agent_and_names(agents):
         pass
 
     assert agent_name(agents[0]) == "ppo" and agent_name(eqxrl.stack(agents)) == "ppo"
+    assert agent_name(PPO) == "ppo" and agent_name(Mine) == "Mine"
     assert agent_class("ppo") is PPO
     with pytest.raises(ValueError, match=r"unknown agent 'mine'; known agents: .*register another with eqxrl.register_agent"):
         agent_class("mine")

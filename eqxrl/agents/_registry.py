@@ -38,13 +38,13 @@ def register_agent(cls: Any, name: Any = None) -> Any:
 
 
 def agent_name(agent: Any) -> str:
-    """**Returns:** the registry name of `agent`'s class (`"ppo"`; also for a `Stacked` population),
-    or its class name when it is not registered."""
-    base = Batch.of(agent).agent
-    for name, cls in AGENTS.items():
-        if type(base) is cls:
+    """**Returns:** the registry name of `agent`'s class (`"ppo"`; `agent` may also be a
+    `Stacked` population or the class itself), or its class name when it is not registered."""
+    cls = agent if isinstance(agent, type) else type(Batch.of(agent).agent)
+    for name, known in AGENTS.items():
+        if known is cls:
             return name
-    return type(base).__name__
+    return cls.__name__
 
 
 def class_path(cls: type) -> str:

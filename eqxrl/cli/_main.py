@@ -4,7 +4,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..agents import AGENTS, import_agent
+from ..agents import AGENTS, agent_name, import_agent
 from ..core import __version__, one_line
 from ._evaluate import add_evaluate_command, evaluate_command
 from ._flags import DEFAULT_AGENT
@@ -33,13 +33,8 @@ def with_default_agent(argv: list[str]) -> list[str]:
     if argv and argv[0] == "train" and (len(argv) == 1 or (argv[1] not in AGENTS and argv[1].startswith("-"))):
         return [argv[0], DEFAULT_AGENT, *argv[1:]]
     if len(argv) > 1 and argv[0] in ("train", "pbt") and ":" in argv[1] and not argv[1].startswith("-"):
-        return [argv[0], agent_name_of(import_agent(argv[1])), *argv[2:]]
+        return [argv[0], agent_name(import_agent(argv[1])), *argv[2:]]
     return argv
-
-
-def agent_name_of(cls: type) -> str:
-    """The registry name of a registered agent class."""
-    return next(name for name, known in AGENTS.items() if known is cls)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
