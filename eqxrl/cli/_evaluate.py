@@ -10,6 +10,7 @@ from ._common import print_returns
 from ._flags import DEFAULT_EVAL_EPISODES
 from ._parse import parse_int, parse_seed, positive
 
+
 def add_evaluate_command(commands: Any) -> None:
     """Add `eqxrl evaluate RUN_DIR` to `commands`."""
     ev = commands.add_parser(

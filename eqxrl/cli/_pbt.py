@@ -17,6 +17,7 @@ from ._common import prepare_run_dir
 from ._flags import add_field_flags, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_seed, parse_tune, positive, parse_int
 
+
 def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
     p = agents.add_parser(
         name,

@@ -16,6 +16,7 @@ from ._common import prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
 
+
 def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
     p = agents.add_parser(
         name,
@@ -86,7 +87,6 @@ def add_train_command(commands: Any) -> None:
     agents = train_parser.add_subparsers(dest="agent", metavar="AGENT", required=True)
     for name, cls in AGENTS.items():
         add_train_parser(agents, name, cls)
-
 
 
 def train_command(args: argparse.Namespace, argv: list[str]) -> int:

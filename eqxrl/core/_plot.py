@@ -13,6 +13,7 @@ def figure(figsize: tuple[float, float] = (6.4, 4.0)):
 
     return Figure(figsize=figsize, layout="constrained")
 
+
 def png_bytes(fig, dpi: int = 100) -> bytes:
     """**Returns:** `fig` rendered as PNG (write it atomically where it must survive a crash)."""
     buffer = io.BytesIO()

@@ -19,6 +19,7 @@ from ._state import deserialise_state
 
 __all__ = ["load_checkpoint", "save_checkpoint"]
 
+
 def save_checkpoint(run_dir: PathLike, agent: Any, checkpoint: Checkpoint) -> None:
     """Write `checkpoint.npz` atomically: the state, the metrics so far, where the run
     stands, the agent's config and the eqxrl version.

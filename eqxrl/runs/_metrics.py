@@ -13,6 +13,7 @@ from ._files import EVAL, METRICS, PathLike, write_json
 
 __all__ = ["load_evaluation", "load_metrics", "save_evaluation", "save_metrics", "summarize_returns"]
 
+
 def _batch_size(metrics: Mapping[str, Any]) -> int | None:
     steps = np.asarray(metrics["env_steps"])
     if steps.ndim == 1:

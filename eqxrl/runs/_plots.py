@@ -11,6 +11,7 @@ from ._files import PathLike, atomic_write_bytes
 
 __all__ = ["member_labels", "plot_learning_curve"]
 
+
 def plot_learning_curve(
     metrics: Mapping[str, Any],
     path: PathLike,

@@ -15,6 +15,7 @@ from ._state import load_state
 
 __all__ = ["Policy", "load_policy", "load_run"]
 
+
 class Policy(eqx.Module):
     """A trained policy: `policy(obs)` acts on a batch of observations.
 

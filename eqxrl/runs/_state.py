@@ -15,6 +15,7 @@ from ._files import CHECKPOINT, STATE, PathLike
 
 __all__ = ["deserialise_state", "load_state", "save_state", "template_state"]
 
+
 def save_state(path: PathLike, state: PyTree) -> None:
     """Save a training state with `eqx.tree_serialise_leaves` (PRNG keys as their key data).
 

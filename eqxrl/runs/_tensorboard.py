@@ -9,6 +9,7 @@ from ._files import TENSORBOARD
 
 __all__ = ["TensorBoard"]
 
+
 class TensorBoard:
     """TensorBoard event files (tensorboardX) with every metric against env steps
     (the mean over seeds/members, and `episode_return` per seed/member)."""

@@ -24,6 +24,7 @@ from ._tensorboard import TensorBoard
 
 __all__ = ["resume_run", "save_run", "train_run"]
 
+
 def save_run(
     run_dir: PathLike,
     agent: Any,
