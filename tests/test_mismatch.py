@@ -25,7 +25,7 @@ def test_evaluate_names_the_first_differing_leaf():
     state = small.init(jax.random.key(0))
     with pytest.raises(
         ValueError,
-        match=r"evaluate\(state\) does not match PPO \(PPOState, one run\) at actor\.mlp\.layers\[0\]\.weight: "
+        match=r"evaluate\(state\) does not match PPO \(PPOState, one run\) at actor\.torso\.net\.layers\[0\]\.weight: "
         r"shape \(4, 16\) expected, got \(4, 8\)",
     ):
         eqxrl.evaluate(wide, state, jax.random.key(1))

@@ -196,7 +196,7 @@ def test_gaussian_head(batch, size, state_dependent, init_std, seed):
 def test_gaussian_head_state_dependent_std_varies_with_obs(getkey):
     head = GaussianHead(2, 1, HIDDEN, key=getkey(), state_dependent_std=True)
     # Push the std output away from its initial value, then it depends on the state.
-    head = eqx.tree_at(lambda h: h.mlp.layers[-1].weight, head, 10.0 * head.mlp.layers[-1].weight + 1.0)
+    head = eqx.tree_at(lambda h: h.out.weight, head, 10.0 * head.out.weight + 1.0)
     scale = head(jnp.array([[3.0, -3.0], [-3.0, 3.0]])).scale
     assert not np.allclose(scale[0], scale[1])
     assert bool((np.asarray(scale) >= head.min_std).all())
@@ -239,7 +239,8 @@ def test_tanh_gaussian_head(batch, size, bounds, seed):
 def test_tanh_gaussian_head_per_dimension_bounds(getkey):
     low, high = jnp.array([-1.0, 0.0]), jnp.array([1.0, 10.0])
     head = TanhGaussianHead(3, 2, HIDDEN, key=getkey(), low=low, high=high)
-    head = eqx.tree_at(lambda h: h.mlp.layers[-1].weight, head, 100.0 * head.mlp.layers[-1].weight)
+    # A zero output layer: pre-tanh mean 0, so each dimension samples around its own midpoint.
+    head = eqx.tree_at(lambda h: h.out.weight, head, jnp.zeros_like(head.out.weight))
     actions = jax.vmap(head(jnp.ones((64, 3))).sample)(jax.random.split(getkey(), 5))
     assert actions.shape == (5, 64, 2)
     assert _within(actions, low, high)
@@ -271,7 +272,7 @@ def test_deterministic_head(batch, size, bounds, seed):
     low, high = bounds
     head = DeterministicHead(obs_size, action_size, HIDDEN, key=jax.random.key(seed), low=low, high=high)
     # Large weights saturate the tanh: the output still stays inside [low, high].
-    big = eqx.tree_at(lambda h: h.mlp.layers[-1].weight, head, 1e4 * head.mlp.layers[-1].weight)
+    big = eqx.tree_at(lambda h: h.out.weight, head, 1e4 * head.out.weight)
     for h in (head, big):
         action = h(_obs(seed, batch, obs_size))
         assert action.shape == (*batch, action_size)
@@ -291,7 +292,7 @@ def test_value_head(batch, size, seed):
     obs = _obs(seed, batch, obs_size)
     v = head(obs)
     assert v.shape == batch and v.dtype == jnp.float32 and _all_finite(v)
-    np.testing.assert_allclose(v, head.mlp(obs)[..., 0])
+    np.testing.assert_allclose(v, head.out(head.torso(obs))[..., 0])
 
 
 @SETTINGS
@@ -312,7 +313,7 @@ def test_continuous_q_head(batch, size, seed):
     action = jnp.tanh(_obs(seed + 1, batch, action_size))
     q = head(obs, action)
     assert q.shape == batch and _all_finite(q)
-    np.testing.assert_allclose(q, head.mlp(jnp.concatenate([obs, action], -1))[..., 0])
+    np.testing.assert_allclose(q, head.out(head.torso(jnp.concatenate([obs, action], -1)))[..., 0])
 
 
 def test_continuous_q_head_depends_on_the_action(getkey):
@@ -370,7 +371,7 @@ def re_tuple(shape: tuple[int, ...]) -> str:
         (lambda k: ValueHead(0, key=k), r"ValueHead\(obs_size\)"),
         (lambda k: DiscreteQHead(2, 0, key=k), r"DiscreteQHead\(num_actions\)"),
         (lambda k: ContinuousQHead(2, 0, key=k), r"ContinuousQHead\(action_size\)"),
-        (lambda k: ValueHead(2, (8, 0), key=k), r"MLP\(hidden_sizes\)"),
+        (lambda k: ValueHead(2, (8, 0), key=k), r"ValueHead\(hidden_sizes\) must be positive ints"),
         (lambda k: ValueHead(2, (8,), "nope", key=k), r"activation must be one of"),
     ],
 )
@@ -463,7 +464,7 @@ def test_ensemble_member_is_a_standalone_module():
     values, _ = _policy_ensembles()
     member = values.member(1)
     assert isinstance(member, ValueHead)
-    assert member.mlp.layers[0].weight.shape == (4, 8)
+    assert member.torso.net.layers[0].weight.shape == (4, 8)
 
 
 @pytest.mark.parametrize("num", [0, -1])
@@ -485,6 +486,6 @@ def test_ensemble_is_differentiable_per_member():
     obs = jnp.ones((5, 4))
     # Only member 0 enters the loss: only member 0 gets gradient.
     grads = eqx.filter_grad(lambda e: e(obs)[0].sum())(ens)
-    w = grads.members.mlp.layers[0].weight
+    w = grads.members.torso.net.layers[0].weight
     assert w.shape == (2, 4, 8)
     assert float(jnp.abs(w[0]).sum()) > 0 and float(jnp.abs(w[1]).sum()) == 0

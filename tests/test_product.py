@@ -220,7 +220,7 @@ def test_nan_guard_stops_at_the_first_nonfinite_iteration(name, getkey):
     if isinstance(agent, AbstractOffPolicyAgent):
         assert "window.data.reward" in err.quantities, err.quantities
     else:
-        assert "metric loss (NaN)" in err.quantities and "actor.mlp.layers[0].weight" in err.quantities
+        assert "metric loss (NaN)" in err.quantities and "actor.torso.net.layers[0].weight" in err.quantities
     assert err.checkpoint is None  # nothing finite to fall back on in the first chunk
 
 

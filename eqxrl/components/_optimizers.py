@@ -1,5 +1,6 @@
-"""An optax optimizer whose hyperparameters are array leaves."""
+"""Optimizers as modules: eqxrl's Adam with array-leaf hyperparameters, or any optax transformation."""
 
+import abc
 from typing import Any, Literal
 
 import equinox as eqx
@@ -8,8 +9,27 @@ import optax
 from jaxtyping import Array, Float, PyTree
 
 from ..core import concrete_scalar, foreign_promotion, hyperparameter
+from ._schedules import AbstractSchedule, learning_rate, value_at
 
 OptState = Any
+
+
+class AbstractOptimizer(eqx.Module):
+    """What an agent's optimizer slot holds: `init` and `update` over Equinox modules."""
+
+    @abc.abstractmethod
+    def init(self, params: PyTree) -> OptState:
+        """**Returns:** the optimizer state for the inexact-array leaves of `params`."""
+
+    @abc.abstractmethod
+    def update(
+        self, grads: PyTree, state: OptState, params: PyTree, progress: Float[Array, ""] | float = 0.0
+    ) -> tuple[PyTree, OptState]:
+        """Apply one step. **Returns:** `(new_params, new_state)`."""
+
+    def current_learning_rate(self, progress: Float[Array, ""] | float = 0.0) -> Float[Array, ""] | None:
+        """**Returns:** the learning rate at `progress` (for metrics), or None when unknown."""
+        return None
 
 
 def _make_tx(learning_rate, max_grad_norm, *, clip: str, eps: float) -> optax.GradientTransformation:
@@ -22,17 +42,18 @@ def _make_tx(learning_rate, max_grad_norm, *, clip: str, eps: float) -> optax.Gr
     return optax.chain(clipper, optax.adam(learning_rate, eps=eps))
 
 
-class Optimizer(eqx.Module):
-    """Adam with gradient clipping and optional linear learning-rate annealing.
+class Optimizer(AbstractOptimizer):
+    """Adam with gradient clipping, and a learning rate that is a number or a schedule.
 
-    The learning rate and the clipping threshold are array leaves of this
-    module, so a sweep or a PBT population gives each member its own values in
-    one compiled program. The optax state is built with
-    `optax.inject_hyperparams`; each `update` writes the current (annealed)
-    learning rate into it, so the state always records the value in use.
+    The learning rate (or its schedule's numbers) and the clipping threshold are
+    array leaves of this module, so a sweep or a PBT population gives each member
+    its own values in one compiled program. The optax state is built with
+    `optax.inject_hyperparams`; each `update` writes the current learning rate
+    into it, so the state always records the value in use. `anneal=True` with a
+    number decays it linearly to 0 over training.
     """
 
-    learning_rate: Float[Array, ""] = hyperparameter()
+    learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate()
     max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
     clip: Literal["global_norm", "value", "none"] = eqx.field(static=True, default="global_norm")
     anneal: bool = eqx.field(static=True, default=False)
@@ -41,24 +62,27 @@ class Optimizer(eqx.Module):
     def __check_init__(self):
         if self.clip not in ("global_norm", "value", "none"):
             raise ValueError(f"Optimizer(clip) must be 'global_norm', 'value' or 'none', got {self.clip!r}")
-        _check_concrete(self.learning_rate, "learning_rate", lambda v: v > 0, "> 0")
+        if not isinstance(self.learning_rate, AbstractSchedule):
+            _check_concrete(self.learning_rate, "learning_rate", lambda v: v > 0, "> 0")
         _check_concrete(self.max_grad_norm, "max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
 
-    def _tx(self) -> optax.GradientTransformation:
+    def _tx(self, learning_rate: Any) -> optax.GradientTransformation:
         make = lambda learning_rate, max_grad_norm: _make_tx(  # noqa: E731
             learning_rate, max_grad_norm, clip=self.clip, eps=self.eps
         )
-        return optax.inject_hyperparams(make)(learning_rate=self.learning_rate, max_grad_norm=self.max_grad_norm)
+        return optax.inject_hyperparams(make)(learning_rate=learning_rate, max_grad_norm=self.max_grad_norm)
 
     def init(self, params: PyTree) -> OptState:
         """**Returns:** the optax state for the inexact-array leaves of `params`."""
-        return self._tx().init(eqx.filter(params, eqx.is_inexact_array))
+        return self._tx(self.current_learning_rate(0.0)).init(eqx.filter(params, eqx.is_inexact_array))
 
-    def current_learning_rate(self, progress: Float[Array, ""] | float = 0.0) -> Float[Array, ""]:
-        """**Returns:** the learning rate at `progress` in [0, 1] of training (annealed if enabled)."""
-        if self.anneal:
-            return self.learning_rate * (1.0 - jnp.clip(progress, 0.0, 1.0))
-        return self.learning_rate
+    def current_learning_rate(self, progress: Float[Array, ""] | float = 0.0, count: Any = 0) -> Float[Array, ""]:
+        """**Returns:** the learning rate at `progress` in [0, 1] of training, after `count`
+        updates (scheduled, or annealed if enabled)."""
+        lr = value_at(self.learning_rate, progress, count)
+        if self.anneal and not isinstance(self.learning_rate, AbstractSchedule):
+            return lr * (1.0 - jnp.clip(progress, 0.0, 1.0))
+        return lr
 
     def update(
         self,
@@ -70,17 +94,66 @@ class Optimizer(eqx.Module):
         """Apply one step.
 
         **Arguments:** `grads` (as from `eqx.filter_grad`), the optax `state`,
-        the current `params`, and `progress` (fraction of training done, for annealing).
+        the current `params`, and `progress` (fraction of training done, for schedules).
 
         **Returns:** `(new_params, new_state)`.
         """
         hyper = dict(state.hyperparams)
-        hyper["learning_rate"] = jnp.asarray(self.current_learning_rate(progress), hyper["learning_rate"].dtype)
+        lr = self.current_learning_rate(progress, state.count)
+        hyper["learning_rate"] = jnp.asarray(lr, hyper["learning_rate"].dtype)
         hyper["max_grad_norm"] = jnp.asarray(self.max_grad_norm, hyper["max_grad_norm"].dtype)
         state = state._replace(hyperparams=hyper)
         with foreign_promotion():
-            updates, state = self._tx().update(grads, state, eqx.filter(params, eqx.is_inexact_array))
+            updates, state = self._tx(lr).update(grads, state, eqx.filter(params, eqx.is_inexact_array))
         return eqx.apply_updates(params, updates), state
+
+
+class OptaxOptimizer(AbstractOptimizer):
+    """Any optax `GradientTransformation` in an agent's optimizer slot:
+    `SAC(env, critic_optimizer=optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(3e-4)))`
+    (a transformation given to an agent is wrapped in this module).
+
+    Its numbers live inside the transformation, so PBT and sweeps cannot change
+    them (use `Optimizer` or a field's learning rate for that); two agents stack
+    when they hold the same transformation object.
+    """
+
+    tx: optax.GradientTransformation = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not isinstance(self.tx, optax.GradientTransformation):
+            raise ValueError(f"OptaxOptimizer(tx) must be an optax.GradientTransformation, got {self.tx!r}")
+
+    def init(self, params: PyTree) -> OptState:
+        return self.tx.init(eqx.filter(params, eqx.is_inexact_array))
+
+    def update(self, grads, state, params, progress=0.0):
+        with foreign_promotion():
+            updates, state = self.tx.update(grads, state, eqx.filter(params, eqx.is_inexact_array))
+        return eqx.apply_updates(params, updates), state
+
+
+def as_optimizer(value: Any) -> Any:
+    """Converter for optimizer slots: an optax transformation becomes `OptaxOptimizer`;
+    an eqxrl optimizer or None is kept (anything else is left for the owner's check)."""
+    if isinstance(value, optax.GradientTransformation) and not isinstance(value, AbstractOptimizer):
+        return OptaxOptimizer(value)
+    return value
+
+
+def optimizer_slot(**kwargs: Any) -> Any:
+    """Declare an agent's optimizer slot: None (built from the agent's learning-rate
+    fields), an eqxrl optimizer module, or an optax transformation."""
+    return eqx.field(converter=as_optimizer, default=None, **kwargs)
+
+
+def check_optimizer(owner: str, name: str, value: Any) -> None:
+    """Raise a ValueError naming `owner(name)` unless `value` is an optimizer or None."""
+    if value is not None and not isinstance(value, AbstractOptimizer):
+        raise ValueError(
+            f"{owner}({name}) must be an optax.GradientTransformation, an eqxrl Optimizer or None "
+            f"(built from the learning-rate fields), got {value!r}"
+        )
 
 
 def _check_concrete(value: Array, name: str, ok, expected: str) -> None:

@@ -26,4 +26,10 @@ from ._types import Scalar as Scalar
 from ._types import as_float as as_float
 from ._types import float_leaf as float_leaf
 from ._types import hyperparameter as hyperparameter
+from ._types import is_hyperparameter_field as is_hyperparameter_field
+from ._paths import get_path as get_path
+from ._paths import hyperparameter_paths as hyperparameter_paths
+from ._paths import replace_paths as replace_paths
+from ._paths import resolve_path as resolve_path
+from ._paths import set_paths as set_paths
 from ._version import __version__ as __version__

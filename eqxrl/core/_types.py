@@ -32,6 +32,7 @@ __all__ = [
     "float_leaf",
     "hyperparameter",
     "as_float",
+    "is_hyperparameter_field",
 ]
 
 
@@ -61,7 +62,15 @@ def hyperparameter(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
         raise ValueError("hyperparameter(static=True): a hyperparameter is an array leaf, never static")
     if default is not dataclasses.MISSING:
         kwargs["default"] = default
+    kwargs["metadata"] = {**kwargs.get("metadata", {}), "hyperparameter": True}
     return eqx.field(converter=as_float, **kwargs)
+
+
+def is_hyperparameter_field(field: dataclasses.Field) -> bool:
+    """Whether a dataclass field holds a hyperparameter: declared with `hyperparameter`
+    (or another field marked `metadata={"hyperparameter": True}`, like learning rates
+    that also take a schedule)."""
+    return bool(field.metadata.get("hyperparameter")) or field.metadata.get("converter") is as_float
 
 
 def float_leaf(**kwargs: Any) -> Any:

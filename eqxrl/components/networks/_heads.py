@@ -9,11 +9,45 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ...core import Key, check_positive_int
+from ...core import Key, check_positive_int, is_positive_int
 from ..distributions import Categorical, Normal, TanhNormal
-from ._mlp import MLP, check_last_axis
+from ._mlp import Linear, check_last_axis, get_activation
+from ._torsos import AbstractTorso, Encoder, torso_or_mlp
 
 Activation = str | Callable[[Array], Array]
+
+
+def _body(
+    owner: str,
+    in_shape: Sequence[int],
+    out_size: int,
+    hidden_sizes: Sequence[int],
+    activation: Activation,
+    torso: AbstractTorso | None,
+    key: Key,
+    final_scale: float,
+) -> tuple[Encoder, Linear]:
+    """A head's torso (the given spec, or the MLP of `hidden_sizes` and `activation`)
+    and its output layer (orthogonal init with gain `final_scale`)."""
+    if torso is None:
+        hidden_sizes = tuple(hidden_sizes)
+        if not all(is_positive_int(h) for h in hidden_sizes):
+            raise ValueError(f"{owner}(hidden_sizes) must be positive ints, got {hidden_sizes!r}")
+        get_activation(activation)
+    elif not isinstance(torso, AbstractTorso):
+        raise ValueError(f"{owner}(torso) must be an eqxrl AbstractTorso (MLPTorso, CNNTorso, ...), got {torso!r}")
+    torso_key, out_key = jax.random.split(key)
+    encoder = torso_or_mlp(torso, hidden_sizes, activation).make(tuple(in_shape), key=torso_key)
+    return encoder, Linear(encoder.features, out_size, key=out_key, scale=final_scale)
+
+
+def _in_shape(owner: str, obs_size: int, obs_shape: Sequence[int] | None) -> tuple[int, ...]:
+    if obs_shape is None:
+        return (obs_size,)
+    shape = tuple(int(d) for d in obs_shape)
+    if (int(np.prod(shape)) if shape else 1) != obs_size:
+        raise ValueError(f"{owner}(obs_shape={shape}) must have obs_size={obs_size} elements")
+    return shape
 
 
 def _bounds(low, high, size: int, owner: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -29,7 +63,8 @@ def _bounds(low, high, size: int, owner: str) -> tuple[tuple[float, ...], tuple[
 class CategoricalHead(eqx.Module):
     """`obs -> Categorical(logits)` over `num_actions` discrete actions."""
 
-    mlp: MLP
+    torso: Encoder
+    out: Linear
     obs_size: int = eqx.field(static=True)
     num_actions: int = eqx.field(static=True)
 
@@ -41,23 +76,29 @@ class CategoricalHead(eqx.Module):
         activation: Activation = "tanh",
         *,
         key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: Sequence[int] | None = None,
     ):
         """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and
         `activation`, and a PRNG `key`. The output layer starts near uniform
         (orthogonal gain 0.01)."""
         self.obs_size = check_positive_int("CategoricalHead", "obs_size", obs_size)
         self.num_actions = check_positive_int("CategoricalHead", "num_actions", num_actions)
-        self.mlp = MLP(self.obs_size, self.num_actions, hidden_sizes, activation, key=key, final_scale=0.01)
+        owner = type(self).__name__
+        self.torso, self.out = _body(
+            owner, _in_shape(owner, self.obs_size, obs_shape), self.num_actions, hidden_sizes, activation, torso, key, 0.01
+        )
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Categorical:
         check_last_axis(obs, self.obs_size, "obs", "CategoricalHead")
-        return Categorical(self.mlp(obs))
+        return Categorical(self.out(self.torso(obs)))
 
 
 class GaussianHead(eqx.Module):
     """`obs -> Normal(mean, std)`, with a state-dependent or a state-independent (learned vector) std."""
 
-    mlp: MLP
+    torso: Encoder
+    out: Linear
     log_std: Float[Array, " action_size"] | None
     obs_size: int = eqx.field(static=True)
     action_size: int = eqx.field(static=True)
@@ -73,6 +114,8 @@ class GaussianHead(eqx.Module):
         activation: Activation = "tanh",
         *,
         key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: Sequence[int] | None = None,
         state_dependent_std: bool = False,
         init_std: float = 1.0,
         min_std: float = 1e-3,
@@ -92,7 +135,10 @@ class GaussianHead(eqx.Module):
         self.state_dependent_std = bool(state_dependent_std)
         self.min_std = float(min_std)
         out = 2 * self.action_size if self.state_dependent_std else self.action_size
-        self.mlp = MLP(self.obs_size, out, hidden_sizes, activation, key=key, final_scale=0.01)
+        owner = type(self).__name__
+        self.torso, self.out = _body(
+            owner, _in_shape(owner, self.obs_size, obs_shape), out, hidden_sizes, activation, torso, key, 0.01
+        )
         if self.state_dependent_std:
             self.log_std = None
             # softplus(raw + offset) = init_std at raw = 0
@@ -103,7 +149,7 @@ class GaussianHead(eqx.Module):
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Normal:
         check_last_axis(obs, self.obs_size, "obs", "GaussianHead")
-        out = self.mlp(obs)
+        out = self.out(self.torso(obs))
         if self.log_std is None:
             mean, raw = jnp.split(out, 2, axis=-1)
             std = jax.nn.softplus(raw + self._offset) + self.min_std
@@ -116,7 +162,8 @@ class GaussianHead(eqx.Module):
 class TanhGaussianHead(eqx.Module):
     """`obs -> TanhNormal(mean, std)` on `[low, high]` (SAC's policy), state-dependent std."""
 
-    mlp: MLP
+    torso: Encoder
+    out: Linear
     low: tuple[float, ...] = eqx.field(static=True)
     high: tuple[float, ...] = eqx.field(static=True)
     obs_size: int = eqx.field(static=True)
@@ -132,6 +179,8 @@ class TanhGaussianHead(eqx.Module):
         activation: Activation = "relu",
         *,
         key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: Sequence[int] | None = None,
         low: float | Array = -1.0,
         high: float | Array = 1.0,
         log_std_min: float = -5.0,
@@ -145,14 +194,17 @@ class TanhGaussianHead(eqx.Module):
             raise ValueError(
                 f"TanhGaussianHead needs log_std_min < log_std_max, got {log_std_min} and {log_std_max}"
             )
-        self.mlp = MLP(self.obs_size, 2 * self.action_size, hidden_sizes, activation, key=key, final_scale=0.01)
+        owner = type(self).__name__
+        self.torso, self.out = _body(
+            owner, _in_shape(owner, self.obs_size, obs_shape), 2 * self.action_size, hidden_sizes, activation, torso, key, 0.01
+        )
         self.low, self.high = _bounds(low, high, self.action_size, type(self).__name__)
         self.log_std_min = float(log_std_min)
         self.log_std_max = float(log_std_max)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> TanhNormal:
         check_last_axis(obs, self.obs_size, "obs", "TanhGaussianHead")
-        mean, raw = jnp.split(self.mlp(obs), 2, axis=-1)
+        mean, raw = jnp.split(self.out(self.torso(obs)), 2, axis=-1)
         # Smoothly squash the log-std into its range (no dead gradient as with a hard clip).
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw) + 1.0)
         return TanhNormal(mean, jnp.exp(log_std), jnp.asarray(self.low), jnp.asarray(self.high))
@@ -161,7 +213,8 @@ class TanhGaussianHead(eqx.Module):
 class DeterministicHead(eqx.Module):
     """`obs -> action` in `[low, high]` through a `tanh` output (DDPG and TD3 actors)."""
 
-    mlp: MLP
+    torso: Encoder
+    out: Linear
     low: tuple[float, ...] = eqx.field(static=True)
     high: tuple[float, ...] = eqx.field(static=True)
     obs_size: int = eqx.field(static=True)
@@ -175,6 +228,8 @@ class DeterministicHead(eqx.Module):
         activation: Activation = "relu",
         *,
         key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: Sequence[int] | None = None,
         low: float | Array = -1.0,
         high: float | Array = 1.0,
     ):
@@ -182,12 +237,15 @@ class DeterministicHead(eqx.Module):
         `activation`, `key`, and the action bounds `low`, `high`."""
         self.obs_size = check_positive_int("DeterministicHead", "obs_size", obs_size)
         self.action_size = check_positive_int("DeterministicHead", "action_size", action_size)
-        self.mlp = MLP(self.obs_size, self.action_size, hidden_sizes, activation, key=key, final_scale=0.01)
+        owner = type(self).__name__
+        self.torso, self.out = _body(
+            owner, _in_shape(owner, self.obs_size, obs_shape), self.action_size, hidden_sizes, activation, torso, key, 0.01
+        )
         self.low, self.high = _bounds(low, high, self.action_size, type(self).__name__)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch action_size"]:
         check_last_axis(obs, self.obs_size, "obs", "DeterministicHead")
-        y = jnp.tanh(self.mlp(obs))
+        y = jnp.tanh(self.out(self.torso(obs)))
         low, high = jnp.asarray(self.low), jnp.asarray(self.high)
         return low + (y + 1.0) * (high - low) / 2.0
 
@@ -195,7 +253,8 @@ class DeterministicHead(eqx.Module):
 class ValueHead(eqx.Module):
     """`obs -> V(obs)`, one scalar per observation."""
 
-    mlp: MLP
+    torso: Encoder
+    out: Linear
     obs_size: int = eqx.field(static=True)
 
     def __init__(
@@ -205,20 +264,26 @@ class ValueHead(eqx.Module):
         activation: Activation = "tanh",
         *,
         key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: Sequence[int] | None = None,
     ):
         """**Arguments:** `obs_size`, torso `hidden_sizes` and `activation`, `key`."""
         self.obs_size = check_positive_int("ValueHead", "obs_size", obs_size)
-        self.mlp = MLP(self.obs_size, 1, hidden_sizes, activation, key=key, final_scale=1.0)
+        owner = type(self).__name__
+        self.torso, self.out = _body(
+            owner, _in_shape(owner, self.obs_size, obs_shape), 1, hidden_sizes, activation, torso, key, 1.0
+        )
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch"]:
         check_last_axis(obs, self.obs_size, "obs", "ValueHead")
-        return self.mlp(obs)[..., 0]
+        return self.out(self.torso(obs))[..., 0]
 
 
 class DiscreteQHead(eqx.Module):
     """`obs -> Q(obs, a)` for every discrete action `a` (DQN)."""
 
-    mlp: MLP
+    torso: Encoder
+    out: Linear
     obs_size: int = eqx.field(static=True)
     num_actions: int = eqx.field(static=True)
 
@@ -230,21 +295,27 @@ class DiscreteQHead(eqx.Module):
         activation: Activation = "relu",
         *,
         key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: Sequence[int] | None = None,
     ):
         """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and `activation`, `key`."""
         self.obs_size = check_positive_int("DiscreteQHead", "obs_size", obs_size)
         self.num_actions = check_positive_int("DiscreteQHead", "num_actions", num_actions)
-        self.mlp = MLP(self.obs_size, self.num_actions, hidden_sizes, activation, key=key, final_scale=1.0)
+        owner = type(self).__name__
+        self.torso, self.out = _body(
+            owner, _in_shape(owner, self.obs_size, obs_shape), self.num_actions, hidden_sizes, activation, torso, key, 1.0
+        )
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch num_actions"]:
         check_last_axis(obs, self.obs_size, "obs", "DiscreteQHead")
-        return self.mlp(obs)
+        return self.out(self.torso(obs))
 
 
 class ContinuousQHead(eqx.Module):
     """`(obs, action) -> Q(obs, action)`, one scalar per pair (DDPG, TD3, SAC critics)."""
 
-    mlp: MLP
+    torso: Encoder
+    out: Linear
     obs_size: int = eqx.field(static=True)
     action_size: int = eqx.field(static=True)
 
@@ -256,12 +327,14 @@ class ContinuousQHead(eqx.Module):
         activation: Activation = "relu",
         *,
         key: Key,
+        torso: AbstractTorso | None = None,
     ):
         """**Arguments:** `obs_size`, `action_size`, torso `hidden_sizes` and `activation`, `key`."""
         self.obs_size = check_positive_int("ContinuousQHead", "obs_size", obs_size)
         self.action_size = check_positive_int("ContinuousQHead", "action_size", action_size)
-        self.mlp = MLP(
-            self.obs_size + self.action_size, 1, hidden_sizes, activation, key=key, final_scale=1.0
+        # The critic's torso maps the concatenated flat (observation, action) vector.
+        self.torso, self.out = _body(
+            type(self).__name__, (self.obs_size + self.action_size,), 1, hidden_sizes, activation, torso, key, 1.0
         )
 
     def __call__(
@@ -274,4 +347,4 @@ class ContinuousQHead(eqx.Module):
                 f"ContinuousQHead: action must have shape {(*obs.shape[:-1], self.action_size)} "
                 f"(the batch shape of obs, {tuple(obs.shape[:-1])}), got shape {tuple(action.shape)}"
             )
-        return self.mlp(jnp.concatenate([obs, action], axis=-1))[..., 0]
+        return self.out(self.torso(jnp.concatenate([obs, action], axis=-1)))[..., 0]

@@ -1,0 +1,145 @@
+"""Learning-rate schedules as small modules: their numbers are array leaves (swept, tuned by
+PBT, listed by `agent.hyperparameters()` as `learning_rate.init_value`), their shape is static.
+
+A schedule is a function of training progress (the fraction of the run done, in
+[0, 1]) and of the optimizer's update count. The built-in ones use progress, so
+the same schedule fits any run length; `OptaxSchedule` wraps an optax schedule,
+which counts updates.
+"""
+
+import abc
+import math
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from ..core import as_float, check_hyperparameter, hyperparameter
+
+
+class AbstractSchedule(eqx.Module):
+    """A learning rate that changes over training."""
+
+    @abc.abstractmethod
+    def __call__(self, progress: Float[Array, ""] | float, count: Int[Array, ""] | int = 0) -> Float[Array, ""]:
+        """**Returns:** the value at `progress` in [0, 1] of training, after `count` updates."""
+
+
+def _p(progress: Any) -> Array:
+    return jnp.clip(jnp.asarray(progress, jnp.float32), 0.0, 1.0)
+
+
+class ConstantSchedule(AbstractSchedule):
+    """`value` throughout."""
+
+    value: Float[Array, ""] = hyperparameter()
+
+    def __check_init__(self):
+        check_hyperparameter("ConstantSchedule", "value", self.value, lambda v: v > 0, "> 0")
+
+    def __call__(self, progress, count=0):
+        return self.value
+
+
+class LinearSchedule(AbstractSchedule):
+    """From `init_value` at the start linearly to `end_value` at the end of training."""
+
+    init_value: Float[Array, ""] = hyperparameter()
+    end_value: Float[Array, ""] = hyperparameter(0.0)
+
+    def __check_init__(self):
+        check_hyperparameter("LinearSchedule", "init_value", self.init_value, lambda v: v > 0, "> 0")
+        check_hyperparameter("LinearSchedule", "end_value", self.end_value, lambda v: v >= 0, ">= 0")
+
+    def __call__(self, progress, count=0):
+        return self.init_value + (self.end_value - self.init_value) * _p(progress)
+
+
+class CosineSchedule(AbstractSchedule):
+    """Cosine decay from `init_value` to `alpha * init_value` over training (Loshchilov & Hutter 2017)."""
+
+    init_value: Float[Array, ""] = hyperparameter()
+    alpha: Float[Array, ""] = hyperparameter(0.0)
+
+    def __check_init__(self):
+        check_hyperparameter("CosineSchedule", "init_value", self.init_value, lambda v: v > 0, "> 0")
+        check_hyperparameter("CosineSchedule", "alpha", self.alpha, lambda v: 0 <= v <= 1, "in [0, 1]")
+
+    def __call__(self, progress, count=0):
+        cosine = 0.5 * (1.0 + jnp.cos(math.pi * _p(progress)))
+        return self.init_value * ((1.0 - self.alpha) * cosine + self.alpha)
+
+
+class WarmupCosineSchedule(AbstractSchedule):
+    """Linear warm-up from `init_value` to `peak_value` over the first `warmup` fraction
+    of training, then cosine decay to `end_value`."""
+
+    peak_value: Float[Array, ""] = hyperparameter()
+    warmup: Float[Array, ""] = hyperparameter(0.05)
+    init_value: Float[Array, ""] = hyperparameter(0.0)
+    end_value: Float[Array, ""] = hyperparameter(0.0)
+
+    def __check_init__(self):
+        check = lambda name, ok, expected: check_hyperparameter(  # noqa: E731
+            "WarmupCosineSchedule", name, getattr(self, name), ok, expected
+        )
+        check("peak_value", lambda v: v > 0, "> 0")
+        check("warmup", lambda v: 0 <= v < 1, "in [0, 1)")
+        check("init_value", lambda v: v >= 0, ">= 0")
+        check("end_value", lambda v: v >= 0, ">= 0")
+
+    def __call__(self, progress, count=0):
+        p = _p(progress)
+        warm = self.init_value + (self.peak_value - self.init_value) * p / jnp.maximum(self.warmup, 1e-8)
+        decay = jnp.clip((p - self.warmup) / jnp.maximum(1.0 - self.warmup, 1e-8), 0.0, 1.0)
+        cosine = self.end_value + (self.peak_value - self.end_value) * 0.5 * (1.0 + jnp.cos(math.pi * decay))
+        return jnp.where(p < self.warmup, warm, cosine)
+
+
+class OptaxSchedule(AbstractSchedule):
+    """An optax schedule (`count -> value`, e.g. `optax.cosine_decay_schedule(3e-4, 10_000)`),
+    called with the optimizer's update count. Its numbers live inside the function,
+    so PBT and sweeps cannot change them; two agents stack when they hold the same function."""
+
+    fn: Callable[[Array], Array] = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not callable(self.fn):
+            raise ValueError(f"OptaxSchedule(fn) must be a callable count -> value, got {self.fn!r}")
+
+    def __call__(self, progress, count=0):
+        return jnp.asarray(self.fn(jnp.asarray(count)), jnp.float32)
+
+
+def as_learning_rate(value: Any) -> Any:
+    """Converter for learning-rate fields: a schedule is kept, a callable (an optax
+    schedule) becomes `OptaxSchedule`, a number a float32 leaf."""
+    if isinstance(value, AbstractSchedule):
+        return value
+    if callable(value) and not hasattr(value, "__array__") and not isinstance(value, (int, float)):
+        return OptaxSchedule(value)
+    return as_float(value)
+
+
+def learning_rate(default: Any = None, **kwargs: Any) -> Any:
+    """Declare a learning-rate field: a number (a hyperparameter leaf) or a schedule
+    (`CosineSchedule(3e-4)`, an optax schedule, ...)."""
+    if default is not None:
+        kwargs["default"] = default
+    return eqx.field(converter=as_learning_rate, metadata={"hyperparameter": True}, **kwargs)
+
+
+def check_learning_rate(owner: str, name: str, value: Any) -> None:
+    """Raise a ValueError naming `owner(name)` unless `value` is > 0 or a schedule."""
+    if isinstance(value, AbstractSchedule):
+        return
+    check_hyperparameter(owner, name, value, lambda v: v > 0, "> 0 (or a schedule: eqxrl.components.CosineSchedule(...), an optax schedule, ...)")
+
+
+def value_at(lr: Any, progress: Any, count: Any = 0) -> Float[Array, ""]:
+    """**Returns:** the learning rate `lr` (a number or a schedule) at `progress` and `count`."""
+    if isinstance(lr, AbstractSchedule):
+        return jnp.asarray(lr(progress, count), jnp.float32)
+    return lr
