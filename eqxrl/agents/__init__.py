@@ -24,7 +24,7 @@ from ._mpo import MPOLearner as MPOLearner
 from ._registry import AGENTS as AGENTS
 from ._registry import agent_class as agent_class
 from ._registry import agent_name as agent_name
-from ._registry import class_path as class_path
+from ..core import class_path as class_path
 from ._registry import import_agent as import_agent
 from ._registry import register_agent as register_agent
 from ._stack import Batch as Batch

@@ -5,12 +5,11 @@ import dataclasses
 from typing import Any, ClassVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ..core import Key, Metrics, as_float
+from ..core import Key, Metrics, hyperparameter_paths, to_spec
 from ..envs import AbstractEnv, check_env
 
 
@@ -94,20 +93,20 @@ class AbstractAgent(eqx.Module):
         return []
 
     def hyperparameters(self) -> dict[str, Array]:
-        """**Returns:** the numeric hyperparameters (array leaves a sweep or PBT may change), by name."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if f.metadata.get("converter") is as_float
-        }
+        """**Returns:** the numeric hyperparameters (array leaves a sweep or PBT may change),
+        by dotted path: the agent's own (`gamma`) and those of the modules it holds
+        (`critic_optimizer.learning_rate`, `buffer.alpha`, `learning_rate.init_value`,
+        `policy_loss_terms.0.coef`)."""
+        return hyperparameter_paths(self)
 
     def config(self) -> dict[str, Any]:
-        """**Returns:** a JSON-ready description: agent name, env name, every field but the env."""
+        """**Returns:** a JSON-ready description: agent name, env name, every field but the
+        env (modules as `{"class": "package.module:Name", <fields>}`, see `eqxrl.core.to_spec`)."""
         out: dict[str, Any] = {"agent": type(self).__name__, "env": self.env.name}
         for f in dataclasses.fields(self):
             if f.name == "env":
                 continue
-            out[f.name] = _jsonable(getattr(self, f.name))
+            out[f.name] = to_spec(getattr(self, f.name))
         return out
 
 
@@ -127,23 +126,6 @@ def hyperparameter_hint(agent: Any, name: str) -> str:
             f"`{name}: float = eqxrl.hyperparameter({value!r})` to tune or sweep it"
         )
     return ""
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (jax.Array, np.ndarray)):
-        value = np.asarray(value)
-        if value.ndim == 0:
-            if value.dtype == np.float32:
-                # Shortest float32 repr (0.00025, not 0.0002500000118743628); JSON has
-                # no infinity, so it is written as a string that float() reads back.
-                return float(str(value)) if np.isfinite(value) else str(float(value))
-            return value.item()
-        return value.tolist()
-    if isinstance(value, tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return repr(value)
 
 
 def flatten_obs(env: AbstractEnv, obs: Array, owner: str) -> Float[Array, "*batch obs"]:

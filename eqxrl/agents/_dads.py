@@ -27,18 +27,24 @@ from jaxtyping import Array, Float, Int
 
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
 from ..components import (
-    Optimizer,
+    AbstractOptimizer,
+    AbstractSchedule,
     OptState,
     RunningMeanStd,
     Sample,
     SkillDynamics,
     Transition,
+    check_learning_rate,
+    check_optimizer,
     dads_intrinsic_reward,
+    learning_rate,
+    optimizer_slot,
 )
 from ..envs import AbstractEnv, Box, DescriptorWrapper, SkillWrapper, resolve_descriptor
 from ._base import as_env
 from ._dads_report import SkillReport, evaluate_skills, save_skill_report
-from ._off_policy import AbstractOffPolicyAgent, OffPolicyState, check_continuous
+from ._actor_critic import AbstractActorCriticAgent
+from ._off_policy import OffPolicyState, check_continuous
 from ._sac import SAC, SACLearner
 
 DYNAMICS_INPUTS = ("descriptor", "observation")
@@ -55,7 +61,7 @@ class DADSLearner(eqx.Module):
     policy_stats: RunningMeanStd | None
 
 
-class DADS(AbstractOffPolicyAgent):
+class DADS(AbstractActorCriticAgent):
     """DADS on SAC: `num_skills` one-hot skills, a mixture-of-experts skill dynamics
     over the change of a state descriptor, and SAC trained on DADS's intrinsic
     reward (the env reward is ignored in training, and reported by `evaluate`
@@ -84,9 +90,7 @@ class DADS(AbstractOffPolicyAgent):
     batch). The intrinsic reward is multiplied by `reward_scale`. `n_step` must be 1.
     """
 
-    env: AbstractEnv = eqx.field(converter=as_env)
     default_env: ClassVar[str] = "Point2D-v0"
-    normalize_observations: ClassVar[bool] = False
     num_skills: int = eqx.field(static=True, default=4)
     num_experts: int = eqx.field(static=True, default=4)
     descriptor: str = eqx.field(static=True, default="auto")
@@ -99,36 +103,24 @@ class DADS(AbstractOffPolicyAgent):
     dynamics_update_period: int = eqx.field(static=True, default=1)
     dynamics_hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
     num_envs: int = eqx.field(static=True, default=4)
-    rollout_length: int = eqx.field(static=True, default=1)
     updates_per_step: float = eqx.field(static=True, default=0.5)
-    batch_size: int = eqx.field(static=True, default=256)
-    buffer_size: int = eqx.field(static=True, default=100_000)
-    learning_starts: int = eqx.field(static=True, default=1_000)
-    n_step: int = eqx.field(static=True, default=1)
-    prioritized: bool = eqx.field(static=True, default=False)
     autotune: bool = eqx.field(static=True, default=True)
+    alpha_optimizer: AbstractOptimizer | None = optimizer_slot()
+    dynamics_optimizer: AbstractOptimizer | None = optimizer_slot()
     num_critics: int = eqx.field(static=True, default=2)
-    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
-    activation: str = eqx.field(static=True, default="relu")
-    actor_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
-    critic_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
-    alpha_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
-    dynamics_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
-    gamma: Float[Array, ""] = hyperparameter(0.99)
-    tau: Float[Array, ""] = hyperparameter(0.005)
+    actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    alpha_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    dynamics_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     init_alpha: Float[Array, ""] = hyperparameter(0.1)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
-    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
-    reward_scale: Float[Array, ""] = hyperparameter(1.0)
-    per_alpha: Float[Array, ""] = hyperparameter(0.6)
-    per_beta: Float[Array, ""] = hyperparameter(0.4)
 
     def __post_init__(self):
         # Runs before the converters and `__check_init__`: wrap the env once, here,
         # so that the shared loop sees the skill-and-descriptor observation.
         env = as_env(self.env)
         if not isinstance(env, AbstractEnv):
-            return  # check_off_policy_config names the problem
+            return  # the shared off-policy check names the problem
         if not is_positive_int(self.num_skills) or self.num_skills < 2:
             raise ValueError(f"DADS(num_skills) must be an int >= 2, got {self.num_skills!r}")
         if isinstance(env, SkillWrapper):
@@ -162,27 +154,25 @@ class DADS(AbstractOffPolicyAgent):
         self.env = SkillWrapper(env, self.num_skills)
 
     def __check_init__(self):
-        self.check_off_policy_config("DADS")
         check_continuous(self, "DADS")
+        if self.normalize_observations:
+            raise ValueError(
+                "DADS(normalize_observations) must be False: it would also normalise the one-hot skill and "
+                "the descriptor; use normalize_policy_observations=True"
+            )
+        check_optimizer("DADS", "alpha_optimizer", self.alpha_optimizer)
+        check_optimizer("DADS", "dynamics_optimizer", self.dynamics_optimizer)
         if not isinstance(self.env, SkillWrapper):
-            raise ValueError(f"DADS(env) must be an env or an env name, got {self.env!r}")
+            raise ValueError(f"DADS(env) must be an eqxrl AbstractEnv or an env name, got {self.env!r}")
         for name in ("num_experts", "num_critics", "dynamics_update_period"):
             check_positive_int("DADS", name, getattr(self, name))
         if self.n_step != 1:
             raise ValueError(
                 f"DADS(n_step) must be 1 (the intrinsic reward is a function of one-step transitions), got {self.n_step!r}"
             )
-        check = lambda name, ok, expected: check_hyperparameter("DADS", name, getattr(self, name), ok, expected)  # noqa: E731
-        for name in (
-            "actor_learning_rate",
-            "critic_learning_rate",
-            "alpha_learning_rate",
-            "dynamics_learning_rate",
-            "init_alpha",
-        ):
-            check(name, lambda v: v > 0, "> 0")
-        check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
-        check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
+        for name in ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate", "dynamics_learning_rate"):
+            check_learning_rate("DADS", name, getattr(self, name))
+        check_hyperparameter("DADS", "init_alpha", self.init_alpha, lambda v: v > 0, "> 0")
 
     # ----------------------------------------------------------------- layout
     @property
@@ -221,7 +211,15 @@ class DADS(AbstractOffPolicyAgent):
             SkillWrapper(inner, self.num_skills),
             batch_size=self.batch_size,
             buffer_size=self.buffer_size,
+            buffer=self.buffer,
             autotune=self.autotune,
+            actor_torso=self.actor_torso,
+            critic_torso=self.critic_torso,
+            actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer,
+            alpha_optimizer=self.alpha_optimizer,
+            policy_loss_terms=self.policy_loss_terms,
+            critic_loss_terms=self.critic_loss_terms,
             num_critics=self.num_critics,
             hidden_sizes=self.hidden_sizes,
             activation=self.activation,
@@ -235,8 +233,8 @@ class DADS(AbstractOffPolicyAgent):
             max_grad_norm=self.max_grad_norm,
         )
 
-    def _dynamics_opt(self) -> Optimizer:
-        return Optimizer(self.dynamics_learning_rate, self.max_grad_norm)
+    def _dynamics_opt(self) -> AbstractOptimizer:
+        return self.optimizer(self.dynamics_optimizer, self.dynamics_learning_rate)
 
     def _policy_input(self, stats: RunningMeanStd | None, x: Float[Array, "*batch full"]) -> Float[Array, "*batch policy"]:
         obs, desc, skill = self.split(x)

@@ -5,13 +5,17 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from typing import Any
+
 from ..core import Key, Metrics
 from ..components import (
+    AbstractLossTerm,
+    AbstractOptimizer,
     ContinuousQHead,
     DeterministicHead,
     Ensemble,
-    Optimizer,
     OptState,
+    add_loss_terms,
     Sample,
     clipped_double_q_target,
     polyak,
@@ -30,28 +34,27 @@ class DeterministicLearner(eqx.Module):
     critic_opt: OptState
 
 
-def actor_critic_optimizers(
-    actor_learning_rate: Float[Array, ""], critic_learning_rate: Float[Array, ""], max_grad_norm: Float[Array, ""]
-) -> tuple[Optimizer, Optimizer]:
-    """**Returns:** the actor's and the critic's optimizers (Adam, shared clipping threshold)."""
-    return Optimizer(actor_learning_rate, max_grad_norm), Optimizer(critic_learning_rate, max_grad_norm)
-
-
-def init_deterministic(
-    obs_size: int,
-    action_size: int,
-    hidden_sizes: tuple[int, ...],
-    activation: str,
-    num_critics: int,
-    actor_opt: Optimizer,
-    critic_opt: Optimizer,
-    key: Key,
-) -> DeterministicLearner:
-    actor_key, critic_key = jax.random.split(key)
-    actor = DeterministicHead(obs_size, action_size, hidden_sizes, activation, key=actor_key)
-    critic = Ensemble(
-        lambda k: ContinuousQHead(obs_size, action_size, hidden_sizes, activation, key=k), num_critics, key=critic_key
+def actor_critic_optimizers(agent: Any) -> tuple[AbstractOptimizer, AbstractOptimizer]:
+    """**Returns:** the actor's and the critic's optimizers of a DDPG or TD3 `agent`: its
+    slots, or Adam with its learning rates and shared clipping threshold."""
+    return (
+        agent.optimizer(agent.actor_optimizer, agent.actor_learning_rate),
+        agent.optimizer(agent.critic_optimizer, agent.critic_learning_rate),
     )
+
+
+def init_deterministic(agent: Any, num_critics: int, key: Key) -> DeterministicLearner:
+    """**Returns:** the networks and optimizer states of a DDPG or TD3 `agent`."""
+    actor_key, critic_key = jax.random.split(key)
+    obs_size, action_size = agent.obs_size, agent.action_size
+    actor = DeterministicHead(
+        obs_size, action_size, key=actor_key, torso=agent.torso(agent.actor_torso), obs_shape=agent.obs_shape
+    )
+    critic_torso = agent.torso(agent.critic_torso)
+    critic = Ensemble(
+        lambda k: ContinuousQHead(obs_size, action_size, key=k, torso=critic_torso), num_critics, key=critic_key
+    )
+    actor_opt, critic_opt = actor_critic_optimizers(agent)
     return DeterministicLearner(
         actor=actor,
         target_actor=actor,
@@ -76,8 +79,11 @@ def deterministic_update(
     key: Key,
     updates: Int[Array, ""],
     *,
-    actor_opt: Optimizer,
-    critic_opt: Optimizer,
+    actor_opt: AbstractOptimizer,
+    critic_opt: AbstractOptimizer,
+    progress: Float[Array, ""],
+    policy_loss_terms: tuple[AbstractLossTerm, ...],
+    critic_loss_terms: tuple[AbstractLossTerm, ...],
     tau: Float[Array, ""],
     policy_delay: int,
     target_noise: Float[Array, ""] | None,
@@ -96,33 +102,42 @@ def deterministic_update(
     target = jax.lax.stop_gradient(clipped_double_q_target(data.reward, data.discount, next_qs))
 
     def critic_loss_fn(critic):
-        td = critic(data.obs, data.action) - target
-        return jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0)), jnp.mean(td, axis=0)
+        qs = critic(data.obs, data.action)
+        td = qs - target
+        loss = jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0))
+        extra, extra_metrics = add_loss_terms(critic_loss_terms, "critic_loss_terms", critic, batch, {"obs": data.obs, "q": qs})
+        return loss + extra, (loss, jnp.mean(td, axis=0), extra_metrics)
 
-    (critic_loss, td), grads = eqx.filter_value_and_grad(critic_loss_fn, has_aux=True)(learner.critic)
-    critic, critic_state = critic_opt.update(grads, learner.critic_opt, learner.critic)
+    (_, (critic_loss, td, critic_metrics)), grads = eqx.filter_value_and_grad(critic_loss_fn, has_aux=True)(learner.critic)
+    critic, critic_state = critic_opt.update(grads, learner.critic_opt, learner.critic, progress)
 
     def actor_step(operand):
         actor, actor_state, target_actor, target_critic = operand
 
         def actor_loss_fn(actor):
+            action = actor(data.obs)
             # The first critic drives the policy (Fujimoto et al. 2018).
-            return -jnp.mean(critic(data.obs, actor(data.obs))[0])
+            loss = -jnp.mean(critic(data.obs, action)[0])
+            extra, extra_metrics = add_loss_terms(
+                policy_loss_terms, "policy_loss_terms", actor, batch, {"obs": data.obs, "action": action}
+            )
+            return loss + extra, (loss, extra_metrics)
 
-        actor_loss, grads = eqx.filter_value_and_grad(actor_loss_fn)(actor)
-        actor, actor_state = actor_opt.update(grads, actor_state, actor)
+        (_, aux), grads = eqx.filter_value_and_grad(actor_loss_fn, has_aux=True)(actor)
+        actor, actor_state = actor_opt.update(grads, actor_state, actor, progress)
         targets = (polyak(actor, target_actor, tau), polyak(critic, target_critic, tau))
-        return (actor, actor_state, *targets), actor_loss
+        return (actor, actor_state, *targets), aux
 
     def hold(operand):
-        return operand, jnp.full((), jnp.nan, jnp.float32)
+        shapes = jax.eval_shape(actor_step, operand)[1]
+        return operand, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), shapes)
 
     operand = (learner.actor, learner.actor_opt, learner.target_actor, learner.target_critic)
     if policy_delay == 1:
-        (actor, actor_state, target_actor, target_critic), actor_loss = actor_step(operand)
+        (actor, actor_state, target_actor, target_critic), (actor_loss, actor_metrics) = actor_step(operand)
     else:
         delayed = (updates + 1) % policy_delay == 0
-        (actor, actor_state, target_actor, target_critic), actor_loss = jax.lax.cond(
+        (actor, actor_state, target_actor, target_critic), (actor_loss, actor_metrics) = jax.lax.cond(
             delayed, actor_step, hold, operand
         )
     new = DeterministicLearner(
@@ -133,4 +148,5 @@ def deterministic_update(
         actor_opt=actor_state,
         critic_opt=critic_state,
     )
-    return new, td, {"critic_loss": critic_loss, "actor_loss": actor_loss, "q_mean": jnp.mean(target)}
+    metrics = {"critic_loss": critic_loss, "actor_loss": actor_loss, "q_mean": jnp.mean(target)}
+    return new, td, {**metrics, **critic_metrics, **actor_metrics}

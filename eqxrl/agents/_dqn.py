@@ -6,9 +6,21 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
-from ..components import DiscreteQHead, Optimizer, OptState, Sample, huber, polyak, q_learning_target, select_q
+from ..components import (
+    AbstractOptimizer,
+    AbstractSchedule,
+    DiscreteQHead,
+    OptState,
+    Sample,
+    add_loss_terms,
+    check_learning_rate,
+    huber,
+    learning_rate,
+    polyak,
+    q_learning_target,
+    select_q,
+)
 from ..envs import AbstractEnv, Discrete
-from ._base import as_env
 from ._off_policy import AbstractOffPolicyAgent
 
 
@@ -30,37 +42,30 @@ class DQN(AbstractOffPolicyAgent):
     `exploration_fraction` of training, a target network updated every
     `target_update_period` updates by `target <- tau * online + (1 - tau) * target`
     (`tau=1` is a hard copy), Huber or squared TD loss, gradient clipping.
+
+    The Q-network is the agent's critic: `critic_torso`, `critic_optimizer` and
+    `critic_loss_terms` (see `AbstractOffPolicyAgent`) configure it;
+    `learning_rate` is a number or a schedule.
     """
 
-    env: AbstractEnv = eqx.field(converter=as_env)
     num_envs: int = eqx.field(static=True, default=10)
-    rollout_length: int = eqx.field(static=True, default=1)
     updates_per_step: float = eqx.field(static=True, default=0.5)
     batch_size: int = eqx.field(static=True, default=128)
     buffer_size: int = eqx.field(static=True, default=50_000)
     learning_starts: int = eqx.field(static=True, default=5_000)
-    n_step: int = eqx.field(static=True, default=1)
-    prioritized: bool = eqx.field(static=True, default=False)
+    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
     double: bool = eqx.field(static=True, default=True)
     loss: str = eqx.field(static=True, default="mse")
     target_update_period: int = eqx.field(static=True, default=5)
-    normalize_observations: bool = eqx.field(static=True, default=False)
-    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
-    activation: str = eqx.field(static=True, default="relu")
-    learning_rate: Float[Array, ""] = hyperparameter(1e-3)
-    gamma: Float[Array, ""] = hyperparameter(0.99)
+    learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-3)
     tau: Float[Array, ""] = hyperparameter(0.02)
     eps_start: Float[Array, ""] = hyperparameter(1.0)
     eps_end: Float[Array, ""] = hyperparameter(0.05)
     exploration_fraction: Float[Array, ""] = hyperparameter(0.5)
     max_grad_norm: Float[Array, ""] = hyperparameter(10.0)
-    reward_scale: Float[Array, ""] = hyperparameter(1.0)
-    per_alpha: Float[Array, ""] = hyperparameter(0.6)
-    per_beta: Float[Array, ""] = hyperparameter(0.4)
 
     def __check_init__(self):
-        self.check_off_policy_config("DQN")
-        if not isinstance(self.env.action_space, Discrete):
+        if isinstance(self.env, AbstractEnv) and not isinstance(self.env.action_space, Discrete):
             raise ValueError(
                 f"DQN needs a Discrete action space, got {self.env.action_space!r} from env {self.env.name!r}; "
                 "use DDPG, TD3 or SAC for continuous actions"
@@ -68,17 +73,16 @@ class DQN(AbstractOffPolicyAgent):
         check_positive_int("DQN", "target_update_period", self.target_update_period)
         if self.loss not in ("huber", "mse"):
             raise ValueError(f"DQN(loss) must be 'huber' or 'mse', got {self.loss!r}")
+        check_learning_rate("DQN", "learning_rate", self.learning_rate)
         check = lambda name, ok, expected: check_hyperparameter("DQN", name, getattr(self, name), ok, expected)  # noqa: E731
-        check("learning_rate", lambda v: v > 0, "> 0")
-        check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
         check("eps_start", lambda v: 0 <= v <= 1, "in [0, 1]")
         check("eps_end", lambda v: 0 <= v <= 1, "in [0, 1]")
         check("exploration_fraction", lambda v: 0 < v <= 1, "in (0, 1]")
-        check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
 
     @property
-    def optimizer(self) -> Optimizer:
-        return Optimizer(self.learning_rate, self.max_grad_norm)
+    def q_optimizer(self) -> AbstractOptimizer:
+        """The Q-network's optimizer: `critic_optimizer`, or Adam with `learning_rate` and `max_grad_norm`."""
+        return self.optimizer(self.critic_optimizer, self.learning_rate)
 
     def epsilon(self, progress: Float[Array, ""]) -> Float[Array, ""]:
         """The exploration rate at `progress` in [0, 1] of training."""
@@ -86,8 +90,10 @@ class DQN(AbstractOffPolicyAgent):
         return self.eps_start + (self.eps_end - self.eps_start) * frac
 
     def init_learner(self, key: Key) -> DQNLearner:
-        q = DiscreteQHead(self.obs_size, self.action_size, self.hidden_sizes, self.activation, key=key)
-        return DQNLearner(q=q, target_q=q, opt_state=self.optimizer.init(q))
+        q = DiscreteQHead(
+            self.obs_size, self.action_size, key=key, torso=self.torso(self.critic_torso), obs_shape=self.obs_shape
+        )
+        return DQNLearner(q=q, target_q=q, opt_state=self.q_optimizer.init(q))
 
     def greedy(self, learner: DQNLearner, obs: Array) -> Int[Array, "*batch"]:
         return jnp.argmax(learner.q(obs), axis=-1).astype(jnp.int32)
@@ -108,15 +114,20 @@ class DQN(AbstractOffPolicyAgent):
         target = jax.lax.stop_gradient(q_learning_target(data.reward, data.discount, next_target, next_online))
 
         def loss_fn(q):
-            td = select_q(q(data.obs), data.action) - target
+            q_values = q(data.obs)
+            td = select_q(q_values, data.action) - target
             per_sample = huber(td) if self.loss == "huber" else 0.5 * jnp.square(td)
-            return jnp.mean(batch.weights * per_sample), td
+            loss = jnp.mean(batch.weights * per_sample)
+            extra, extra_metrics = add_loss_terms(
+                self.critic_loss_terms, "critic_loss_terms", q, batch, {"obs": data.obs, "q": q_values}
+            )
+            return loss + extra, (loss, td, extra_metrics)
 
-        (loss, td), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(learner.q)
-        q, opt_state = self.optimizer.update(grads, learner.opt_state, learner.q)
+        (_, (loss, td, extra_metrics)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(learner.q)
+        q, opt_state = self.q_optimizer.update(grads, learner.opt_state, learner.q, progress)
         sync = (updates + 1) % self.target_update_period == 0
         target_q = jax.tree.map(
             lambda new, old: jnp.where(sync, new, old), polyak(q, learner.target_q, self.tau), learner.target_q
         )
-        metrics = {"q_loss": loss, "q_mean": jnp.mean(target), "epsilon": self.epsilon(progress)}
+        metrics = {"q_loss": loss, "q_mean": jnp.mean(target), "epsilon": self.epsilon(progress), **extra_metrics}
         return DQNLearner(q=q, target_q=target_q, opt_state=opt_state), td, metrics

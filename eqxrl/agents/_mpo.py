@@ -10,6 +10,8 @@ from jaxtyping import Array, Float, Int
 
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
 from ..components import (
+    AbstractOptimizer,
+    AbstractSchedule,
     CategoricalHead,
     ContinuousQHead,
     DiscreteQHead,
@@ -19,15 +21,19 @@ from ..components import (
     Optimizer,
     OptState,
     Sample,
+    add_loss_terms,
+    check_learning_rate,
+    check_optimizer,
+    learning_rate,
     mpo_categorical_loss,
     mpo_gaussian_loss,
+    optimizer_slot,
     polyak,
     select_q,
     softplus_inverse,
 )
 from ..envs import AbstractEnv, Box, Discrete
-from ._base import as_env
-from ._off_policy import AbstractOffPolicyAgent
+from ._actor_critic import AbstractActorCriticAgent
 
 # Lower bound of the raw (pre-softplus) dual parameters: softplus(-18) ~ 1.5e-8 (acme's projection).
 _MIN_RAW_DUAL = -18.0
@@ -69,7 +75,7 @@ class MPOLearner(eqx.Module):
     dual_opt: OptState
 
 
-class MPO(AbstractOffPolicyAgent):
+class MPO(AbstractActorCriticAgent):
     """MPO for continuous (Box) or discrete actions.
 
     Each update, on a replay batch:
@@ -101,26 +107,14 @@ class MPO(AbstractOffPolicyAgent):
     The deterministic action is the mean.
     """
 
-    env: AbstractEnv = eqx.field(converter=as_env)
     default_env: ClassVar[str] = "Pendulum-v1"
-    num_envs: int = eqx.field(static=True, default=1)
-    rollout_length: int = eqx.field(static=True, default=1)
-    updates_per_step: float = eqx.field(static=True, default=1.0)
-    batch_size: int = eqx.field(static=True, default=256)
-    buffer_size: int = eqx.field(static=True, default=100_000)
-    learning_starts: int = eqx.field(static=True, default=1_000)
-    n_step: int = eqx.field(static=True, default=1)
-    prioritized: bool = eqx.field(static=True, default=False)
     num_critics: int = eqx.field(static=True, default=2)
     num_action_samples: int = eqx.field(static=True, default=20)
     target_update_period: int = eqx.field(static=True, default=100)
-    normalize_observations: bool = eqx.field(static=True, default=False)
-    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
-    activation: str = eqx.field(static=True, default="relu")
-    policy_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
-    critic_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
-    dual_learning_rate: Float[Array, ""] = hyperparameter(1e-2)
-    gamma: Float[Array, ""] = hyperparameter(0.99)
+    dual_optimizer: AbstractOptimizer | None = optimizer_slot()
+    policy_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    dual_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-2)
     tau: Float[Array, ""] = hyperparameter(1.0)
     epsilon: Float[Array, ""] = hyperparameter(0.1)
     kl_mean: Float[Array, ""] = hyperparameter(2.5e-3)
@@ -132,12 +126,11 @@ class MPO(AbstractOffPolicyAgent):
     init_std: Float[Array, ""] = hyperparameter(0.5)
     min_std: Float[Array, ""] = hyperparameter(1e-3)
     max_grad_norm: Float[Array, ""] = hyperparameter(40.0)
-    reward_scale: Float[Array, ""] = hyperparameter(1.0)
-    per_alpha: Float[Array, ""] = hyperparameter(0.6)
-    per_beta: Float[Array, ""] = hyperparameter(0.4)
 
     def __check_init__(self):
-        self.check_off_policy_config("MPO")
+        check_optimizer("MPO", "dual_optimizer", self.dual_optimizer)
+        if not isinstance(self.env, AbstractEnv):
+            return  # the shared check names it
         space = self.env.action_space
         if not (isinstance(space, Discrete) or (isinstance(space, Box) and len(space.shape) == 1)):
             raise ValueError(
@@ -148,10 +141,9 @@ class MPO(AbstractOffPolicyAgent):
         for name in ("num_critics", "num_action_samples", "target_update_period"):
             check_positive_int("MPO", name, getattr(self, name))
         check = lambda name, ok, expected: check_hyperparameter("MPO", name, getattr(self, name), ok, expected)  # noqa: E731
+        for name in ("policy_learning_rate", "critic_learning_rate", "dual_learning_rate"):
+            check_learning_rate("MPO", name, getattr(self, name))
         for name in (
-            "policy_learning_rate",
-            "critic_learning_rate",
-            "dual_learning_rate",
             "epsilon",
             "kl_mean",
             "kl_std",
@@ -163,15 +155,18 @@ class MPO(AbstractOffPolicyAgent):
         ):
             check(name, lambda v: v > 0, "> 0")
         check("min_std", lambda v: v >= 0, ">= 0")
-        check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
-        check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
 
-    def _opt(self, lr: Float[Array, ""]) -> Optimizer:
-        return Optimizer(lr, self.max_grad_norm)
-
-    def _dual_opt(self) -> Optimizer:
-        # Dual variables are not clipped: their gradients are KL gaps, small by construction.
-        return Optimizer(self.dual_learning_rate)
+    def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer, AbstractOptimizer]:
+        """**Returns:** the policy's, the critics' and the duals' optimizers: the slots
+        (`actor_optimizer`, `critic_optimizer`, `dual_optimizer`), or Adam with the
+        matching learning rate (clipped at `max_grad_norm`, except the duals: their
+        gradients are KL gaps, small by construction)."""
+        dual = self.dual_optimizer if self.dual_optimizer is not None else Optimizer(self.dual_learning_rate)
+        return (
+            self.optimizer(self.actor_optimizer, self.policy_learning_rate),
+            self.optimizer(self.critic_optimizer, self.critic_learning_rate),
+            dual,
+        )
 
     def policy_distribution(self, policy: GaussianHead, obs: Float[Array, "*batch obs"]) -> Normal:
         """**Returns:** the Gaussian policy at `obs`: a `tanh`-bounded mean and
@@ -182,28 +177,31 @@ class MPO(AbstractOffPolicyAgent):
     def init_learner(self, key: Key) -> MPOLearner:
         policy_key, critic_key = jax.random.split(key)
         n, a = self.obs_size, self.action_size
+        actor_torso, critic_torso = self.torso(self.actor_torso), self.torso(self.critic_torso)
         if self.discrete:
-            policy = CategoricalHead(n, a, self.hidden_sizes, self.activation, key=policy_key)
-            make_q = lambda k: DiscreteQHead(n, a, self.hidden_sizes, self.activation, key=k)  # noqa: E731
+            policy = CategoricalHead(n, a, key=policy_key, torso=actor_torso, obs_shape=self.obs_shape)
+            make_q = lambda k: DiscreteQHead(n, a, key=k, torso=critic_torso, obs_shape=self.obs_shape)  # noqa: E731
             raw_alpha = softplus_inverse(self.init_alpha_mean[None])
         else:
             # init_std = 1, min_std = 0 here: `policy_distribution` scales and floors the std.
             policy = GaussianHead(
-                n, a, self.hidden_sizes, self.activation, key=policy_key, state_dependent_std=True, init_std=1.0, min_std=0.0
+                n, a, key=policy_key, torso=actor_torso, obs_shape=self.obs_shape,
+                state_dependent_std=True, init_std=1.0, min_std=0.0,
             )
-            make_q = lambda k: ContinuousQHead(n, a, self.hidden_sizes, self.activation, key=k)  # noqa: E731
+            make_q = lambda k: ContinuousQHead(n, a, key=k, torso=critic_torso)  # noqa: E731
             raw_alpha = softplus_inverse(jnp.stack([self.init_alpha_mean, self.init_alpha_std]))
         critic = Ensemble(make_q, self.num_critics, key=critic_key)
         duals = MPODuals(softplus_inverse(self.init_temperature), raw_alpha)
+        policy_opt, critic_opt, dual_opt = self.optimizers()
         return MPOLearner(
             policy=policy,
             target_policy=policy,
             critic=critic,
             target_critic=critic,
             duals=duals,
-            policy_opt=self._opt(self.policy_learning_rate).init(policy),
-            critic_opt=self._opt(self.critic_learning_rate).init(critic),
-            dual_opt=self._dual_opt().init(duals),
+            policy_opt=policy_opt.init(policy),
+            critic_opt=critic_opt.init(critic),
+            dual_opt=dual_opt.init(duals),
         )
 
     def greedy(self, learner: MPOLearner, obs: Array) -> Array:
@@ -236,36 +234,51 @@ class MPO(AbstractOffPolicyAgent):
         next_q = jax.lax.stop_gradient(next_q)
         target = jax.lax.stop_gradient(data.reward + data.discount * next_value)
 
+        policy_optimizer, critic_optimizer, dual_optimizer = self.optimizers()
+
         def critic_loss_fn(critic):
             if self.discrete:
-                qs = jax.vmap(lambda q: select_q(q, data.action))(critic(data.obs))
+                q_values = critic(data.obs)
+                qs = jax.vmap(lambda q: select_q(q, data.action))(q_values)
             else:
-                qs = critic(data.obs, data.action)
+                q_values = qs = critic(data.obs, data.action)
             td = qs - target
-            return jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0)), jnp.mean(td, axis=0)
+            loss = jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0))
+            extra, extra_metrics = add_loss_terms(
+                self.critic_loss_terms, "critic_loss_terms", critic, batch, {"obs": data.obs, "q": q_values}
+            )
+            return loss + extra, (loss, jnp.mean(td, axis=0), extra_metrics)
 
-        (critic_loss, td), grads = eqx.filter_value_and_grad(critic_loss_fn, has_aux=True)(learner.critic)
-        critic, critic_opt = self._opt(self.critic_learning_rate).update(grads, learner.critic_opt, learner.critic)
+        (_, (critic_loss, td, critic_metrics)), grads = eqx.filter_value_and_grad(critic_loss_fn, has_aux=True)(
+            learner.critic
+        )
+        critic, critic_opt = critic_optimizer.update(grads, learner.critic_opt, learner.critic, progress)
 
         def policy_loss_fn(params):
             policy, duals = params
             alpha = duals.alpha
             if self.discrete:
-                return mpo_categorical_loss(
-                    policy(next_obs).logits, target_logits, next_q, duals.temperature, alpha[0],
+                online = policy(next_obs)
+                loss, stats = mpo_categorical_loss(
+                    online.logits, target_logits, next_q, duals.temperature, alpha[0],
                     self.epsilon, self.kl_categorical,
                 )
-            online = self.policy_distribution(policy, next_obs)
-            return mpo_gaussian_loss(
-                online.loc, online.scale, target_dist.loc, target_dist.scale, actions, next_q,
-                duals.temperature, alpha[0], alpha[1], self.epsilon, self.kl_mean, self.kl_std,
+            else:
+                online = self.policy_distribution(policy, next_obs)
+                loss, stats = mpo_gaussian_loss(
+                    online.loc, online.scale, target_dist.loc, target_dist.scale, actions, next_q,
+                    duals.temperature, alpha[0], alpha[1], self.epsilon, self.kl_mean, self.kl_std,
+                )
+            extra, extra_metrics = add_loss_terms(
+                self.policy_loss_terms, "policy_loss_terms", policy, batch, {"obs": next_obs, "dist": online}
             )
+            return loss + extra, {**stats, **extra_metrics}
 
         (_, stats), (policy_grads, dual_grads) = eqx.filter_value_and_grad(policy_loss_fn, has_aux=True)(
             (learner.policy, learner.duals)
         )
-        policy, policy_opt = self._opt(self.policy_learning_rate).update(policy_grads, learner.policy_opt, learner.policy)
-        duals, dual_opt = self._dual_opt().update(dual_grads, learner.dual_opt, learner.duals)
+        policy, policy_opt = policy_optimizer.update(policy_grads, learner.policy_opt, learner.policy, progress)
+        duals, dual_opt = dual_optimizer.update(dual_grads, learner.dual_opt, learner.duals, progress)
         duals = duals.project()
 
         sync = (updates + 1) % self.target_update_period == 0
@@ -282,7 +295,7 @@ class MPO(AbstractOffPolicyAgent):
             critic_opt=critic_opt,
             dual_opt=dual_opt,
         )
-        metrics = dict(stats)
+        metrics = {**stats, **critic_metrics}
         metrics.update(
             critic_loss=critic_loss,
             q_mean=jnp.mean(target),

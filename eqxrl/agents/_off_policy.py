@@ -18,6 +18,7 @@ is never copied by a select.
 """
 
 import abc
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -25,14 +26,36 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_int, is_positive_int
-from ..components import NStepWindow, PrioritizedReplayBuffer, ReplayBuffer, RunningMeanStd, Sample, Transition
+from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
+from ..components import (
+    AbstractLossTerm,
+    AbstractOptimizer,
+    AbstractReplayBuffer,
+    AbstractTorso,
+    NStepWindow,
+    Optimizer,
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+    RunningMeanStd,
+    Sample,
+    Transition,
+    as_torso,
+    check_loss_terms,
+    check_optimizer,
+    check_torso,
+    loss_terms,
+    optimizer_slot,
+    torso_or_mlp,
+)
 from ..envs import AbstractEnv, AutoReset, Box, Discrete, EpisodeStatistics, RescaleAction, VectorEnv
-from ._base import AbstractAgent, Clock, flatten_obs
+from ._base import AbstractAgent, Clock, as_env, flatten_obs
 
 
 def check_continuous(agent: "AbstractOffPolicyAgent", owner: str) -> None:
-    """Raise unless `agent.env` has a bounded 1-D Box action space."""
+    """Raise unless `agent.env` has a bounded 1-D Box action space (an env that is no
+    `AbstractEnv` is left to the shared check, which names it)."""
+    if not isinstance(agent.env, AbstractEnv):
+        return
     space = agent.env.action_space
     if not isinstance(space, Box) or len(space.shape) != 1:
         raise ValueError(
@@ -58,22 +81,106 @@ class OffPolicyState(eqx.Module):
 
 
 class AbstractOffPolicyAgent(AbstractAgent):
-    """Replay-buffer agents: configuration shared by all, hooks implemented by each."""
+    """Replay-buffer agents: the configuration they share, declared and validated
+    here once, and the hooks each implements.
 
-    env: eqx.AbstractVar[AbstractEnv]
-    num_envs: eqx.AbstractVar[int]
-    rollout_length: eqx.AbstractVar[int]
-    updates_per_step: eqx.AbstractVar[float]
-    batch_size: eqx.AbstractVar[int]
-    buffer_size: eqx.AbstractVar[int]
-    learning_starts: eqx.AbstractVar[int]
-    n_step: eqx.AbstractVar[int]
-    prioritized: eqx.AbstractVar[bool]
-    normalize_observations: eqx.AbstractVar[bool]
-    gamma: eqx.AbstractVar[Float[Array, ""]]
-    reward_scale: eqx.AbstractVar[Float[Array, ""]]
-    per_alpha: eqx.AbstractVar[Float[Array, ""]]
-    per_beta: eqx.AbstractVar[Float[Array, ""]]
+    Shared fields (a subclass may give a field another default by declaring it again):
+
+    - collection: `num_envs`, `rollout_length`, `learning_starts` (uniform random
+      actions until then), `normalize_observations`;
+    - updates: `updates_per_step`, `batch_size`, `gamma`, `reward_scale`, `tau`
+      (target-network averaging), `max_grad_norm` (of the default optimizers);
+    - replay: `buffer` (any `AbstractReplayBuffer`; None builds a `ReplayBuffer`
+      of `buffer_size`, or with `prioritized=True` a `PrioritizedReplayBuffer` with
+      `per_alpha`), `n_step` (the n-step window feeds whichever buffer), `per_beta`
+      (PER's importance-sampling exponent, annealed to 1);
+    - the critic (for DQN: the Q-network): `critic_torso` (None: the MLP of
+      `hidden_sizes` and `activation`), `critic_optimizer` (None: Adam with the
+      agent's critic learning rate and `max_grad_norm`; or an eqxrl optimizer or any
+      optax transformation), `critic_loss_terms` (extra loss terms, see
+      `eqxrl.components.AbstractLossTerm`).
+    """
+
+    env: AbstractEnv = eqx.field(converter=as_env)
+    num_envs: int = eqx.field(static=True, default=1)
+    rollout_length: int = eqx.field(static=True, default=1)
+    updates_per_step: float = eqx.field(static=True, default=1.0)
+    batch_size: int = eqx.field(static=True, default=256)
+    buffer_size: int = eqx.field(static=True, default=100_000)
+    learning_starts: int = eqx.field(static=True, default=1_000)
+    n_step: int = eqx.field(static=True, default=1)
+    prioritized: bool = eqx.field(static=True, default=False)
+    normalize_observations: bool = eqx.field(static=True, default=False)
+    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
+    activation: str = eqx.field(static=True, default="relu")
+    critic_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
+    buffer: AbstractReplayBuffer | None = None
+    critic_optimizer: AbstractOptimizer | None = optimizer_slot()
+    critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
+    gamma: Float[Array, ""] = hyperparameter(0.99)
+    tau: Float[Array, ""] = hyperparameter(0.005)
+    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
+    reward_scale: Float[Array, ""] = hyperparameter(1.0)
+    per_alpha: Float[Array, ""] = hyperparameter(0.6)
+    per_beta: Float[Array, ""] = hyperparameter(0.4)
+
+    def __check_init__(self):
+        owner = type(self).__name__
+        if not isinstance(self.env, AbstractEnv):
+            raise ValueError(f"{owner}(env) must be an eqxrl AbstractEnv or an env name, got {self.env!r}")
+        for name in ("num_envs", "rollout_length", "batch_size", "buffer_size", "n_step"):
+            check_positive_int(owner, name, getattr(self, name))
+        sizes = self.hidden_sizes
+        if not sizes or not all(is_positive_int(h) for h in sizes):
+            raise ValueError(f"{owner}(hidden_sizes) must be a non-empty tuple of positive ints, got {sizes!r}")
+        if isinstance(self.learning_starts, bool) or not isinstance(self.learning_starts, (int, np.integer)) or self.learning_starts < 0:
+            raise ValueError(f"{owner}(learning_starts) must be an int >= 0, got {self.learning_starts!r}")
+        if not (isinstance(self.updates_per_step, (int, float)) and self.updates_per_step > 0):
+            raise ValueError(f"{owner}(updates_per_step) must be > 0, got {self.updates_per_step!r}")
+        exact = self.updates_per_step * self.steps_per_iteration
+        if abs(exact - round(exact)) > 1e-6:
+            raise ValueError(
+                f"{owner}(updates_per_step={self.updates_per_step}) times the env steps per iteration "
+                f"(num_envs * rollout_length = {self.steps_per_iteration}) must be a whole number of updates, "
+                f"got {exact:g}; change rollout_length"
+            )
+        if self.buffer is not None:
+            if not isinstance(self.buffer, AbstractReplayBuffer):
+                raise ValueError(
+                    f"{owner}(buffer) must be an eqxrl.components.AbstractReplayBuffer (ReplayBuffer, "
+                    f"PrioritizedReplayBuffer, or a subclass) or None, got {self.buffer!r}"
+                )
+            if self.prioritized:
+                raise ValueError(
+                    f"{owner}(prioritized=True) builds the default buffer; with buffer= given, "
+                    "pass a PrioritizedReplayBuffer instead"
+                )
+        check_hyperparameter(owner, "per_alpha", self.per_alpha, lambda v: v >= 0, ">= 0")
+        capacity = self.replay_buffer.capacity
+        if self.batch_size > capacity:
+            raise ValueError(f"{owner}(batch_size={self.batch_size}) must not exceed buffer_size={capacity}")
+        check_torso(owner, "critic_torso", self.critic_torso)
+        check_optimizer(owner, "critic_optimizer", self.critic_optimizer)
+        check_loss_terms(owner, "critic_loss_terms", self.critic_loss_terms)
+        check = lambda name, ok, expected: check_hyperparameter(owner, name, getattr(self, name), ok, expected)  # noqa: E731
+        check("gamma", lambda v: 0 <= v <= 1, "in [0, 1]")
+        check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
+        check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
+        check("reward_scale", lambda v: v > 0, "> 0")
+        check("per_beta", lambda v: 0 <= v <= 1, "in [0, 1]")
+
+    def optimizer(self, slot: AbstractOptimizer | None, learning_rate: Any) -> AbstractOptimizer:
+        """**Returns:** the optimizer `slot` holds, or (None) Adam with `learning_rate`
+        (a number or a schedule) and the agent's `max_grad_norm`."""
+        return slot if slot is not None else Optimizer(learning_rate, self.max_grad_norm)
+
+    def torso(self, slot: AbstractTorso | None) -> AbstractTorso:
+        """**Returns:** the torso `slot` holds, or (None) the MLP of `hidden_sizes` and `activation`."""
+        return torso_or_mlp(slot, self.hidden_sizes, self.activation)
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        return tuple(self.env.observation_space.shape)
 
     # ----------------------------------------------------------------- hooks
     @abc.abstractmethod
@@ -96,36 +203,6 @@ class AbstractOffPolicyAgent(AbstractAgent):
         rewards already scaled). **Returns:** `(learner, td_errors, metrics)`."""
 
     # ----------------------------------------------------------------- structure
-    def check_off_policy_config(self, owner: str) -> None:
-        """Validate the shared fields; agents call this from `__check_init__`."""
-        if not isinstance(self.env, AbstractEnv):
-            raise ValueError(f"{owner}(env) must be an eqxrl AbstractEnv or an env name, got {self.env!r}")
-        for name in ("num_envs", "rollout_length", "batch_size", "buffer_size", "n_step"):
-            check_positive_int(owner, name, getattr(self, name))
-        sizes = getattr(self, "hidden_sizes", (1,))
-        if not sizes or not all(is_positive_int(h) for h in sizes):
-            raise ValueError(f"{owner}(hidden_sizes) must be a non-empty tuple of positive ints, got {sizes!r}")
-        if isinstance(self.learning_starts, bool) or not isinstance(self.learning_starts, (int, np.integer)) or self.learning_starts < 0:
-            raise ValueError(f"{owner}(learning_starts) must be an int >= 0, got {self.learning_starts!r}")
-        if not (isinstance(self.updates_per_step, (int, float)) and self.updates_per_step > 0):
-            raise ValueError(f"{owner}(updates_per_step) must be > 0, got {self.updates_per_step!r}")
-        exact = self.updates_per_step * self.steps_per_iteration
-        if abs(exact - round(exact)) > 1e-6:
-            raise ValueError(
-                f"{owner}(updates_per_step={self.updates_per_step}) times the env steps per iteration "
-                f"(num_envs * rollout_length = {self.steps_per_iteration}) must be a whole number of updates, "
-                f"got {exact:g}; change rollout_length"
-            )
-        if self.batch_size > self.buffer_size:
-            raise ValueError(
-                f"{owner}(batch_size={self.batch_size}) must not exceed buffer_size={self.buffer_size}"
-            )
-        check = lambda name, ok, expected: check_hyperparameter(owner, name, getattr(self, name), ok, expected)  # noqa: E731
-        check("gamma", lambda v: 0 <= v <= 1, "in [0, 1]")
-        check("reward_scale", lambda v: v > 0, "> 0")
-        check("per_alpha", lambda v: v >= 0, ">= 0")
-        check("per_beta", lambda v: 0 <= v <= 1, "in [0, 1]")
-
     @property
     def steps_per_iteration(self) -> int:
         return self.num_envs * self.rollout_length
@@ -158,7 +235,10 @@ class AbstractOffPolicyAgent(AbstractAgent):
         return VectorEnv(EpisodeStatistics(AutoReset(self.eval_env)), self.num_envs)
 
     @property
-    def buffer(self) -> ReplayBuffer | PrioritizedReplayBuffer:
+    def replay_buffer(self) -> AbstractReplayBuffer:
+        """The buffer training uses: `buffer`, or the one `buffer_size`, `prioritized` and `per_alpha` describe."""
+        if self.buffer is not None:
+            return self.buffer
         if self.prioritized:
             return PrioritizedReplayBuffer(self.buffer_size, alpha=self.per_alpha)
         return ReplayBuffer(self.buffer_size)
@@ -205,7 +285,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
         stats = RunningMeanStd((self.obs_size,)).update(obs) if self.normalize_observations else None
         return OffPolicyState(
             learner=self.init_learner(learner_key),
-            buffer=self.buffer.init(example),
+            buffer=self.replay_buffer.init(example),
             window=window,
             env_state=env_state,
             obs=last_obs,
@@ -225,7 +305,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
 
     def train_iteration(self, state: OffPolicyState, clock: Clock) -> tuple[OffPolicyState, Metrics]:
         owner = type(self).__name__
-        env, buffer = self.train_env, self.buffer
+        env, buffer = self.train_env, self.replay_buffer
         progress = clock.progress
         # Unbatched: every seed/member has taken the same number of steps.
         start_steps = (self.n_step - 1) * self.num_envs + clock.iteration * self.steps_per_iteration
@@ -312,3 +392,4 @@ class AbstractOffPolicyAgent(AbstractAgent):
             updates=updates,
         )
         return new_state, metrics
+

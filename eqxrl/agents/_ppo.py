@@ -17,13 +17,30 @@ from ..core import (
     tree_select,
 )
 from ..components import (
+    AbstractDistribution,
+    AbstractLossTerm,
+    AbstractOptimizer,
+    AbstractSchedule,
+    AbstractTorso,
     CategoricalHead,
+    Encoder,
     GaussianHead,
+    IdentityTorso,
     OptState,
     Optimizer,
     RunningMeanStd,
     ValueHead,
+    add_loss_terms,
+    as_torso,
+    check_learning_rate,
+    check_loss_terms,
+    check_optimizer,
+    check_torso,
     gae,
+    learning_rate,
+    loss_terms,
+    optimizer_slot,
+    torso_or_mlp,
     normalize_advantages,
     ppo_policy_loss,
     value_loss,
@@ -44,6 +61,8 @@ class PPOState(eqx.Module):
     key: Key
     env_steps: Int[Array, ""]
     iteration: Int[Array, ""]
+    torso: Encoder | None = None
+    """The torso both heads share (`PPO(shared_torso=True)`), else None."""
 
 
 class _Rollout(eqx.Module):
@@ -70,8 +89,16 @@ class PPO(AbstractAgent):
 
     Discrete action spaces get a categorical policy; `Box` action spaces a
     Gaussian policy whose samples are clipped into the bounds by the env
-    wrapper (log-probabilities are of the unclipped sample). Actor and critic
-    are separate MLPs trained by one optimizer.
+    wrapper (log-probabilities are of the unclipped sample).
+
+    Networks: `actor_torso` and `critic_torso` (None: the MLP of `hidden_sizes`
+    and `activation`; or `MLPTorso`, `CNNTorso.minatar()`, a user's Equinox module
+    class ...) under a policy head and a value head; with `shared_torso=True` both
+    heads sit on one torso (`actor_torso`). Both are trained by one optimizer:
+    `optimizer` (None: Adam with `learning_rate`, a number or a schedule, annealed
+    linearly to 0 with `anneal_lr` when a number, clipped at `max_grad_norm`), or an
+    eqxrl optimizer or any optax transformation. `policy_loss_terms` and
+    `critic_loss_terms` add extra loss terms (`eqxrl.components.AbstractLossTerm`).
     """
 
     env: AbstractEnv = eqx.field(converter=as_env)
@@ -81,13 +108,19 @@ class PPO(AbstractAgent):
     num_minibatches: int = eqx.field(static=True, default=4)
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
     activation: str = eqx.field(static=True, default="tanh")
+    actor_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
+    critic_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
+    shared_torso: bool = eqx.field(static=True, default=False)
     anneal_lr: bool = eqx.field(static=True, default=True)
     clip_value_loss: bool = eqx.field(static=True, default=True)
     normalize_advantages: bool = eqx.field(static=True, default=True)
     normalize_observations: bool = eqx.field(static=True, default=False)
     state_dependent_std: bool = eqx.field(static=True, default=False)
     grad_clip: str = eqx.field(static=True, default="global_norm")
-    learning_rate: Float[Array, ""] = hyperparameter(2.5e-4)
+    optimizer: AbstractOptimizer | None = optimizer_slot()
+    policy_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
+    critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
+    learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(2.5e-4)
     gamma: Float[Array, ""] = hyperparameter(0.99)
     gae_lambda: Float[Array, ""] = hyperparameter(0.95)
     clip_eps: Float[Array, ""] = hyperparameter(0.2)
@@ -117,7 +150,14 @@ class PPO(AbstractAgent):
         check = lambda name, ok, expected: check_hyperparameter(  # noqa: E731
             "PPO", name, getattr(self, name), ok, expected
         )
-        check("learning_rate", lambda v: v > 0, "> 0")
+        check_learning_rate("PPO", "learning_rate", self.learning_rate)
+        check_torso("PPO", "actor_torso", self.actor_torso)
+        check_torso("PPO", "critic_torso", self.critic_torso)
+        if self.shared_torso and self.critic_torso is not None:
+            raise ValueError("PPO(shared_torso=True) puts both heads on actor_torso; critic_torso must be None")
+        check_optimizer("PPO", "optimizer", self.optimizer)
+        check_loss_terms("PPO", "policy_loss_terms", self.policy_loss_terms)
+        check_loss_terms("PPO", "critic_loss_terms", self.critic_loss_terms)
         check("gamma", lambda v: 0 <= v <= 1, "in [0, 1]")
         check("gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
         check("clip_eps", lambda v: 0 < v < 1, "in (0, 1)")
@@ -156,10 +196,26 @@ class PPO(AbstractAgent):
         return VectorEnv(EpisodeStatistics(AutoReset(self.eval_env)), self.num_envs)
 
     @property
-    def optimizer(self) -> Optimizer:
-        return Optimizer(
-            self.learning_rate, self.max_grad_norm, clip=self.grad_clip, anneal=self.anneal_lr
-        )
+    def network_optimizer(self) -> AbstractOptimizer:
+        """The optimizer of the networks: `optimizer`, or Adam with `learning_rate`,
+        `max_grad_norm`, `grad_clip` and `anneal_lr`."""
+        if self.optimizer is not None:
+            return self.optimizer
+        return Optimizer(self.learning_rate, self.max_grad_norm, clip=self.grad_clip, anneal=self.anneal_lr)
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        return tuple(self.env.observation_space.shape)
+
+    @staticmethod
+    def policy(state: PPOState, x: Array) -> AbstractDistribution:
+        """**Returns:** the policy's distribution at flat (normalised) observations `x`."""
+        return state.actor(x if state.torso is None else state.torso(x))
+
+    @staticmethod
+    def value(state: PPOState, x: Array) -> Array:
+        """**Returns:** the value estimates at flat (normalised) observations `x`."""
+        return state.critic(x if state.torso is None else state.torso(x))
 
     def _flatten(self, obs: Array) -> Float[Array, "*batch obs"]:
         return flatten_obs(self.env, obs, "PPO")
@@ -172,20 +228,28 @@ class PPO(AbstractAgent):
     def init(self, key: Key) -> PPOState:
         actor_key, critic_key, env_key, key = jax.random.split(key, 4)
         space = self.env.action_space
+        actor_torso = torso_or_mlp(self.actor_torso, self.hidden_sizes, self.activation)
+        critic_torso = torso_or_mlp(self.critic_torso, self.hidden_sizes, self.activation)
+        in_size, in_shape, shared = self.obs_size, self.obs_shape, None
+        if self.shared_torso:
+            torso_key, actor_key = jax.random.split(actor_key)
+            shared = actor_torso.make(in_shape, key=torso_key)
+            actor_torso = critic_torso = IdentityTorso()
+            in_size, in_shape = shared.features, (shared.features,)
         if self.discrete:
-            actor = CategoricalHead(self.obs_size, space.n, self.hidden_sizes, self.activation, key=actor_key)
+            actor = CategoricalHead(in_size, space.n, key=actor_key, torso=actor_torso, obs_shape=in_shape)
         else:
             actor = GaussianHead(
-                self.obs_size,
+                in_size,
                 space.shape[0],
-                self.hidden_sizes,
-                self.activation,
                 key=actor_key,
+                torso=actor_torso,
+                obs_shape=in_shape,
                 state_dependent_std=self.state_dependent_std,
             )
             if actor.log_std is not None:
                 actor = eqx.tree_at(lambda a: a.log_std, actor, jnp.full_like(actor.log_std, 1.0) * jnp.log(self.init_std))
-        critic = ValueHead(self.obs_size, self.hidden_sizes, self.activation, key=critic_key)
+        critic = ValueHead(in_size, key=critic_key, torso=critic_torso, obs_shape=in_shape)
         env_state, ts = self.train_env.reset(env_key)
         stats = None
         if self.normalize_observations:
@@ -193,17 +257,18 @@ class PPO(AbstractAgent):
         return PPOState(
             actor=actor,
             critic=critic,
-            opt_state=self.optimizer.init((actor, critic)),
+            opt_state=self.network_optimizer.init((shared, actor, critic)),
             env_state=env_state,
             obs=ts.obs,
             obs_stats=stats,
             key=key,
             env_steps=jnp.zeros((), jnp.int32),
             iteration=jnp.zeros((), jnp.int32),
+            torso=shared,
         )
 
     def act(self, state: PPOState, obs: Array, key: Key | None = None, deterministic: bool = False) -> Array:
-        dist = state.actor(self._normalize(state.obs_stats, self._flatten(obs)))
+        dist = self.policy(state, self._normalize(state.obs_stats, self._flatten(obs)))
         if deterministic:
             return dist.mode()
         if key is None:
@@ -218,7 +283,7 @@ class PPO(AbstractAgent):
             env_state, obs, key = carry
             key, act_key, env_key = jax.random.split(key, 3)
             x = self._flatten(obs)
-            action, log_prob = state.actor(self._normalize(stats, x)).sample_and_log_prob(act_key)
+            action, log_prob = self.policy(state, self._normalize(stats, x)).sample_and_log_prob(act_key)
             env_state, ts = env.step(env_key, env_state, action)
             out = _Rollout(
                 obs=x,
@@ -254,31 +319,49 @@ class PPO(AbstractAgent):
         )
         return state, rollout
 
-    def _loss(self, params, batch, progress):
-        actor, critic = params
+    def loss(self, params: tuple, batch: tuple, progress: Float[Array, ""]) -> tuple[Float[Array, ""], Metrics]:
+        """PPO's loss on a minibatch, the extra loss terms included.
+
+        **Arguments:** `params = (shared torso or None, actor, critic)`, `batch =
+        (obs, action, old_log_prob, old_value, advantages, targets)` (flat, normalised
+        observations), and the run's `progress`.
+
+        **Returns:** `(loss, metrics)`.
+        """
+        torso, actor, critic = params
         x, action, old_log_prob, old_value, advantages, targets = batch
-        dist = actor(x)
+        features = x if torso is None else torso(x)
+        dist = actor(features)
         if self.normalize_advantages:
             advantages = normalize_advantages(advantages)
-        pg_loss, aux = ppo_policy_loss(dist.log_prob(action), old_log_prob, advantages, self.clip_eps)
-        v_loss = value_loss(critic(x), old_value, targets, self.clip_eps if self.clip_value_loss else None)
+        log_prob = dist.log_prob(action)
+        pg_loss, aux = ppo_policy_loss(log_prob, old_log_prob, advantages, self.clip_eps)
+        value = critic(features)
+        v_loss = value_loss(value, old_value, targets, self.clip_eps if self.clip_value_loss else None)
         entropy = jnp.mean(dist.entropy())
-        loss = pg_loss + self.vf_coef * v_loss - self.ent_coef * entropy
-        return loss, {"loss": loss, "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy, **aux}
+        policy_net = actor if torso is None else (torso, actor)
+        critic_net = critic if torso is None else (torso, critic)
+        policy_outputs = {"obs": x, "dist": dist, "action": action, "log_prob": log_prob, "old_log_prob": old_log_prob}
+        policy_extra, policy_metrics = add_loss_terms(self.policy_loss_terms, "policy_loss_terms", policy_net, batch, policy_outputs)
+        critic_outputs = {"obs": x, "value": value, "targets": targets}
+        critic_extra, critic_metrics = add_loss_terms(self.critic_loss_terms, "critic_loss_terms", critic_net, batch, critic_outputs)
+        loss = pg_loss + self.vf_coef * v_loss - self.ent_coef * entropy + policy_extra + critic_extra
+        metrics = {"loss": loss, "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy, **aux}
+        return loss, {**metrics, **policy_metrics, **critic_metrics}
 
     def train_iteration(self, state: PPOState, clock: Clock) -> tuple[PPOState, Metrics]:
         progress = clock.progress
         state, ro = self._collect(state)
-        values = state.critic(ro.obs)
-        next_values = state.critic(ro.final_obs)
+        values = self.value(state, ro.obs)
+        next_values = self.value(state, ro.final_obs)
         advantages = gae(ro.reward, values, next_values, ro.terminated, ro.truncated, self.gamma, self.gae_lambda)
         targets = advantages + values
 
         batch_size = self.steps_per_iteration
         flat = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
         batch = tuple(map(flat, (ro.obs, ro.action, ro.log_prob, values, advantages, targets)))
-        optimizer = self.optimizer
-        grad_fn = eqx.filter_value_and_grad(self._loss, has_aux=True)
+        optimizer = self.network_optimizer
+        grad_fn = eqx.filter_value_and_grad(self.loss, has_aux=True)
         mb_size = batch_size // self.num_minibatches
 
         def minibatch(carry, mb):
@@ -299,15 +382,16 @@ class PPO(AbstractAgent):
             return jax.lax.scan(minibatch, carry, shuffled)
 
         key, epoch_key = jax.random.split(state.key)
-        carry = ((state.actor, state.critic), state.opt_state, jnp.zeros((), bool))
-        ((actor, critic), opt_state, _), aux = jax.lax.scan(
+        carry = ((state.torso, state.actor, state.critic), state.opt_state, jnp.zeros((), bool))
+        ((torso, actor, critic), opt_state, _), aux = jax.lax.scan(
             epoch, carry, jax.random.split(epoch_key, self.num_epochs)
         )
         env_steps = state.env_steps + batch_size
         state = eqx.tree_at(
-            lambda s: (s.actor, s.critic, s.opt_state, s.key, s.env_steps, s.iteration),
+            lambda s: (s.torso, s.actor, s.critic, s.opt_state, s.key, s.env_steps, s.iteration),
             state,
-            (actor, critic, opt_state, key, env_steps, state.iteration + 1),
+            (torso, actor, critic, opt_state, key, env_steps, state.iteration + 1),
+            is_leaf=lambda x: x is None,
         )
         done = ro.terminated | ro.truncated
         num_done = jnp.sum(done.astype(jnp.float32))
@@ -320,8 +404,10 @@ class PPO(AbstractAgent):
             episode_return=mean_or_nan(ro.episode_return),
             episode_length=mean_or_nan(ro.episode_length.astype(jnp.float32)),
             num_episodes=num_done.astype(jnp.int32),
-            learning_rate=optimizer.current_learning_rate(progress),
             updates_applied=jnp.sum(aux["applied"]),
         )
+        lr = optimizer.current_learning_rate(progress)
+        if lr is not None:  # None for an optax transformation, whose rate eqxrl cannot see
+            metrics["learning_rate"] = lr
         return state, metrics
 

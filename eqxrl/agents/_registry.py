@@ -1,8 +1,9 @@
 """The agent registry: the names under which run directories, `eqxrl.load_run`, PBT
 run directories and the command line know agent classes."""
 
-import importlib
 from typing import Any
+
+from ..core import import_class
 
 from ._base import AbstractAgent
 from ._dads import DADS
@@ -47,24 +48,8 @@ def agent_name(agent: Any) -> str:
     return cls.__name__
 
 
-def class_path(cls: type) -> str:
-    """**Returns:** `"package.module:ClassName"`, where `import_agent` finds `cls` again."""
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
 def _import_class(path: str) -> Any:
-    module, sep, qualname = str(path).partition(":")
-    if not sep or not module or not qualname:
-        raise ValueError(f"an agent class must be given as package.module:ClassName, got {path!r}")
-    try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as e:
-        raise ValueError(f"cannot import the module of agent {path!r}: {e}") from None
-    for part in qualname.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"module {module!r} has no {qualname!r} (agent {path!r})")
-        obj = getattr(obj, part)
-    return obj
+    return import_class(path, "agent")
 
 
 def import_agent(path: str) -> type[AbstractAgent]:

@@ -9,10 +9,16 @@ from jaxtyping import Array, Float, Int
 
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
 from ..components import (
+    AbstractOptimizer,
+    AbstractSchedule,
     ContinuousQHead,
     Ensemble,
-    Optimizer,
     OptState,
+    add_loss_terms,
+    check_learning_rate,
+    check_optimizer,
+    learning_rate,
+    optimizer_slot,
     Sample,
     TanhGaussianHead,
     clipped_double_q_target,
@@ -20,9 +26,8 @@ from ..components import (
     sac_actor_loss,
     sac_alpha_loss,
 )
-from ..envs import AbstractEnv
-from ._base import as_env
-from ._off_policy import AbstractOffPolicyAgent, check_continuous
+from ._actor_critic import AbstractActorCriticAgent
+from ._off_policy import check_continuous
 
 
 class SACLearner(eqx.Module):
@@ -37,7 +42,7 @@ class SACLearner(eqx.Module):
     alpha_opt: OptState
 
 
-class SAC(AbstractOffPolicyAgent):
+class SAC(AbstractActorCriticAgent):
     """SAC for continuous actions: an ensemble of `num_critics` Q-networks (clipped
     double Q with the default 2), a tanh-Gaussian policy acting in [-1, 1]
     (rescaled onto the env's bounds), target critics updated by polyak averaging,
@@ -45,45 +50,32 @@ class SAC(AbstractOffPolicyAgent):
     action_size` (`autotune=True`) or fixed at `init_alpha`.
     """
 
-    env: AbstractEnv = eqx.field(converter=as_env)
     default_env: ClassVar[str] = "Pendulum-v1"
-    num_envs: int = eqx.field(static=True, default=1)
-    rollout_length: int = eqx.field(static=True, default=1)
-    updates_per_step: float = eqx.field(static=True, default=1.0)
-    batch_size: int = eqx.field(static=True, default=256)
-    buffer_size: int = eqx.field(static=True, default=100_000)
-    learning_starts: int = eqx.field(static=True, default=1_000)
-    n_step: int = eqx.field(static=True, default=1)
-    prioritized: bool = eqx.field(static=True, default=False)
     autotune: bool = eqx.field(static=True, default=True)
+    alpha_optimizer: AbstractOptimizer | None = optimizer_slot()
     num_critics: int = eqx.field(static=True, default=2)
-    normalize_observations: bool = eqx.field(static=True, default=False)
-    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
-    activation: str = eqx.field(static=True, default="relu")
-    actor_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
-    critic_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
-    alpha_learning_rate: Float[Array, ""] = hyperparameter(3e-4)
-    gamma: Float[Array, ""] = hyperparameter(0.99)
-    tau: Float[Array, ""] = hyperparameter(0.005)
+    actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    alpha_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     init_alpha: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
-    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
-    reward_scale: Float[Array, ""] = hyperparameter(1.0)
-    per_alpha: Float[Array, ""] = hyperparameter(0.6)
-    per_beta: Float[Array, ""] = hyperparameter(0.4)
 
     def __check_init__(self):
-        self.check_off_policy_config("SAC")
         check_continuous(self, "SAC")
         check_positive_int("SAC", "num_critics", self.num_critics)
-        check = lambda name, ok, expected: check_hyperparameter("SAC", name, getattr(self, name), ok, expected)  # noqa: E731
-        for name in ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate", "init_alpha"):
-            check(name, lambda v: v > 0, "> 0")
-        check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
-        check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
+        check_optimizer("SAC", "alpha_optimizer", self.alpha_optimizer)
+        for name in ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"):
+            check_learning_rate("SAC", name, getattr(self, name))
+        check_hyperparameter("SAC", "init_alpha", self.init_alpha, lambda v: v > 0, "> 0")
 
-    def _opt(self, lr: Float[Array, ""]) -> Optimizer:
-        return Optimizer(lr, self.max_grad_norm)
+    def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer, AbstractOptimizer]:
+        """**Returns:** the actor's, the critics' and the temperature's optimizers (the
+        slots, or Adam with the matching learning rate and `max_grad_norm`)."""
+        return (
+            self.optimizer(self.actor_optimizer, self.actor_learning_rate),
+            self.optimizer(self.critic_optimizer, self.critic_learning_rate),
+            self.optimizer(self.alpha_optimizer, self.alpha_learning_rate),
+        )
 
     @property
     def target_entropy(self) -> Float[Array, ""]:
@@ -91,21 +83,25 @@ class SAC(AbstractOffPolicyAgent):
 
     def init_learner(self, key: Key) -> SACLearner:
         actor_key, critic_key = jax.random.split(key)
-        actor = TanhGaussianHead(self.obs_size, self.action_size, self.hidden_sizes, self.activation, key=actor_key)
+        actor = TanhGaussianHead(
+            self.obs_size, self.action_size, key=actor_key, torso=self.torso(self.actor_torso), obs_shape=self.obs_shape
+        )
+        critic_torso = self.torso(self.critic_torso)
         critic = Ensemble(
-            lambda k: ContinuousQHead(self.obs_size, self.action_size, self.hidden_sizes, self.activation, key=k),
+            lambda k: ContinuousQHead(self.obs_size, self.action_size, key=k, torso=critic_torso),
             self.num_critics,
             key=critic_key,
         )
         log_alpha = jnp.log(self.init_alpha)
+        actor_opt, critic_opt, alpha_opt = self.optimizers()
         return SACLearner(
             actor=actor,
             critic=critic,
             target_critic=critic,
             log_alpha=log_alpha,
-            actor_opt=self._opt(self.actor_learning_rate).init(actor),
-            critic_opt=self._opt(self.critic_learning_rate).init(critic),
-            alpha_opt=self._opt(self.alpha_learning_rate).init(log_alpha),
+            actor_opt=actor_opt.init(actor),
+            critic_opt=critic_opt.init(critic),
+            alpha_opt=alpha_opt.init(log_alpha),
         )
 
     def greedy(self, learner: SACLearner, obs: Array) -> Float[Array, "*batch action"]:
@@ -127,25 +123,39 @@ class SAC(AbstractOffPolicyAgent):
             clipped_double_q_target(data.reward, data.discount, next_qs, next_log_prob, alpha)
         )
 
+        actor_optimizer, critic_optimizer, alpha_optimizer = self.optimizers()
+
         def critic_loss_fn(critic):
             qs = critic(data.obs, data.action)
             td = qs - target
-            return jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0)), jnp.mean(td, axis=0)
+            loss = jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0))
+            extra, extra_metrics = add_loss_terms(
+                self.critic_loss_terms, "critic_loss_terms", critic, batch, {"obs": data.obs, "q": qs}
+            )
+            return loss + extra, (loss, jnp.mean(td, axis=0), extra_metrics)
 
-        (critic_loss, td), grads = eqx.filter_value_and_grad(critic_loss_fn, has_aux=True)(learner.critic)
-        critic, critic_opt = self._opt(self.critic_learning_rate).update(grads, learner.critic_opt, learner.critic)
+        (_, (critic_loss, td, critic_metrics)), grads = eqx.filter_value_and_grad(critic_loss_fn, has_aux=True)(
+            learner.critic
+        )
+        critic, critic_opt = critic_optimizer.update(grads, learner.critic_opt, learner.critic, progress)
 
         def actor_loss_fn(actor):
-            action, log_prob = actor(data.obs).sample_and_log_prob(actor_key)
-            return sac_actor_loss(critic(data.obs, action), log_prob, alpha), log_prob
+            dist = actor(data.obs)
+            action, log_prob = dist.sample_and_log_prob(actor_key)
+            loss = sac_actor_loss(critic(data.obs, action), log_prob, alpha)
+            outputs = {"obs": data.obs, "dist": dist, "action": action, "log_prob": log_prob}
+            extra, extra_metrics = add_loss_terms(self.policy_loss_terms, "policy_loss_terms", actor, batch, outputs)
+            return loss + extra, (loss, log_prob, extra_metrics)
 
-        (actor_loss, log_prob), grads = eqx.filter_value_and_grad(actor_loss_fn, has_aux=True)(learner.actor)
-        actor, actor_opt = self._opt(self.actor_learning_rate).update(grads, learner.actor_opt, learner.actor)
+        (_, (actor_loss, log_prob, actor_metrics)), grads = eqx.filter_value_and_grad(actor_loss_fn, has_aux=True)(
+            learner.actor
+        )
+        actor, actor_opt = actor_optimizer.update(grads, learner.actor_opt, learner.actor, progress)
 
         log_alpha, alpha_opt = learner.log_alpha, learner.alpha_opt
         if self.autotune:
             alpha_grad = jax.grad(sac_alpha_loss)(learner.log_alpha, log_prob, self.target_entropy)
-            log_alpha, alpha_opt = self._opt(self.alpha_learning_rate).update(alpha_grad, alpha_opt, log_alpha)
+            log_alpha, alpha_opt = alpha_optimizer.update(alpha_grad, alpha_opt, log_alpha, progress)
 
         new = SACLearner(
             actor=actor,
@@ -162,5 +172,7 @@ class SAC(AbstractOffPolicyAgent):
             "alpha": alpha,
             "entropy": -jnp.mean(log_prob),
             "q_mean": jnp.mean(target),
+            **critic_metrics,
+            **actor_metrics,
         }
         return new, td, metrics

@@ -11,6 +11,13 @@ from .distributions import AbstractDistribution as AbstractDistribution
 from .distributions import Categorical as Categorical
 from .distributions import Normal as Normal
 from .distributions import TanhNormal as TanhNormal
+from ._loss_terms import AbstractLossTerm as AbstractLossTerm
+from ._loss_terms import KLToReference as KLToReference
+from ._loss_terms import L2Penalty as L2Penalty
+from ._loss_terms import add_loss_terms as add_loss_terms
+from ._loss_terms import check_loss_terms as check_loss_terms
+from ._loss_terms import loss_terms as loss_terms
+from .distributions import kl_divergence as kl_divergence
 from ._losses import normalize_advantages as normalize_advantages
 from ._losses import ppo_policy_loss as ppo_policy_loss
 from ._losses import value_loss as value_loss

@@ -16,7 +16,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import as_float, check_hyperparameter, hyperparameter
+from ..core import as_float, check_hyperparameter, concrete_scalar, hyperparameter
 
 
 class AbstractSchedule(eqx.Module):
@@ -135,7 +135,12 @@ def check_learning_rate(owner: str, name: str, value: Any) -> None:
     """Raise a ValueError naming `owner(name)` unless `value` is > 0 or a schedule."""
     if isinstance(value, AbstractSchedule):
         return
-    check_hyperparameter(owner, name, value, lambda v: v > 0, "> 0 (or a schedule: eqxrl.components.CosineSchedule(...), an optax schedule, ...)")
+    v = concrete_scalar(value)
+    if v is not None and not v > 0:
+        raise ValueError(
+            f"{owner}({name}) must be > 0, got {v:g} (or a schedule: eqxrl.components.CosineSchedule(...), "
+            "an optax schedule, ...)"
+        )
 
 
 def value_at(lr: Any, progress: Any, count: Any = 0) -> Float[Array, ""]:

@@ -17,6 +17,10 @@ from ._checks import tree_select as tree_select
 from ._compat import foreign_promotion as foreign_promotion
 from ._plot import figure as figure
 from ._plot import png_bytes as png_bytes
+from ._spec import class_path as class_path
+from ._spec import from_spec as from_spec
+from ._spec import import_class as import_class
+from ._spec import to_spec as to_spec
 from ._types import Action as Action
 from ._types import EnvState as EnvState
 from ._types import Key as Key

@@ -15,7 +15,7 @@ import numpy as np
 from jaxtyping import Array
 
 from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, class_path, stack
-from ..core import Key, __version__, as_float, one_line
+from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_line
 from ..envs import make
 from ._files import CONFIG, PathLike
 
@@ -44,8 +44,9 @@ def eval_key(seed: int) -> Key:
 
 
 def float_fields(agent_cls: type) -> set[str]:
-    """The names of an agent class's hyperparameter fields (float32 array leaves)."""
-    return {f.name for f in dataclasses.fields(agent_cls) if f.metadata.get("converter") is as_float}
+    """The names of an agent class's own hyperparameter fields (numbers, or for learning
+    rates also schedules; the modules' nested ones are listed by `agent.hyperparameters()`)."""
+    return {f.name for f in dataclasses.fields(agent_cls) if is_hyperparameter_field(f)}
 
 
 def member_configs(agent: AbstractAgent | Stacked) -> list[dict[str, Any]]:
@@ -55,8 +56,8 @@ def member_configs(agent: AbstractAgent | Stacked) -> list[dict[str, Any]]:
 
 def agent_config(agent: AbstractAgent) -> dict[str, Any]:
     """`agent.config()` without agent/env (float leaves come written losslessly and readably)."""
-    for name in float_fields(type(agent)):
-        shape = np.shape(getattr(agent, name))
+    for name, value in agent.hyperparameters().items():
+        shape = np.shape(value)
         if shape != ():
             raise ValueError(
                 f"save_run(agent): {type(agent).__name__}({name}) has shape {shape}; save one agent, not a stack"
@@ -152,9 +153,8 @@ def _as_field_value(name: str, value: Any, floats: set[str]) -> Any:
             return float(value)  # "inf", "-inf", "nan"
         except ValueError:
             raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if isinstance(value, list):
-        return tuple(_as_field_value(name, v, set()) for v in value)
-    return value
+    # Lists become tuples, {"class": ...} objects the modules they describe.
+    return from_spec(value, name)
 
 
 def agent_from_config(config: Mapping[str, Any]) -> AbstractAgent | Stacked:

@@ -4,3 +4,4 @@ from ._distributions import AbstractDistribution as AbstractDistribution
 from ._distributions import Categorical as Categorical
 from ._distributions import Normal as Normal
 from ._distributions import TanhNormal as TanhNormal
+from ._distributions import kl_divergence as kl_divergence

@@ -160,3 +160,22 @@ class TanhNormal(AbstractDistribution):
 
     def mode(self) -> Float[Array, "*batch d"]:
         return self._squash(self.loc)
+
+
+def kl_divergence(p: AbstractDistribution, q: AbstractDistribution) -> Float[Array, "*batch"]:
+    """`KL(p || q)` in closed form, per batch element, for two distributions of one kind.
+
+    Categorical and Normal (diagonal) are exact; for TanhNormal it is the KL of the
+    underlying Normals, which the (invertible) squashing leaves unchanged.
+    """
+    if type(p) is not type(q):
+        raise ValueError(f"kl_divergence(p, q) needs two distributions of one kind, got {type(p).__name__} and {type(q).__name__}")
+    if isinstance(p, Categorical):
+        logp = jax.nn.log_softmax(p.logits, axis=-1)
+        logq = jax.nn.log_softmax(q.logits, axis=-1)
+        return jnp.sum(jnp.exp(logp) * (logp - logq), axis=-1)
+    if isinstance(p, (Normal, TanhNormal)):
+        var_ratio = jnp.square(p.scale / q.scale)
+        mahalanobis = jnp.square((p.loc - q.loc) / q.scale)
+        return 0.5 * jnp.sum(var_ratio + mahalanobis - 1.0 - jnp.log(var_ratio), axis=-1)
+    raise ValueError(f"kl_divergence has no closed form for {type(p).__name__}")
