@@ -16,6 +16,7 @@ from . import runs as runs
 from .agents import Stacked as Stacked
 from .agents import register_agent as register_agent
 from .agents import stack as stack
+from .agents import sweep as sweep
 from .core import __version__ as __version__
 from .core import hyperparameter as hyperparameter
 from .loop import Checkpoint as Checkpoint

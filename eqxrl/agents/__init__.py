@@ -30,3 +30,4 @@ from ._registry import register_agent as register_agent
 from ._stack import Batch as Batch
 from ._stack import Stacked as Stacked
 from ._stack import stack as stack
+from ._stack import sweep as sweep

@@ -2,7 +2,8 @@
 the one view of "an agent, its seeds, or a stack" that training, evaluation,
 run directories, PBT and the CLI share."""
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import equinox as eqx
@@ -10,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import PyTree
 
+from ..core import set_paths
 from ._base import AbstractAgent, hyperparameter_hint
 
 
@@ -168,3 +170,40 @@ class Batch(eqx.Module):
         """The shape of the batch's training state (`jax.ShapeDtypeStruct` leaves), with no arrays allocated."""
         keys = jax.random.split(jax.random.key(0), self.num_members) if self.batched else jax.random.key(0)
         return eqx.filter_eval_shape(self.vmap(lambda a, k, _: a.init(k)), keys)
+
+
+def sweep(agent: AbstractAgent, values: Mapping[str, Sequence[Any]], *, grid: bool = True) -> Stacked:
+    """A sweep of `agent` over hyperparameters given by dotted path (or unambiguous flat name):
+    one member per combination, stacked for one compiled program.
+
+    **Arguments:**
+
+    - `agent`: the agent every member starts from.
+    - `values`: `{path: [value, ...]}`, e.g. `{"critic_optimizer.learning_rate": [1e-4, 1e-3],
+      "buffer.alpha": [0.4, 0.6]}` (paths as `agent.hyperparameters()` lists them).
+    - `grid`: every combination (the default), or else the lists zipped (equal lengths).
+
+    **Returns:** the `Stacked` members, in `itertools.product` order; each member is
+    rebuilt through its constructors, so a bad value is named like a bad field.
+    """
+    if not isinstance(agent, AbstractAgent):
+        raise ValueError(f"sweep(agent) must be one eqxrl agent, got {type(agent).__name__}")
+    if not isinstance(values, Mapping) or not values:
+        raise ValueError(
+            f"sweep(values) must be a non-empty dict {{path: [values]}}; paths of {type(agent).__name__}: "
+            f"{sorted(agent.hyperparameters())}"
+        )
+    lists = {}
+    for name, vs in values.items():
+        if isinstance(vs, (str, bytes)) or not isinstance(vs, Sequence) or not vs:
+            raise ValueError(f"sweep(values[{name!r}]) must be a non-empty list of numbers, got {vs!r}")
+        lists[name] = list(vs)
+    if grid:
+        combos = list(itertools.product(*lists.values()))
+    else:
+        lengths = {len(vs) for vs in lists.values()}
+        if len(lengths) != 1:
+            raise ValueError(f"sweep(grid=False) needs lists of one length, got lengths {[len(v) for v in lists.values()]}")
+        combos = list(zip(*lists.values()))
+    owner = f"sweep over {type(agent).__name__}"
+    return stack([set_paths(agent, dict(zip(lists, combo)), owner) for combo in combos])

@@ -8,8 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agents import AbstractAgent
-from ..core import as_float
+from ..components import AbstractReplayBuffer, as_learning_rate, as_optimizer, as_terms, as_torso
+from ..core import as_float, set_paths
 from ._parse import SCALARS, or_none, tuple_of
+from ._specs import SET_HELP, SPEC_HELP, SPEC_PARSERS, parse_set
 
 DEFAULT_AGENT = "ppo"
 DEFAULT_ENV = "CartPole-v1"
@@ -60,6 +62,18 @@ def from_value(value: Any, annotation: Any) -> tuple[Callable[[str], Any], str] 
     return None
 
 
+def spec_kind(field: dataclasses.Field) -> str | None:
+    """Which module-valued flag a field takes (`"torso"`, `"buffer"`, `"optimizer"`,
+    `"terms"`, `"rate"`; see `eqxrl.cli._specs`), or None for a plain one."""
+    converter = field.metadata.get("converter")
+    kinds = {as_torso: "torso", as_optimizer: "optimizer", as_terms: "terms", as_learning_rate: "rate"}
+    if converter in kinds:
+        return kinds[converter]
+    if AbstractReplayBuffer in typing.get_args(field.type) or field.type is AbstractReplayBuffer:
+        return "buffer"
+    return None
+
+
 def agent_flags(cls: type[AbstractAgent]) -> list[Flag]:
     """The command-line flags of an agent class: one per dataclass field except `env`.
 
@@ -78,7 +92,10 @@ def agent_flags(cls: type[AbstractAgent]) -> list[Flag]:
             default = field.default_factory()
         else:
             default = dataclasses.MISSING
-        if field.metadata.get("converter") is as_float:
+        kind = spec_kind(field)
+        if kind is not None:
+            found = SPEC_PARSERS[kind]
+        elif field.metadata.get("converter") is as_float:
             found = SCALARS[float]  # a float leaf, even with an int default
         elif default is dataclasses.MISSING:
             found = from_annotation(field.type)
@@ -95,7 +112,9 @@ def format_default(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, tuple):
-        return ",".join(format_default(v) for v in value)
+        return ",".join(format_default(v) for v in value) or "none"
+    if value is None:
+        return "none"
     return str(value)
 
 
@@ -110,6 +129,7 @@ def add_field_flags(parser: Any, cls: type[AbstractAgent]) -> None:
     otherwise; a field without a default is a required flag.
     """
     group = parser.add_argument_group(f"{cls.__name__} fields")
+    group.add_argument("--set", dest="set_paths", type=parse_set, action="append", default=[], metavar="PATH=VALUE", help=SET_HELP)
     for flag in agent_flags(cls):
         required = flag.default is dataclasses.MISSING
         group.add_argument(
@@ -119,8 +139,15 @@ def add_field_flags(parser: Any, cls: type[AbstractAgent]) -> None:
             metavar=flag.metavar,
             default=argparse.SUPPRESS,
             required=required,
-            help="required" if required else f"default: {format_default(flag.default)}",
+            help=("required" if required else f"default: {format_default(flag.default)}")
+            + (f"; {SPEC_HELP[flag.metavar]}" if flag.metavar in SPEC_HELP else ""),
         )
+
+
+def build_agent(cls: type[AbstractAgent], env: Any, given: dict[str, Any], sets: Any) -> AbstractAgent:
+    """**Returns:** `cls(env, **given)` with every `--set PATH=VALUE` applied (checked like a field)."""
+    agent = cls(env, **given)
+    return set_paths(agent, dict(sets or []), cls.__name__) if sets else agent
 
 
 def given_fields(args: Any, cls: type[AbstractAgent]) -> dict[str, Any]:

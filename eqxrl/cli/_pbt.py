@@ -14,7 +14,7 @@ from ..core import one_line
 from ..envs import make
 from ..pbt import PBT, LogUniform, pbt_from_config, resume
 from ._common import prepare_run_dir
-from ._flags import add_field_flags, given_fields
+from ._flags import add_field_flags, build_agent, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_seed, parse_tune, positive, parse_int
 
 
@@ -107,7 +107,7 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
     cls = AGENTS[args.agent]
     kwargs = given_fields(args, cls)
     try:
-        agent = cls(make(args.env), **kwargs)
+        agent = build_agent(cls, make(args.env), kwargs, args.set_paths)
         space = dict(args.tune) if args.tune else default_space(agent)
         pbt = PBT(
             agent, space, population_size=args.population, ready=args.ready, exploit=args.exploit,

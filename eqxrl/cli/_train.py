@@ -13,7 +13,7 @@ from ..envs import make
 from ..loop import NonFiniteError
 from ..runs import CHECKPOINT, MAX_SEED, agent_from_config, load_config, resume_run, train_run
 from ._common import prepare_run_dir, print_returns
-from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, first_line, given_fields
+from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
 
 
@@ -92,6 +92,8 @@ def add_train_command(commands: Any) -> None:
 def train_command(args: argparse.Namespace, argv: list[str]) -> int:
     parser = args._parser
     given = given_fields(args, AGENTS[args.agent])
+    if getattr(args, "set_paths", None):
+        given["--set"] = args.set_paths  # named in the errors below; applied by build_agent
     if args.resume is not None:
         if args.config is not None or given:
             parser.error("--resume RUN_DIR continues a run as it was configured: give no --config or agent fields")
@@ -113,7 +115,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         checkpoint_every = args.checkpoint_every
         cls = AGENTS[args.agent]
         try:
-            agent = cls(make(args.env), **given)
+            agent = build_agent(cls, make(args.env), {k: v for k, v in given.items() if k != "--set"}, args.set_paths)
         except ValueError as e:
             parser.error(one_line(e))
     base = Batch.of(agent).agent

@@ -15,6 +15,7 @@ from ._loss_terms import AbstractLossTerm as AbstractLossTerm
 from ._loss_terms import KLToReference as KLToReference
 from ._loss_terms import L2Penalty as L2Penalty
 from ._loss_terms import add_loss_terms as add_loss_terms
+from ._loss_terms import as_terms as as_terms
 from ._loss_terms import check_loss_terms as check_loss_terms
 from ._loss_terms import loss_terms as loss_terms
 from .distributions import kl_divergence as kl_divergence

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
 from ..agents import AbstractAgent, Batch, Stacked
-from ..core import Key, is_key
+from ..core import Key, get_path, is_key
 from ..loop import Chunk, chunk, episode_returns, init_state
 from ._population import Population
 
@@ -74,7 +74,7 @@ def exploit_and_explore(
     new_values = []
     for i, (name, domain) in enumerate(pbt.space.items()):
         k_perturb, k_sample, k_coin = jax.random.split(jax.random.fold_in(explore_key, i), 3)
-        value = getattr(agent.agent, name)
+        value = get_path(agent.agent, name)
         explored = jnp.where(
             jax.random.bernoulli(k_coin, pbt.resample_probability, (size,)),
             domain.sample(k_sample, (size,)),
@@ -82,7 +82,7 @@ def exploit_and_explore(
         )
         new_values.append(jnp.where(replaced, explored, value).astype(jnp.float32))
     names = list(pbt.space)
-    agent = eqx.tree_at(lambda s: [getattr(s.agent, n) for n in names], agent, new_values)
+    agent = eqx.tree_at(lambda s: [get_path(s.agent, n) for n in names], agent, new_values)
     return agent, state, source
 
 
@@ -117,7 +117,7 @@ def generation(config: tuple, agent: Stacked, state: PyTree, key: Key, generatio
     finite = jnp.isfinite(returns)
     count = finite.sum(axis=0).astype(jnp.float32)
     train_return = jnp.where(count > 0, jnp.sum(jnp.where(finite, returns, 0.0), axis=0) / jnp.maximum(count, 1.0), jnp.nan)
-    trained_with = {name: getattr(agent.agent, name) for name in pbt.space}
+    trained_with = {name: get_path(agent.agent, name) for name in pbt.space}
 
     # Exploit: no copies after the last generation (the final population is what trained).
     last = generation + 1 >= total_iterations // iterations
@@ -142,7 +142,7 @@ def init_population(pbt: Any, key: Key, sharding: Any) -> Population:
     agent = Stacked(eqx.combine(arrays, static), size)
     names = list(pbt.space)
     values = [d.sample(jax.random.fold_in(hp_key, i), (size,)) for i, d in enumerate(pbt.space.values())]
-    agent = eqx.tree_at(lambda s: [getattr(s.agent, n) for n in names], agent, values)
+    agent = eqx.tree_at(lambda s: [get_path(s.agent, n) for n in names], agent, values)
     state = init_state(Batch.of(agent), jax.random.split(state_key, size))
     agent, state = _constrain((agent, state), sharding)
     return Population(agent, state, key, jnp.zeros((), jnp.int32))

@@ -24,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float, PyTree
 
 from ..agents import AbstractAgent, Stacked, hyperparameter_hint
-from ..core import Key, check_positive_int, is_positive_int
+from ..core import Key, check_positive_int, is_positive_int, resolve_path
 from ..loop import Progress, as_keys
 from ._exploit import Exploit, Truncation
 from ._generation import EvaluationReturn, run_generation, run_init_population
@@ -74,9 +74,10 @@ class PBT(eqx.Module):
     **Arguments:**
 
     - `agent`: any eqxrl agent; its values are the defaults of every leaf not in `space`.
-    - `space`: `{name: domain}` over the agent's hyperparameter leaves
-      (`agent.hyperparameters()` lists them), e.g.
-      `{"learning_rate": LogUniform(1e-4, 1e-2)}`.
+    - `space`: `{name: domain}` over the agent's hyperparameter leaves, by dotted
+      path (`agent.hyperparameters()` lists them) or by a flat name that names one
+      path only, e.g. `{"learning_rate": LogUniform(1e-4, 1e-2)}` or
+      `{"critic_optimizer.learning_rate": ..., "buffer.alpha": Uniform(0.4, 0.8)}`.
     - `population_size`: members (a multiple of the device count when sharded).
     - `ready`: env steps per member between two exploit/explore steps.
     - `exploit`: `Truncation(num_replaced, num_parents)` (default: the worst
@@ -123,19 +124,28 @@ class PBT(eqx.Module):
                 f"{type(self.agent).__name__}: {names or 'none (declare one with `eqxrl.hyperparameter(default)`)'}"
             )
         tunable = self.agent.hyperparameters()
+        resolved = {}
         for name, domain in self.space.items():
-            if name not in tunable:
+            try:
+                # A dotted path (`critic_optimizer.learning_rate`), or a flat name that is unambiguous.
+                path = resolve_path(self.agent, name, f"PBT(space) over {type(self.agent).__name__}")
+            except ValueError as e:
+                if "ambiguous" in str(e):
+                    raise
                 raise ValueError(
                     f"PBT(space) names {name!r}, which is not a hyperparameter leaf of "
                     f"{type(self.agent).__name__}; tunable names: {sorted(tunable)}"
                     f"{hyperparameter_hint(self.agent, name)}"
-                )
+                ) from None
             if not isinstance(domain, Domain):
                 raise ValueError(
                     f"PBT(space[{name!r}]) must be a domain (LogUniform, Uniform, Choice, IntUniform, "
                     f"IntLogUniform), got {type(domain).__name__}"
                 )
-        self.space = _Space(self.space.items())
+            if path in resolved:
+                raise ValueError(f"PBT(space) names {path!r} twice")
+            resolved[path] = domain
+        self.space = _Space(resolved.items())
         if self.exploit is None:
             quarter = max(1, self.population_size // 4)
             self.exploit = Truncation(quarter, quarter)

@@ -1,0 +1,191 @@
+"""Command-line values for an agent's module-valued fields: torsos, buffers, optimizers,
+loss terms and learning-rate schedules, and `--set PATH=VALUE` for any hyperparameter.
+
+Every such flag takes a short preset (`--actor-torso cnn`, `--buffer prioritized:100000`,
+`--critic-optimizer adamw:3e-4`, `--learning-rate cosine:3e-4`, `--policy-loss-terms l2:1e-4`),
+a class given as `package.module:Name` (built with no arguments; a torso class is
+used as a user's torso), or the JSON a run's `config.json` holds for that field
+(`{"class": "eqxrl.components:MLPTorso", "hidden_sizes": [64, 64]}`).
+"""
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+import optax
+
+from ..components import (
+    AbstractLossTerm,
+    AbstractOptimizer,
+    AbstractReplayBuffer,
+    AbstractSchedule,
+    AbstractTorso,
+    CNNTorso,
+    ConstantSchedule,
+    CosineSchedule,
+    L2Penalty,
+    LinearSchedule,
+    MLPTorso,
+    Optimizer,
+    OptaxOptimizer,
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+    WarmupCosineSchedule,
+    as_torso,
+)
+from ..core import from_spec, import_class, one_line
+from ._parse import parse_float, parse_int, tuple_of
+
+TORSO_HELP = "mlp:64,64[:ACTIVATION], cnn (MinAtar), nature-cnn, package.module:Class, or JSON"
+BUFFER_HELP = "uniform[:CAPACITY], prioritized[:CAPACITY[:ALPHA]], package.module:Class, or JSON"
+OPTIMIZER_HELP = "adam:LR[:MAX_GRAD_NORM], adamw:LR[:WEIGHT_DECAY], sgd:LR, rmsprop:LR, or JSON"
+TERMS_HELP = "none, or l2:COEF (comma-separated for several), package.module:Class, or JSON"
+RATE_HELP = "a number, constant:LR, linear:LR[:END], cosine:LR[:ALPHA], warmup-cosine:PEAK[:WARMUP[:END]], or JSON"
+SET_HELP = (
+    "PATH=VALUE, repeatable: set any hyperparameter by its dotted path (as agent.hyperparameters() "
+    "lists them, e.g. buffer.alpha=0.7 or critic_optimizer.learning_rate=1e-3), or by a flat name that names one path"
+)
+
+
+def _generic(text: str, what: str) -> Any:
+    """JSON, or a class path; None when `text` is neither (a preset)."""
+    if text[:1] in "{[":
+        try:
+            return from_spec(json.loads(text), what)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{what} is not valid JSON: {e}") from None
+    head = text.partition(":")[0]
+    if ":" in text and "." in head:
+        obj = import_class(text, f"the class of {what}")
+        # A torso class is kept (as_torso makes it a torso); any other class is built with no arguments.
+        return obj() if isinstance(obj, type) and what != "torso" else obj
+    return None
+
+
+def _args(rest: str, parsers: list[Callable[[str], Any]], text: str, usage: str) -> list[Any]:
+    parts = rest.split(":") if rest else []
+    if len(parts) > len(parsers):
+        raise ValueError(f"expected {usage}, got {text!r}")
+    return [p(v) for p, v in zip(parsers, parts)]
+
+
+def parse_torso(text: str) -> AbstractTorso:
+    found = _generic(text, "torso")
+    if found is not None:
+        return as_torso(found)
+    kind, _, rest = text.partition(":")
+    if kind == "mlp":
+        sizes, _, activation = rest.partition(":")
+        return MLPTorso(tuple_of(parse_int)(sizes) if sizes else (64, 64), activation or "tanh")
+    if kind in ("cnn", "minatar-cnn") and not rest:
+        return CNNTorso.minatar()
+    if kind == "nature-cnn" and not rest:
+        return CNNTorso.nature()
+    raise ValueError(f"unknown torso {text!r}; expected {TORSO_HELP}")
+
+
+def parse_buffer(text: str) -> AbstractReplayBuffer:
+    found = _generic(text, "buffer")
+    if found is not None:
+        return found
+    kind, _, rest = text.partition(":")
+    if kind == "uniform":
+        return ReplayBuffer(*_args(rest, [parse_int], text, "uniform[:CAPACITY]"))
+    if kind == "prioritized":
+        args = _args(rest, [parse_int, parse_float], text, "prioritized[:CAPACITY[:ALPHA]]")
+        return PrioritizedReplayBuffer(*args[:1], **({"alpha": args[1]} if len(args) > 1 else {}))
+    raise ValueError(f"unknown buffer {text!r}; expected {BUFFER_HELP}")
+
+
+def parse_optimizer(text: str) -> AbstractOptimizer:
+    found = _generic(text, "optimizer")
+    if found is not None:
+        return found
+    kind, _, rest = text.partition(":")
+    if kind == "adam":
+        args = _args(rest, [parse_float, parse_float], text, "adam:LR[:MAX_GRAD_NORM]")
+        if not args:
+            raise ValueError(f"expected adam:LR[:MAX_GRAD_NORM], got {text!r}")
+        return Optimizer(*args)
+    makers = {"adamw": (optax.adamw, 2), "sgd": (optax.sgd, 1), "rmsprop": (optax.rmsprop, 1)}
+    if kind in makers:
+        make, most = makers[kind]
+        args = _args(rest, [parse_float] * most, text, f"{kind}:LR" + ("[:WEIGHT_DECAY]" if most == 2 else ""))
+        if not args:
+            raise ValueError(f"expected {kind}:LR, got {text!r}")
+        return OptaxOptimizer(make(*args))
+    raise ValueError(f"unknown optimizer {text!r}; expected {OPTIMIZER_HELP}")
+
+
+def parse_loss_terms(text: str) -> tuple[AbstractLossTerm, ...]:
+    found = _generic(text, "loss terms")
+    if found is not None:
+        return found if isinstance(found, tuple) else (found,)
+    if text == "none":
+        return ()
+    terms = []
+    for item in text.split(","):
+        kind, _, rest = item.partition(":")
+        if kind != "l2":
+            raise ValueError(f"unknown loss term {item!r}; expected {TERMS_HELP}")
+        terms.append(L2Penalty(*_args(rest, [parse_float], item, "l2:COEF")))
+    return tuple(terms)
+
+
+def parse_learning_rate(text: str) -> Any:
+    try:
+        return parse_float(text)
+    except (argparse.ArgumentTypeError, ValueError):
+        pass
+    found = _generic(text, "learning rate")
+    if found is not None:
+        return found
+    kind, _, rest = text.partition(":")
+    makers: dict[str, tuple[type[AbstractSchedule], int]] = {
+        "constant": (ConstantSchedule, 1),
+        "linear": (LinearSchedule, 2),
+        "cosine": (CosineSchedule, 2),
+        "warmup-cosine": (WarmupCosineSchedule, 3),
+    }
+    if kind in makers:
+        cls, most = makers[kind]
+        args = _args(rest, [parse_float] * most, text, f"{kind}:VALUE[...]")
+        if not args:
+            raise ValueError(f"expected {kind}:VALUE, got {text!r}; {RATE_HELP}")
+        if cls is WarmupCosineSchedule and len(args) == 3:
+            return cls(args[0], args[1], end_value=args[2])
+        return cls(*args)
+    raise ValueError(f"unknown learning rate {text!r}; expected {RATE_HELP}")
+
+
+def parse_set(text: str) -> tuple[str, float]:
+    path, sep, value = text.partition("=")
+    if not sep or not path:
+        raise argparse.ArgumentTypeError(f"expected PATH=VALUE like buffer.alpha=0.7, got {text!r}")
+    return path, parse_float(value)
+
+
+def as_argparse(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """`parse` with its ValueErrors as argparse's `ArgumentTypeError` (a clean usage error)."""
+
+    def parse_flag(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(one_line(e)) from None
+
+    parse_flag.__name__ = parse.__name__
+    return parse_flag
+
+
+SPEC_PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "torso": (as_argparse(parse_torso), "TORSO"),
+    "buffer": (as_argparse(parse_buffer), "BUFFER"),
+    "optimizer": (as_argparse(parse_optimizer), "OPTIMIZER"),
+    "terms": (as_argparse(parse_loss_terms), "TERMS"),
+    "rate": (as_argparse(parse_learning_rate), "RATE"),
+}
+"""Parser and metavar of each kind of module-valued flag."""
+
+SPEC_HELP = {"TORSO": TORSO_HELP, "BUFFER": BUFFER_HELP, "OPTIMIZER": OPTIMIZER_HELP, "TERMS": TERMS_HELP, "RATE": RATE_HELP}
