@@ -39,6 +39,7 @@ from ..components import (
     RunningMeanStd,
     Sample,
     Transition,
+    as_buffer,
     as_torso,
     check_loss_terms,
     check_optimizer,
@@ -114,7 +115,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
     activation: str = eqx.field(static=True, default="relu")
     critic_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
-    buffer: AbstractReplayBuffer | None = None
+    buffer: AbstractReplayBuffer | None = eqx.field(default=None, converter=as_buffer)
     critic_optimizer: AbstractOptimizer | None = optimizer_slot()
     critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
     gamma: Float[Array, ""] = hyperparameter(0.99)

@@ -319,7 +319,7 @@ class PPO(AbstractAgent):
         )
         return state, rollout
 
-    def loss(self, params: tuple, batch: tuple, progress: Float[Array, ""]) -> tuple[Float[Array, ""], Metrics]:
+    def loss(self, params: tuple, batch: tuple, progress: Float[Array, ""] | float) -> tuple[Float[Array, ""], Metrics]:
         """PPO's loss on a minibatch, the extra loss terms included.
 
         **Arguments:** `params = (shared torso or None, actor, critic)`, `batch =

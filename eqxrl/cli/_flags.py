@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agents import AbstractAgent
-from ..components import AbstractReplayBuffer, as_learning_rate, as_optimizer, as_terms, as_torso
+from ..components import as_buffer, as_learning_rate, as_optimizer, as_terms, as_torso
 from ..core import as_float, set_paths
 from ._parse import SCALARS, or_none, tuple_of
 from ._specs import SET_HELP, SPEC_HELP, SPEC_PARSERS, parse_set
@@ -66,12 +66,8 @@ def spec_kind(field: dataclasses.Field) -> str | None:
     """Which module-valued flag a field takes (`"torso"`, `"buffer"`, `"optimizer"`,
     `"terms"`, `"rate"`; see `eqxrl.cli._specs`), or None for a plain one."""
     converter = field.metadata.get("converter")
-    kinds = {as_torso: "torso", as_optimizer: "optimizer", as_terms: "terms", as_learning_rate: "rate"}
-    if converter in kinds:
-        return kinds[converter]
-    if AbstractReplayBuffer in typing.get_args(field.type) or field.type is AbstractReplayBuffer:
-        return "buffer"
-    return None
+    kinds = {as_torso: "torso", as_optimizer: "optimizer", as_terms: "terms", as_learning_rate: "rate", as_buffer: "buffer"}
+    return kinds.get(converter)
 
 
 def agent_flags(cls: type[AbstractAgent]) -> list[Flag]:

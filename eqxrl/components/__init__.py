@@ -7,6 +7,7 @@ from ._buffers import BufferState as BufferState
 from ._buffers import ReplayBuffer as ReplayBuffer
 from ._buffers import Sample as Sample
 from ._buffers import Transition as Transition
+from ._buffers import as_buffer as as_buffer
 from .distributions import AbstractDistribution as AbstractDistribution
 from .distributions import Categorical as Categorical
 from .distributions import Normal as Normal

@@ -15,6 +15,8 @@ Proportional prioritised replay (PER) is in `_prioritized.py`.
 
 import abc
 
+from typing import Any
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -287,3 +289,9 @@ class ReplayBuffer(AbstractReplayBuffer):
         Provided so that an agent can call it whichever buffer it holds.
         """
         return state
+
+
+def as_buffer(value: Any) -> Any:
+    """Converter for agents' `buffer` field: the value as given (a converter, so that a
+    wrong value reaches the agent's own check, which names the field and what it takes)."""
+    return value

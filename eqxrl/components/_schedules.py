@@ -9,7 +9,6 @@ which counts updates.
 
 import abc
 import math
-from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -103,7 +102,7 @@ class OptaxSchedule(AbstractSchedule):
     called with the optimizer's update count. Its numbers live inside the function,
     so PBT and sweeps cannot change them; two agents stack when they hold the same function."""
 
-    fn: Callable[[Array], Array] = eqx.field(static=True)
+    fn: Any = eqx.field(static=True)  # count -> value (checked below, with a message naming it)
 
     def __check_init__(self):
         if not callable(self.fn):

@@ -103,8 +103,8 @@ def from_spec(data: Any, where: str) -> Any:
         return data
     if "unserializable" in data:
         raise ValueError(
-            f"{where} was {data['unserializable']}, which a config file cannot hold; "
-            "rebuild the agent in Python and pass it (e.g. eqxrl.runs.load_run(run_dir, agent=...))"
+            f"{where} was {' '.join(str(data['unserializable']).split())}, which a config file cannot hold; "
+            "build this agent in Python instead of from its config"
         )
     if set(data) == {"type"}:
         return import_class(data["type"], f"the class of {where}")
