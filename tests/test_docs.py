@@ -1,6 +1,6 @@
 """Execute the Python code of the user documentation.
 
-`docs/tutorial.md`, `docs/getting-started.md` and `docs/jax-native.md` are run block by block: their
+`docs/tutorial.md`, `docs/getting-started.md`, `docs/jax-native.md` and `docs/composing.md` are run block by block: their
 ```python blocks, in order, in one namespace per page, skipping every block
 whose first line is `# not run by the tests` (long trainings, extra compiled
 programs). The tests then check what the pages claim.
@@ -82,6 +82,27 @@ def test_jax_native_page_runs(tmp_path, monkeypatch):
     assert ns["seed_metrics"]["episode_return"].shape == (8, 16)
     np.testing.assert_allclose(np.asarray(ns["sweep_metrics"]["learning_rate"][:, 0]), [1e-4, 3e-4, 1e-3], rtol=1e-6)
     assert np.asarray(ns["steps"]).tolist() == [2048, 2048]
+
+
+@pytest.mark.slow
+def test_composing_page_runs(tmp_path, monkeypatch):
+    """docs/composing.md: every example runs (tiny budgets: well under a minute on CPU)."""
+    monkeypatch.chdir(tmp_path)
+    ns = run_page("composing.md", {"__name__": "docs_composing"})
+    # The CNN PPO trained; the user torso and the separate actor/critic sizes are what the agents build.
+    assert ns["metrics"]["env_steps"][-1] == 4096 and np.isfinite(ns["metrics"]["loss"]).all()
+    assert type(ns["shapes"].actor.torso.net).__name__ == "LayerNormMLP"
+    assert ns["count"](ns["learner"].actor) < ns["count"](ns["learner"].critic)
+    # The custom buffer stored the clipped rewards; both loss terms were logged per member.
+    assert float(ns["states"].buffer.data.reward.max()) == pytest.approx(0.5)
+    for name in ("critic_loss_terms/l2_penalty", "critic_loss_terms/q_penalty/q_squared"):
+        assert ns["sweep_metrics"][name].shape[0] == 2, name
+    np.testing.assert_allclose(np.asarray(ns["sweep"].agent.critic_loss_terms[1].coef), [1e-3, 1e-2], rtol=1e-6)
+    paths = list(ns["dqn"].hyperparameters())
+    assert paths[:2] == ["critic_loss_terms.0.coef", "critic_loss_terms.1.coef"]
+    # PBT tuned the nested path within its domain.
+    lr = ns["history"].hyperparameters["learning_rate.init_value"]
+    assert lr.shape == (2, 2) and np.all((lr >= 1e-4 * (1 - 1e-6)) & (lr <= 1e-2 * (1 + 1e-6)))
 
 
 @pytest.mark.parametrize(
