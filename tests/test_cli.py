@@ -171,7 +171,7 @@ def _expect_usage_error(argv, message, capsys):
         (["--hidden-sizes", "64,x"], "expected comma-separated values like 64,64"),
         (["--hidden-sizes", ""], "PPO(hidden_sizes) must be a non-empty tuple of positive ints"),
         (["--seeds", "0"], "expected a positive integer, got '0'"),
-        (["--learning-rate", "fast"], "expected a number (or inf), got 'fast'"),
+        (["--learning-rate", "fast"], "unknown learning rate 'fast'; expected a number, constant:LR"),
         (["--no-such-flag", "1"], "unrecognized arguments: --no-such-flag 1"),
         (["a2c"], "invalid choice: 'a2c'"),
     ],

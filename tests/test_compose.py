@@ -185,6 +185,12 @@ def test_optimizer_slots_take_optax_and_eqxrl_optimizers():
     agent = SAC("Pendulum-v1", critic_optimizer=tx, actor_optimizer=Optimizer(1e-3, 5.0), alpha_optimizer=optax.sgd(1e-2), **TINY_OFF)
     assert agent.critic_optimizer == OptaxOptimizer(tx)
     assert "actor_optimizer.learning_rate" in agent.hyperparameters()
+    # The numbers the slots replace are not hyperparameters any more: nothing reads them.
+    assert not {"actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"} & set(agent.hyperparameters())
+    with pytest.raises(ValueError, match=r"'critic_learning_rate' is not used by this agent"):
+        eqxrl.sweep(agent, {"critic_learning_rate": [1e-3, 1e-4]})
+    with pytest.raises(ValueError, match=r"PBT\(space\) names 'critic_learning_rate', which is not a hyperparameter leaf"):
+        eqxrl.pbt.PBT(agent, {"critic_learning_rate": eqxrl.pbt.LogUniform(1e-4, 1e-3)}, population_size=2, ready=8)
     state, metrics = _iterate(agent, agent.init(jax.random.key(0)), 8)
     assert np.isfinite(float(metrics["critic_loss"]))
     with pytest.raises(ValueError, match=r"SAC\(critic_optimizer\) must be an optax.GradientTransformation, an eqxrl Optimizer or None"):
@@ -306,14 +312,15 @@ def test_kl_divergence_closed_forms():
 def test_hyperparameters_by_dotted_path():
     agent = DQN(
         "CartPole-v1", learning_rate=CosineSchedule(1e-3), buffer=PrioritizedReplayBuffer(1000),
-        critic_loss_terms=(L2Penalty(1e-4),), critic_optimizer=Optimizer(1e-3),
+        critic_loss_terms=(L2Penalty(1e-4),),
     )  # fmt: skip
     paths = agent.hyperparameters()
-    for path in ("learning_rate.init_value", "buffer.alpha", "critic_loss_terms.0.coef", "critic_optimizer.learning_rate", "gamma"):
+    for path in ("learning_rate.init_value", "buffer.alpha", "critic_loss_terms.0.coef", "gamma"):
         assert path in paths and get_path(agent, path) is paths[path]
     assert resolve_path(agent, "init_value") == "learning_rate.init_value"  # flat names where unambiguous
     with pytest.raises(ValueError, match=r"'alpha' is ambiguous, it could be any of \['buffer.alpha', 'learning_rate.alpha'\]"):
         resolve_path(agent, "alpha")
+    assert "critic_optimizer.learning_rate" in dataclasses.replace(agent, critic_optimizer=Optimizer(1e-3)).hyperparameters()
     moved = replace_paths(agent, {"buffer.alpha": 0.3})
     assert float(moved.buffer.alpha) == pytest.approx(0.3)
     with pytest.raises(ValueError, match=r"PrioritizedReplayBuffer\(alpha\) must be >= 0"):

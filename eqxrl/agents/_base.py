@@ -41,6 +41,10 @@ class AbstractAgent(eqx.Module):
     env: eqx.AbstractVar[AbstractEnv]
     default_env: ClassVar[str] = "CartPole-v1"
     """The env the command line trains on when `--env` is not given."""
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """`{slot: (field, ...)}`: fields a module-valued slot makes unused when it is given
+    (`{"critic_optimizer": ("critic_learning_rate",)}`); `hyperparameters()` leaves
+    them out, so PBT and sweeps never tune a number nothing reads."""
 
     def __check_init__(self):
         # Every agent, built-in or a user's, checks its env's reset/step outputs against its
@@ -96,8 +100,13 @@ class AbstractAgent(eqx.Module):
         """**Returns:** the numeric hyperparameters (array leaves a sweep or PBT may change),
         by dotted path: the agent's own (`gamma`) and those of the modules it holds
         (`critic_optimizer.learning_rate`, `buffer.alpha`, `learning_rate.init_value`,
-        `policy_loss_terms.0.coef`)."""
-        return hyperparameter_paths(self)
+        `policy_loss_terms.0.coef`). Fields a given slot replaces (`replaced_by`) are left out."""
+        unused = {name for slot, names in self.replaced_by.items() if getattr(self, slot, None) is not None for name in names}
+        return {
+            path: value
+            for path, value in hyperparameter_paths(self).items()
+            if path.split(".", 1)[0] not in unused
+        }
 
     def config(self) -> dict[str, Any]:
         """**Returns:** a JSON-ready description: agent name, env name, every field but the

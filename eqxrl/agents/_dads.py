@@ -91,6 +91,13 @@ class DADS(AbstractActorCriticAgent):
     """
 
     default_env: ClassVar[str] = "Point2D-v0"
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
+        "buffer": ("per_alpha",),
+        "actor_optimizer": ("actor_learning_rate",),
+        "critic_optimizer": ("critic_learning_rate",),
+        "alpha_optimizer": ("alpha_learning_rate",),
+        "dynamics_optimizer": ("dynamics_learning_rate",),
+    }
     num_skills: int = eqx.field(static=True, default=4)
     num_experts: int = eqx.field(static=True, default=4)
     descriptor: str = eqx.field(static=True, default="auto")

@@ -22,6 +22,9 @@ class DDPG(AbstractActorCriticAgent):
     step, Gaussian exploration noise (TD3 without its three fixes)."""
 
     default_env: ClassVar[str] = "Pendulum-v1"
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
+        "buffer": ("per_alpha",), "actor_optimizer": ("actor_learning_rate",), "critic_optimizer": ("critic_learning_rate",)
+    }
     actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     exploration_noise: Float[Array, ""] = hyperparameter(0.1)

@@ -1,5 +1,7 @@
 """DQN (Mnih et al. 2015) with double Q-learning, prioritized replay and n-step returns."""
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -57,6 +59,9 @@ class DQN(AbstractOffPolicyAgent):
     double: bool = eqx.field(static=True, default=True)
     loss: str = eqx.field(static=True, default="mse")
     target_update_period: int = eqx.field(static=True, default=5)
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
+        "buffer": ("per_alpha",), "critic_optimizer": ("learning_rate", "max_grad_norm")
+    }
     learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-3)
     tau: Float[Array, ""] = hyperparameter(0.02)
     eps_start: Float[Array, ""] = hyperparameter(1.0)

@@ -108,6 +108,12 @@ class MPO(AbstractActorCriticAgent):
     """
 
     default_env: ClassVar[str] = "Pendulum-v1"
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
+        "buffer": ("per_alpha",),
+        "actor_optimizer": ("policy_learning_rate",),
+        "critic_optimizer": ("critic_learning_rate",),
+        "dual_optimizer": ("dual_learning_rate",),
+    }
     num_critics: int = eqx.field(static=True, default=2)
     num_action_samples: int = eqx.field(static=True, default=20)
     target_update_period: int = eqx.field(static=True, default=100)

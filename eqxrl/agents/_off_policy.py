@@ -18,7 +18,7 @@ is never copied by a select.
 """
 
 import abc
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -124,6 +124,8 @@ class AbstractOffPolicyAgent(AbstractAgent):
     reward_scale: Float[Array, ""] = hyperparameter(1.0)
     per_alpha: Float[Array, ""] = hyperparameter(0.6)
     per_beta: Float[Array, ""] = hyperparameter(0.4)
+
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"buffer": ("per_alpha",)}
 
     def __check_init__(self):
         owner = type(self).__name__

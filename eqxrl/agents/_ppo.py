@@ -1,5 +1,7 @@
 """Proximal Policy Optimisation (Schulman et al. 2017), discrete and continuous."""
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -102,6 +104,7 @@ class PPO(AbstractAgent):
     """
 
     env: AbstractEnv = eqx.field(converter=as_env)
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"optimizer": ("learning_rate", "max_grad_norm")}
     num_envs: int = eqx.field(static=True, default=4)
     rollout_length: int = eqx.field(static=True, default=128)
     num_epochs: int = eqx.field(static=True, default=4)

@@ -51,6 +51,12 @@ class SAC(AbstractActorCriticAgent):
     """
 
     default_env: ClassVar[str] = "Pendulum-v1"
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
+        "buffer": ("per_alpha",),
+        "actor_optimizer": ("actor_learning_rate",),
+        "critic_optimizer": ("critic_learning_rate",),
+        "alpha_optimizer": ("alpha_learning_rate",),
+    }
     autotune: bool = eqx.field(static=True, default=True)
     alpha_optimizer: AbstractOptimizer | None = optimizer_slot()
     num_critics: int = eqx.field(static=True, default=2)

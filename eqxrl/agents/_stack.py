@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import PyTree
 
-from ..core import set_paths
+from ..core import resolve_path, set_paths
 from ._base import AbstractAgent, hyperparameter_hint
 
 
@@ -206,4 +206,12 @@ def sweep(agent: AbstractAgent, values: Mapping[str, Sequence[Any]], *, grid: bo
             raise ValueError(f"sweep(grid=False) needs lists of one length, got lengths {[len(v) for v in lists.values()]}")
         combos = list(zip(*lists.values()))
     owner = f"sweep over {type(agent).__name__}"
+    tunable = agent.hyperparameters()
+    for name in lists:
+        path = resolve_path(agent, name, owner)
+        if path not in tunable:
+            raise ValueError(
+                f"{owner}: {path!r} is not used by this agent (a module it holds replaces it: "
+                f"{type(agent).replaced_by}); its hyperparameters: {sorted(tunable)}"
+            )
     return stack([set_paths(agent, dict(zip(lists, combo)), owner) for combo in combos])

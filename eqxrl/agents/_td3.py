@@ -24,6 +24,9 @@ class TD3(AbstractActorCriticAgent):
     target actions smoothed by clipped Gaussian noise, Gaussian exploration noise."""
 
     default_env: ClassVar[str] = "Pendulum-v1"
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
+        "buffer": ("per_alpha",), "actor_optimizer": ("actor_learning_rate",), "critic_optimizer": ("critic_learning_rate",)
+    }
     policy_delay: int = eqx.field(static=True, default=2)
     num_critics: int = eqx.field(static=True, default=2)
     actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)

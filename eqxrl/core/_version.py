@@ -1,3 +1,3 @@
 """The eqxrl version (one place: the package, run directories and checkpoints read it here)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

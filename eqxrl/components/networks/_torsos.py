@@ -211,7 +211,10 @@ class CNNTorso(AbstractTorso):
 
 class ModuleTorso(AbstractTorso):
     """A user's Equinox module class used as a torso, with no registration:
-    `module(obs_shape, key=key)` builds it, and it maps one observation to features."""
+    `module(obs_shape, key=key)` builds it, and it maps one observation to features.
+
+    It is built inside the agent's traced `init`, so shape arithmetic in its
+    `__init__` must use Python or NumPy (`math.prod(obs_shape)`), not `jnp`."""
 
     module: type = eqx.field(static=True)
 
