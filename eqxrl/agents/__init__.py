@@ -13,6 +13,7 @@ from ._ddpg import DDPG as DDPG
 from ._deterministic import DeterministicLearner as DeterministicLearner
 from ._dqn import DQN as DQN
 from ._dqn import DQNLearner as DQNLearner
+from ._actor_critic import AbstractActorCriticAgent as AbstractActorCriticAgent
 from ._off_policy import AbstractOffPolicyAgent as AbstractOffPolicyAgent
 from ._off_policy import OffPolicyState as OffPolicyState
 from ._sac import SAC as SAC
