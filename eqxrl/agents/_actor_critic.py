@@ -1,11 +1,20 @@
 """The off-policy agents with a policy network besides their critics."""
 
-import equinox as eqx
+from collections.abc import Callable
+from typing import Any
 
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PyTree
+
+from ..core import Metrics
 from ..components import (
     AbstractLossTerm,
     AbstractOptimizer,
     AbstractTorso,
+    OptState,
+    Sample,
+    add_loss_terms,
     as_torso,
     check_loss_terms,
     check_optimizer,
@@ -30,3 +39,39 @@ class AbstractActorCriticAgent(AbstractOffPolicyAgent):
         check_torso(owner, "actor_torso", self.actor_torso)
         check_optimizer(owner, "actor_optimizer", self.actor_optimizer)
         check_loss_terms(owner, "policy_loss_terms", self.policy_loss_terms)
+
+
+def update_critics(
+    critic: PyTree,
+    opt_state: OptState,
+    optimizer: AbstractOptimizer,
+    batch: Sample,
+    target: Float[Array, " batch"],
+    terms: tuple[AbstractLossTerm, ...],
+    progress: Float[Array, ""],
+    q_values: Callable[[PyTree, Any], tuple[Array, Array]] | None = None,
+) -> tuple[PyTree, OptState, Float[Array, ""], Float[Array, " batch"], Metrics]:
+    """One step of an ensemble of Q-critics (DDPG, TD3, SAC, MPO) toward `target`:
+    the importance-weighted squared TD error summed over members, plus the extra
+    critic loss `terms`.
+
+    **Arguments:** the `critic` ensemble, its optimizer state and `optimizer`, the
+    sampled `batch`, the TD `target`, the loss `terms`, the run's `progress`, and
+    `q_values(critic, data) -> (outputs, qs)` (default: the ensemble at the batch's
+    `(obs, action)`, both): `qs` `(members, batch)` enter the TD error, `outputs`
+    are what the terms see as `"q"`.
+
+    **Returns:** `(critic, opt_state, loss, td, term_metrics)`, `td` the members' mean TD error.
+    """
+    data = batch.data
+
+    def loss_fn(critic):
+        outputs, qs = q_values(critic, data) if q_values is not None else (critic(data.obs, data.action),) * 2
+        td = qs - target
+        loss = jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0))
+        extra, metrics = add_loss_terms(terms, "critic_loss_terms", critic, batch, {"obs": data.obs, "q": outputs})
+        return loss + extra, (loss, jnp.mean(td, axis=0), metrics)
+
+    (_, (loss, td, metrics)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(critic)
+    critic, opt_state = optimizer.update(grads, opt_state, critic, progress)
+    return critic, opt_state, loss, td, metrics

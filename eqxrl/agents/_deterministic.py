@@ -21,6 +21,7 @@ from ..components import (
     polyak,
     smoothed_target_action,
 )
+from ._actor_critic import update_critics
 
 
 class DeterministicLearner(eqx.Module):
@@ -101,15 +102,9 @@ def deterministic_update(
     next_qs = learner.target_critic(data.next_obs, next_action)
     target = jax.lax.stop_gradient(clipped_double_q_target(data.reward, data.discount, next_qs))
 
-    def critic_loss_fn(critic):
-        qs = critic(data.obs, data.action)
-        td = qs - target
-        loss = jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0))
-        extra, extra_metrics = add_loss_terms(critic_loss_terms, "critic_loss_terms", critic, batch, {"obs": data.obs, "q": qs})
-        return loss + extra, (loss, jnp.mean(td, axis=0), extra_metrics)
-
-    (_, (critic_loss, td, critic_metrics)), grads = eqx.filter_value_and_grad(critic_loss_fn, has_aux=True)(learner.critic)
-    critic, critic_state = critic_opt.update(grads, learner.critic_opt, learner.critic, progress)
+    critic, critic_state, critic_loss, td, critic_metrics = update_critics(
+        learner.critic, learner.critic_opt, critic_opt, batch, target, critic_loss_terms, progress
+    )
 
     def actor_step(operand):
         actor, actor_state, target_actor, target_critic = operand

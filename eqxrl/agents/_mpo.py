@@ -33,7 +33,7 @@ from ..components import (
     softplus_inverse,
 )
 from ..envs import AbstractEnv, Box, Discrete
-from ._actor_critic import AbstractActorCriticAgent
+from ._actor_critic import AbstractActorCriticAgent, update_critics
 
 # Lower bound of the raw (pre-softplus) dual parameters: softplus(-18) ~ 1.5e-8 (acme's projection).
 _MIN_RAW_DUAL = -18.0
@@ -242,23 +242,15 @@ class MPO(AbstractActorCriticAgent):
 
         policy_optimizer, critic_optimizer, dual_optimizer = self.optimizers()
 
-        def critic_loss_fn(critic):
-            if self.discrete:
-                q_values = critic(data.obs)
-                qs = jax.vmap(lambda q: select_q(q, data.action))(q_values)
-            else:
-                q_values = qs = critic(data.obs, data.action)
-            td = qs - target
-            loss = jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0))
-            extra, extra_metrics = add_loss_terms(
-                self.critic_loss_terms, "critic_loss_terms", critic, batch, {"obs": data.obs, "q": q_values}
-            )
-            return loss + extra, (loss, jnp.mean(td, axis=0), extra_metrics)
+        def q_values(critic, data):
+            if not self.discrete:
+                return (critic(data.obs, data.action),) * 2
+            q_all = critic(data.obs)  # (members, batch, actions): the loss terms see every action's value
+            return q_all, jax.vmap(lambda q: select_q(q, data.action))(q_all)
 
-        (_, (critic_loss, td, critic_metrics)), grads = eqx.filter_value_and_grad(critic_loss_fn, has_aux=True)(
-            learner.critic
+        critic, critic_opt, critic_loss, td, critic_metrics = update_critics(
+            learner.critic, learner.critic_opt, critic_optimizer, batch, target, self.critic_loss_terms, progress, q_values
         )
-        critic, critic_opt = critic_optimizer.update(grads, learner.critic_opt, learner.critic, progress)
 
         def policy_loss_fn(params):
             policy, duals = params

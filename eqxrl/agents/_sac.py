@@ -26,7 +26,7 @@ from ..components import (
     sac_actor_loss,
     sac_alpha_loss,
 )
-from ._actor_critic import AbstractActorCriticAgent
+from ._actor_critic import AbstractActorCriticAgent, update_critics
 from ._off_policy import check_continuous
 
 
@@ -131,19 +131,9 @@ class SAC(AbstractActorCriticAgent):
 
         actor_optimizer, critic_optimizer, alpha_optimizer = self.optimizers()
 
-        def critic_loss_fn(critic):
-            qs = critic(data.obs, data.action)
-            td = qs - target
-            loss = jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0))
-            extra, extra_metrics = add_loss_terms(
-                self.critic_loss_terms, "critic_loss_terms", critic, batch, {"obs": data.obs, "q": qs}
-            )
-            return loss + extra, (loss, jnp.mean(td, axis=0), extra_metrics)
-
-        (_, (critic_loss, td, critic_metrics)), grads = eqx.filter_value_and_grad(critic_loss_fn, has_aux=True)(
-            learner.critic
+        critic, critic_opt, critic_loss, td, critic_metrics = update_critics(
+            learner.critic, learner.critic_opt, critic_optimizer, batch, target, self.critic_loss_terms, progress
         )
-        critic, critic_opt = critic_optimizer.update(grads, learner.critic_opt, learner.critic, progress)
 
         def actor_loss_fn(actor):
             dist = actor(data.obs)
