@@ -368,3 +368,16 @@ def test_config_round_trip_of_module_fields():
     assert "unserializable" in config["agent_config"]["critic_optimizer"]
     with pytest.raises(ValueError, match=r"critic_optimizer was OptaxOptimizer\(.*which a config file cannot hold"):
         agent_from_config(config)
+
+
+def test_cnn_torso_convolutions_match_xla():
+    """The torso's slice-and-matmul convolutions compute XLA's 'VALID' convolution (strided too)."""
+    torso = CNNTorso((4, 6), (3, 2), (1, 2), (8,)).make((10, 9, 3), key=jax.random.key(0))
+    x = jax.random.normal(jax.random.key(1), (10, 9, 3))
+    for conv, stride, kernel in zip(torso.net.convs, (1, 2), (3, 2)):
+        w = conv.linear.weight.reshape(kernel, kernel, x.shape[-1], -1)
+        dims = ("NHWC", "HWIO", "NHWC")
+        expected = jax.lax.conv_general_dilated(x[None], w, (stride, stride), "VALID", dimension_numbers=dims)[0]
+        np.testing.assert_allclose(conv(x), expected + conv.linear.bias, rtol=1e-5, atol=1e-5)
+        x = jax.nn.relu(conv(x))
+    assert x.shape == (4, 3, 6)

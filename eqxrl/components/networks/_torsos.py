@@ -126,8 +126,26 @@ class MLPTorso(AbstractTorso):
         return Encoder(self.build(obs_shape, key=key), obs_shape, features, batched=True)
 
 
+class _Conv(eqx.Module):
+    """A 'VALID' 2-D convolution over one channels-last image `(H, W, C)`, computed as
+    its k*k shifted (strided) slices concatenated and one matrix product.
+
+    On CPU, XLA's convolution gradient inside `lax.scan` (PPO's epochs and
+    minibatches) ran ~14x slower than this, for the same numbers."""
+
+    linear: Linear
+    kernel: int = eqx.field(static=True)
+    stride: int = eqx.field(static=True)
+
+    def __call__(self, x: Array) -> Array:
+        k, s = self.kernel, self.stride
+        h, w = (x.shape[0] - k) // s + 1, (x.shape[1] - k) // s + 1
+        patches = [x[i : i + s * (h - 1) + 1 : s, j : j + s * (w - 1) + 1 : s, :] for i in range(k) for j in range(k)]
+        return self.linear(jnp.concatenate(patches, axis=-1))
+
+
 class _CNNBody(eqx.Module):
-    convs: tuple[eqx.nn.Conv2d, ...]
+    convs: tuple[_Conv, ...]
     dense: tuple[Linear, ...]
     activation: Activation = eqx.field(static=True)
     add_channel: bool = eqx.field(static=True)
@@ -135,7 +153,6 @@ class _CNNBody(eqx.Module):
     def __call__(self, obs: Array) -> Array:
         act = get_activation(self.activation)
         x = obs[..., None] if self.add_channel else obs
-        x = jnp.moveaxis(x, -1, 0)  # (H, W, C) -> (C, H, W)
         for conv in self.convs:
             x = act(conv(x))
         x = x.reshape(-1)
@@ -150,7 +167,8 @@ class CNNTorso(AbstractTorso):
     `CNNTorso.minatar()` is the MinAtar network (one 3x3 convolution of 16
     channels, a 128-unit layer; gymnax's MinAtar games are 10x10xC images);
     `CNNTorso.nature()` is the Nature-DQN network for 84x84 frames. Padding is
-    'VALID'; every layer is followed by `activation`.
+    'VALID'; every layer is followed by `activation`; weights are orthogonally
+    initialised (gain sqrt 2) like every eqxrl layer.
     """
 
     channels: tuple[int, ...] = eqx.field(static=True, default=(16,), converter=tuple)
@@ -198,7 +216,7 @@ class CNNTorso(AbstractTorso):
                     f"CNNTorso: convolution {i} has kernel size {kernel}, larger than its {height}x{width} "
                     f"input (observation shape {obs_shape}); use smaller kernel_sizes or strides"
                 )
-            convs.append(eqx.nn.Conv2d(in_channels, out, kernel, stride, key=keys[i]))
+            convs.append(_Conv(Linear(kernel * kernel * in_channels, out, key=keys[i]), kernel, stride))
             height, width = (height - kernel) // stride + 1, (width - kernel) // stride + 1
             in_channels = out
         sizes = (in_channels * height * width, *self.hidden_sizes)
