@@ -8,11 +8,52 @@ import pytest
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
-    """Learning tests are slow tests too: the fast tier (`-m "not slow"`) leaves both out."""
+    """Learning tests are slow tests too: the fast tier (`-m "not slow"`) leaves both out.
+
+    Under xdist they also start first, shared out between the workers. Each takes minutes:
+    left in file order, the last of them start near the end of the run and one worker
+    trains alone while the other sits idle."""
     for item in items:
         if item.get_closest_marker("learning") is not None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+    yield  # -m and -k deselect here
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if workers and workers > 1:
+        items[:] = _learning_tests_first(items, workers)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n`'s default scheduler, `--dist load`, becomes `worksteal`: an idle worker takes tests
+    queued on a busy one, so no worker waits while another still has a backlog. (Here and not
+    as `--dist` in pyproject.toml's addopts, which `-p no:xdist` would reject.)"""
+    if config.getvalue("dist") == "load":
+        from xdist.scheduler import WorkStealingScheduling
+
+        return WorkStealingScheduling(config, log)
+    return None
+
+
+def _learning_tests_first(items, workers):
+    """The collection reordered for worksteal (pytest_xdist_make_scheduler): that scheduler first
+    hands each worker a contiguous share, len(pending) // workers_left tests, then lets idle
+    workers take tests queued on busy ones. Each share starts with its turn of the learning
+    tests; the other tests keep their order. Every worker computes the same order."""
+    learning = [item for item in items if item.get_closest_marker("learning") is not None]
+    rest = [item for item in items if item.get_closest_marker("learning") is None]
+    order, pending = [], len(items)
+    for w in range(workers):
+        share = pending // (workers - w)
+        head = learning[w::workers]
+        if share < len(head):
+            return items  # too few other tests to go around: leave the order alone
+        order += head + rest[: share - len(head)]
+        rest = rest[share - len(head) :]
+        pending -= share
+    assert len(order) == len(items)
+    return order
 
 
 @pytest.fixture
