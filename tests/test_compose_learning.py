@@ -27,28 +27,23 @@ def _uniform(state):
                        (jnp.zeros_like(state.actor.out.weight), jnp.zeros_like(state.actor.out.bias)))  # fmt: skip
 
 
-# A small CNNTorso (one stride-2 convolution): the MinAtar preset's convolution gradient runs a few
-# hundred env steps/s inside PPO's loops on XLA's CPU backend, too slow for a test.
-MINATAR_CNN = CNNTorso(channels=(8,), kernel_sizes=(3,), strides=(2,), hidden_sizes=(64,))
-MINATAR_STEPS = 48 * 2048
-
-
 @pytest.mark.slow
 @pytest.mark.learning
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_cnn_ppo_beats_random_on_breakout_minatar(seed):
+def test_cnn_ppo_beats_random_on_breakout_minatar():
     agent = PPO(
         "Breakout-MinAtar", num_envs=32, rollout_length=64, num_epochs=4, num_minibatches=4, learning_rate=1e-3,
-        ent_coef=0.01, actor_torso=MINATAR_CNN, critic_torso=MINATAR_CNN,
+        ent_coef=0.01, actor_torso=CNNTorso.minatar(), critic_torso=CNNTorso.minatar(),
     )  # fmt: skip
-    state, _ = eqxrl.train(agent, jax.random.key(seed), MINATAR_STEPS, progress=False)
-    assert isinstance(state.actor.torso.net.convs[0], eqx.nn.Conv2d)
+    state, _ = eqxrl.train(agent, jax.random.key(0), 48 * 2048, progress=False)
+    # The MinAtar network under the policy head: conv 16x3x3 over 10x10x4, dense 128, 3 actions.
+    assert sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(state.actor, eqx.is_inexact_array))) == 132_179
     # The same evaluation (sampled actions, 64 episodes) of the trained policy and of a uniform one.
-    evaluate = lambda s: float(np.mean(eqxrl.evaluate(agent, s, jax.random.key(100 + seed), 64, deterministic=False)))
+    evaluate = lambda s: float(np.mean(eqxrl.evaluate(agent, s, jax.random.key(100), 64, deterministic=False)))
     trained, random = evaluate(state), evaluate(_uniform(state))
     assert random < 1.0, random  # about 0.5
-    # Seeds 0, 1, 2 gave 1.91, 1.67, 1.61 against 0.47, 0.45, 0.44.
-    assert trained > random + 0.6, (trained, random)
+    # Seeds 0, 1, 2 (evaluation keys 100, 101, 102) gave 4.20, 5.00, 5.25 against 0.47, 0.45, 0.44; about
+    # 20 CPU-s of training plus 20 of compilation on 2 CPU cores.
+    assert trained > random + 2.0, (trained, random)
 
 
 # ----------------------------------------------------------------------- SAC: torsos and schedules
