@@ -4,10 +4,7 @@ Arms (each ``--seeds`` seeds trained in one program, keys split from ``jax.rando
 
 - ``cnn``: ``PPO(actor_torso=CNNTorso.minatar(), critic_torso=CNNTorso.minatar())``, the MinAtar
   network (conv 16x3x3 VALID, dense 128, relu) under each head;
-- ``mlp``: the default PPO networks, (64, 64) tanh MLPs over the flat 10x10x4 observation;
-- ``im2col``: the same architecture as ``cnn`` written by the user as an Equinox module class (given
-  as ``actor_torso=Im2ColMinAtar``, a ``ModuleTorso``), its convolution computed as nine shifted slices
-  and one matrix product instead of ``lax.conv``. Same parameter count as ``cnn``.
+- ``mlp``: the default PPO networks, (64, 64) tanh MLPs over the flat 10x10x4 observation.
 
 Every other hyperparameter is shared (PureJaxRL's MinAtar PPO): 64 envs x 128 steps, 4 epochs x 8
 minibatches, Adam lr 5e-4 annealed linearly to 0, gamma 0.99, GAE 0.95, clip 0.2, entropy 0.01, value
@@ -16,23 +13,17 @@ minibatches, Adam lr 5e-4 annealed linearly to 0, gamma 0.99, GAE 0.95, clip 0.2
 (``TrainInfo``, all seeds together). A uniform-random policy, run through the same episode runner
 (``eqxrl.loop.episode_returns``), is the baseline.
 
-Why three arms: on XLA's CPU backend the gradient of ``lax.conv`` inside ``lax.scan`` (PPO's epoch and
-minibatch loops, ``train``'s chunk) runs about 14x slower than the same gradient outside a loop, so the
-``cnn`` arm trains at a few hundred env steps/s on 2 CPU cores. When that is too slow for the budget,
-``--cnn-steps`` gives it a smaller one (throughput and compile time only; its returns are then not
-comparable) and the ``im2col`` arm stands in for the CNN's learning at the full budget.
+``CNNTorso`` computes its convolutions as strided slices and one matrix product (on XLA's CPU backend the
+gradient of ``lax.conv`` inside PPO's scans ran about 14x slower).
 
-Run ``python benchmarks/ppo_minatar_cnn.py`` (about 10 minutes on 2 busy CPU cores) or ``--quick`` (a
-smoke test). The table is printed and written to ``benchmarks/results/ppo_minatar_cnn.md``.
+Run ``python benchmarks/ppo_minatar_cnn.py`` (131,072 env steps per seed: about 11 minutes on 2 busy CPU
+cores) or ``--quick`` (a smoke test). The table is printed and written to ``benchmarks/results/ppo_minatar_cnn.md``.
 """
 
 from __future__ import annotations
 
-import math
-
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 from _common import fresh_caches, num_params
 from _report import Report, parser, table
@@ -47,37 +38,13 @@ HYPERS = dict(
     num_envs=64, rollout_length=128, num_epochs=4, num_minibatches=8, learning_rate=5e-4, anneal_lr=True,
     gamma=0.99, gae_lambda=0.95, clip_eps=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
 )  # fmt: skip
-ARMS = ("cnn", "mlp", "im2col")
-
-
-class Im2ColMinAtar(eqx.Module):
-    """The MinAtar network (conv 16x3x3 VALID + relu, dense 128 + relu) over one (H, W, C) image, its
-    convolution as shifted slices and a matrix product (a user's torso class: ``cls(obs_shape, key=key)``)."""
-
-    kernel: jax.Array
-    bias: jax.Array
-    dense: eqx.nn.Linear
-
-    def __init__(self, obs_shape, *, key):
-        height, width, channels = obs_shape
-        k1, k2 = jax.random.split(key)
-        bound = 1.0 / math.sqrt(9 * channels)  # eqx.nn.Conv2d's default initialisation
-        self.kernel = jax.random.uniform(k1, (9 * channels, 16), minval=-bound, maxval=bound)
-        self.bias = jax.random.uniform(jax.random.fold_in(k1, 1), (16,), minval=-bound, maxval=bound)
-        self.dense = eqx.nn.Linear((height - 2) * (width - 2) * 16, 128, key=k2)
-
-    def __call__(self, x):
-        h, w = x.shape[0] - 2, x.shape[1] - 2
-        patches = jnp.concatenate([x[i : i + h, j : j + w, :] for i in range(3) for j in range(3)], axis=-1)
-        y = jax.nn.relu(patches @ self.kernel + self.bias)
-        return jax.nn.relu(self.dense(y.reshape(-1)))
+ARMS = ("cnn", "mlp")
 
 
 def make(arm: str) -> PPO:
     torsos = {
         "cnn": dict(actor_torso=CNNTorso.minatar(), critic_torso=CNNTorso.minatar()),
         "mlp": {},
-        "im2col": dict(actor_torso=Im2ColMinAtar, critic_torso=Im2ColMinAtar),
     }[arm]
     return PPO(eqxrl.envs.make(ENV_ID), **HYPERS, **torsos)
 
@@ -114,8 +81,7 @@ def run_arm(arm: str, steps: int, seeds: int, seed: int, episodes: int) -> dict:
 
 def main(argv=None) -> None:
     p = parser(__doc__, "ppo_minatar_cnn", quick="smoke test: 2 iterations per seed, 2 seeds")
-    p.add_argument("--steps", type=int, default=2**18, help="env steps per seed (rounded down to x8192)")
-    p.add_argument("--cnn-steps", type=int, default=None, help="env steps per seed of the cnn arm (default --steps)")
+    p.add_argument("--steps", type=int, default=2**17, help="env steps per seed (rounded down to x8192)")
     p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--episodes", type=int, default=32, help="evaluation episodes per seed")
@@ -124,16 +90,14 @@ def main(argv=None) -> None:
     report = Report(__file__, argv)
     if a.quick:
         a.steps, a.seeds, a.episodes = 2 * 8192, 2, 8
-        a.cnn_steps = min(a.cnn_steps or a.steps, a.steps)
     arms = [x for x in a.arms.split(",") if x]
-    steps = {arm: (a.cnn_steps if arm == "cnn" and a.cnn_steps else a.steps) for arm in arms}
 
     baseline = random_returns(make("mlp"), jax.random.key(a.seed + 2), a.episodes * a.seeds)
     print(f"random policy: mean {baseline.mean():.2f} over {baseline.size} episodes", flush=True)
     results = {}
     for arm in arms:
         fresh_caches()
-        r = results[arm] = run_arm(arm, steps[arm], a.seeds, a.seed, a.episodes)
+        r = results[arm] = run_arm(arm, a.steps, a.seeds, a.seed, a.episodes)
         per = ", ".join(f"{x:.2f}" for x in r["per_seed"])
         print(
             f"{arm}: {r['steps']:,} steps per seed; eval per seed [{per}], mean {r['per_seed'].mean():.2f}; "
@@ -151,8 +115,7 @@ def render(report, a, results, baseline) -> str:
         f"(keys split from `jax.random.key({a.seed})`); evaluation: deterministic policy (argmax), "
         f"{a.episodes} episodes per seed, at most 1000 steps",
         "- arms: **cnn** `actor_torso=critic_torso=CNNTorso.minatar()`; **mlp** the default (64, 64) tanh "
-        "MLPs; **im2col** the same network as cnn as a user module class (`Im2ColMinAtar` in the script: "
-        "shifted slices + matmul instead of `lax.conv`)",
+        "MLPs",
         f"- random policy (uniform actions, same episode runner): mean return **{baseline.mean():.2f}** over "
         f"{baseline.size} episodes (std {baseline.std():.2f})",
         "",
@@ -171,15 +134,6 @@ def render(report, a, results, baseline) -> str:
     )  # fmt: skip
     lines += [
         "",
-    ]
-    if "cnn" in results and a.cnn_steps and a.cnn_steps != a.steps:
-        lines += [
-            f"- **the cnn arm ran {results['cnn']['steps']:,} env steps per seed (`--cnn-steps`), not the "
-            f"{a.steps:,} of the others**: at its throughput the full budget did not fit; its returns are an "
-            "untrained policy's, its compile time and steps/s are the measurement. im2col is the same network "
-            "at the full budget.",
-        ]
-    lines += [
         "- **eval return**: `eqxrl.evaluate(deterministic=True)` after training, mean over the episodes of each seed.",
         "- **training return, last 10%**: mean over seeds of the episode returns finished in the last tenth "
         "of the iterations (stochastic policy).",
