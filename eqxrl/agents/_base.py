@@ -83,6 +83,11 @@ class AbstractAgent(eqx.Module):
         """Environment steps collected by one `train_iteration` (a static int)."""
 
     @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """The shape of one observation of `env` (what a torso is built for)."""
+        return tuple(self.env.observation_space.shape)
+
+    @property
     def eval_env(self) -> AbstractEnv:
         """The unbatched environment `eqxrl.evaluate` runs the policy in (with the
         same action handling as in training)."""

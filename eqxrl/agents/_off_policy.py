@@ -181,10 +181,6 @@ class AbstractOffPolicyAgent(AbstractAgent):
         """**Returns:** the torso `slot` holds, or (None) the MLP of `hidden_sizes` and `activation`."""
         return torso_or_mlp(slot, self.hidden_sizes, self.activation)
 
-    @property
-    def obs_shape(self) -> tuple[int, ...]:
-        return tuple(self.env.observation_space.shape)
-
     # ----------------------------------------------------------------- hooks
     @abc.abstractmethod
     def init_learner(self, key: Key) -> PyTree:

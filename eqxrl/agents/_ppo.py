@@ -206,10 +206,6 @@ class PPO(AbstractAgent):
             return self.optimizer
         return Optimizer(self.learning_rate, self.max_grad_norm, clip=self.grad_clip, anneal=self.anneal_lr)
 
-    @property
-    def obs_shape(self) -> tuple[int, ...]:
-        return tuple(self.env.observation_space.shape)
-
     @staticmethod
     def policy(state: PPOState, x: Array) -> AbstractDistribution:
         """**Returns:** the policy's distribution at flat (normalised) observations `x`."""

@@ -92,15 +92,15 @@ def add_train_command(commands: Any) -> None:
 def train_command(args: argparse.Namespace, argv: list[str]) -> int:
     parser = args._parser
     given = given_fields(args, AGENTS[args.agent])
-    if getattr(args, "set_paths", None):
-        given["--set"] = args.set_paths  # named in the errors below; applied by build_agent
+    sets = getattr(args, "set_paths", None) or []
+    named = [*given, *(["--set"] if sets else [])]  # what the errors below name
     if args.resume is not None:
-        if args.config is not None or given:
+        if args.config is not None or named:
             parser.error("--resume RUN_DIR continues a run as it was configured: give no --config or agent fields")
         return resume_command(args)
     if args.config is not None:
-        if given:
-            parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(given)})")
+        if named:
+            parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(named)})")
         try:
             config = json.loads(pathlib.Path(args.config).read_text())
             agent = agent_from_config(config)
@@ -115,7 +115,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         checkpoint_every = args.checkpoint_every
         cls = AGENTS[args.agent]
         try:
-            agent = build_agent(cls, make(args.env), {k: v for k, v in given.items() if k != "--set"}, args.set_paths)
+            agent = build_agent(cls, make(args.env), given, sets)
         except ValueError as e:
             parser.error(one_line(e))
     base = Batch.of(agent).agent
