@@ -72,8 +72,10 @@ def test_train_prints_summary(one_seed, two_seeds):
 def test_run_directory(request, fixture, num_seeds, seed):
     run_dir, _ = request.getfixturevalue(fixture)
     assert {p.name for p in run_dir.iterdir()} == {
-        "config.json", "metrics.csv", "state.eqx", "learning_curve.png", "eval.json"
+        "config.json", "metrics.csv", "state.eqx", "learning_curve.png", "eval.json", "checkpoints"
     }  # fmt: skip
+    # The checkpoints kept: the newest two (the last one at the end of the run).
+    assert [c["step"] for c in eqxrl.runs.checkpoint_steps(run_dir)][-1] == 1024
 
     config = json.loads((run_dir / "config.json").read_text())
     assert config["agent"] == "ppo" and config["env"] == "CartPole-v1"

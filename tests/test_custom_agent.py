@@ -163,15 +163,16 @@ def test_run_directory_cli_evaluate_and_resume(registered, tmp_path, capsys, mon
     assert "Reinforce on CartPole-v1" in capsys.readouterr().out
     # Interrupted right after its first checkpoint, then continued from the command line:
     # the same final state as the uninterrupted run above.
-    train_run_module = importlib.import_module("eqxrl.runs._train_run")  # where train_run looks up save_checkpoint
-    real = train_run_module.save_checkpoint
+    train_run_module = importlib.import_module("eqxrl.runs._train_run")  # where train_run looks up CheckpointWriter
 
-    def save_then_crash(*args, **kwargs):
-        real(*args, **kwargs)
-        raise KeyboardInterrupt
+    class CrashAfterTheFirst(eqxrl.runs.CheckpointWriter):
+        def submit(self, checkpoint, *, wait=False):
+            super().submit(checkpoint, wait=True)
+            self.wait()
+            raise KeyboardInterrupt
 
     cut = tmp_path / "cut"
-    monkeypatch.setattr(train_run_module, "save_checkpoint", save_then_crash)
+    monkeypatch.setattr(train_run_module, "CheckpointWriter", CrashAfterTheFirst)
     with pytest.raises(KeyboardInterrupt):
         eqxrl.runs.train_run(cut, Reinforce(eqxrl.envs.make(ENV), learning_rate=0.005), total_steps=STEPS,
                              progress=False, checkpoint_every=64, eval_episodes=2)  # fmt: skip

@@ -7,7 +7,6 @@ import contextlib
 import importlib
 import io
 import json
-import os
 import pathlib
 import struct
 
@@ -59,20 +58,29 @@ class _Crash(Exception):
     pass
 
 
+def crash_after_checkpoints(monkeypatch, after: int, error: type[BaseException] = _Crash) -> None:
+    """Make `train_run` die (raising `error`) right after its `after`-th checkpoint is on disk
+    (each checkpoint written to the end first, none skipped)."""
+    calls = []
+
+    class Crashing(rundir.CheckpointWriter):
+        def submit(self, checkpoint, *, wait=False):
+            super().submit(checkpoint, wait=True)
+            self.wait()
+            calls.append(1)
+            if len(calls) == after:
+                raise error
+            return True
+
+    monkeypatch.setattr(train_run_module, "CheckpointWriter", Crashing)
+
+
 def _interrupted_run(monkeypatch, run_dir, agent, after: int, **kw):
     """`train_run` that dies right after writing its `after`-th checkpoint."""
-    real, calls = rundir.save_checkpoint, []
-
-    def save_then_crash(*args, **kwargs):
-        real(*args, **kwargs)
-        calls.append(1)
-        if len(calls) == after:
-            raise _Crash
-
-    monkeypatch.setattr(train_run_module, "save_checkpoint", save_then_crash)
+    crash_after_checkpoints(monkeypatch, after)
     with pytest.raises(_Crash):
         rundir.train_run(run_dir, agent, progress=False, **kw)
-    monkeypatch.setattr(train_run_module, "save_checkpoint", real)
+    monkeypatch.undo()
 
 
 # ----------------------------------------------------------------------- checkpoint and resume
@@ -85,7 +93,7 @@ def test_resume_continues_exactly(name, tmp_path, monkeypatch):
     full_state, full_metrics, _, full_eval = rundir.train_run(tmp_path / "full", agent, progress=False, **kw)
     _interrupted_run(monkeypatch, tmp_path / "cut", agent, after=1, **kw)
     config = rundir.load_config(tmp_path / "cut")
-    assert config["status"] == "running" and (tmp_path / "cut" / "checkpoint.npz").is_file()
+    assert config["status"] == "running" and [c["iteration"] for c in rundir.checkpoint_steps(tmp_path / "cut")] == [4]
     with pytest.raises(ValueError, match="did not finish: continue it with `eqxrl train --resume RUN_DIR`"):
         rundir.load_run(tmp_path / "cut")
     state, metrics, _, evaluation = rundir.resume_run(tmp_path / "cut", progress=False)
@@ -94,7 +102,9 @@ def test_resume_continues_exactly(name, tmp_path, monkeypatch):
     assert evaluation["mean"] == full_eval["mean"]
     assert (tmp_path / "cut" / "metrics.csv").read_text() == (tmp_path / "full" / "metrics.csv").read_text()
     assert rundir.load_config(tmp_path / "cut")["status"] == "complete"
-    assert not (tmp_path / "cut" / "checkpoint.npz").exists()  # state.eqx holds the final state
+    # The newest two checkpoints are kept (the final one holds state.eqx's state too).
+    assert [c["iteration"] for c in rundir.checkpoint_steps(tmp_path / "cut")] == [8, 12]
+    _assert_same(rundir.load_checkpoint(tmp_path / "cut", agent).state, state)
 
 
 @pytest.mark.slow
@@ -127,8 +137,8 @@ def test_train_resume_argument_checks(getkey):
     eqxrl.train(agent, getkey(), 64, progress=False, chunk_iterations=1, callback=lambda c: checkpoints.append(c.copy()))
     first = checkpoints[0]
     assert (first.iteration, first.num_iterations, first.chunk_iterations) == (1, 2, 1)
-    with pytest.raises(ValueError, match=r"the checkpoint is of a run of 2 iterations, this call has 4"):
-        eqxrl.train(agent, getkey(), 128, progress=False, resume=first)
+    with pytest.raises(ValueError, match=r"the checkpoint is 2 iterations into its run, past this call's 1 \(total_steps=32\)"):
+        eqxrl.train(agent, getkey(), 32, progress=False, resume=checkpoints[-1])
     with pytest.raises(ValueError, match=r"train\(chunk_iterations=2\) must equal the checkpoint's 1"):
         eqxrl.train(agent, getkey(), 64, progress=False, resume=first, chunk_iterations=2)
     with pytest.raises(ValueError, match=r"train\(resume\) must be a Checkpoint, got dict"):
@@ -141,29 +151,27 @@ def test_train_resume_argument_checks(getkey):
 
 
 @pytest.mark.slow
-def test_a_crash_while_writing_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch, getkey):
+def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch, getkey):
     agent = tiny("dqn")
     checkpoints = []
+    eqxrl.train(agent, getkey(), 8 * agent.steps_per_iteration, progress=False, chunk_iterations=4,
+                callback=lambda c: checkpoints.append(c.copy()))  # fmt: skip
+    rundir.save_checkpoint(tmp_path, agent, checkpoints[0])
+    real = checkpoint_module._write
 
-    def keep(checkpoint):
-        if not checkpoints:
-            rundir.save_checkpoint(tmp_path, agent, checkpoint)
-        checkpoints.append(checkpoint.copy())
+    def disk_full(manager, payload):  # the write gets as far as orbax's temporary directory, then the disk is full
+        (tmp_path / "checkpoints" / f"{payload.step}.orbax-checkpoint-tmp-1").mkdir()
+        raise OSError(28, "No space left on device")
 
-    eqxrl.train(agent, getkey(), 8 * agent.steps_per_iteration, progress=False, chunk_iterations=4, callback=keep)
-    before = (tmp_path / "checkpoint.npz").read_bytes()
-
-    def power_cut(src, dst):
-        raise OSError("power cut")
-
-    monkeypatch.setattr(os, "replace", power_cut)
-    second = checkpoints[-1]
-    with pytest.raises(OSError, match="power cut"):
-        rundir.save_checkpoint(tmp_path, agent, second)
-    monkeypatch.undo()
-    assert (tmp_path / "checkpoint.npz").read_bytes() == before
+    monkeypatch.setattr(checkpoint_module, "_write", disk_full)
+    with pytest.raises(rundir.CheckpointError, match=r"could not write the checkpoint .*checkpoints/32: No space left on device; "
+                       r"the checkpoint of env step 16 is intact"):  # fmt: skip
+        rundir.save_checkpoint(tmp_path, agent, checkpoints[-1])
+    monkeypatch.setattr(checkpoint_module, "_write", real)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["16"]  # no temporary directory left
     loaded = rundir.load_checkpoint(tmp_path, agent, num_seeds=1)
     assert loaded.iteration == 4
+    _assert_same(loaded.state, checkpoints[0].state)
 
 
 @pytest.mark.slow
@@ -254,7 +262,7 @@ def test_a_kill_after_the_evaluation_leaves_a_resumable_run(tmp_path, monkeypatc
     assert (tmp_path / "r" / "eval.json").is_file() and rundir.load_config(tmp_path / "r")["status"] == "running"
     code, out = _main(["train", "--resume", str(tmp_path / "r"), "--quiet"])
     assert code == 0 and rundir.load_config(tmp_path / "r")["status"] == "complete"
-    assert (tmp_path / "r" / "state.eqx").is_file() and not (tmp_path / "r" / "checkpoint.npz").exists()
+    assert (tmp_path / "r" / "state.eqx").is_file() and rundir.checkpoint_steps(tmp_path / "r")[-1]["step"] == 512
     # The summary and config.json count the whole run, not only what the resumed call trained.
     assert "512 env steps (4 iterations, 0 of them in this call)" in out
     assert rundir.load_config(tmp_path / "r")["timings"]["total_env_steps"] == 512
@@ -262,13 +270,7 @@ def test_a_kill_after_the_evaluation_leaves_a_resumable_run(tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_cli_nan_guard_on_resume_exits_1_too(tmp_path, monkeypatch, capsys):
-    real = train_run_module.save_checkpoint
-
-    def save_then_crash(*args, **kwargs):
-        real(*args, **kwargs)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(train_run_module, "save_checkpoint", save_then_crash)
+    crash_after_checkpoints(monkeypatch, 1, KeyboardInterrupt)
     code = cli.main(["train", "ppo", "--run-dir", str(tmp_path / "r"), "--quiet", "--nan-guard", "--total-steps", "1024",
                      "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2", "--hidden-sizes", "8",
                      "--checkpoint-every", "128"])  # fmt: skip
@@ -329,18 +331,10 @@ def test_config_json_reproduces_the_run(tmp_path):
 
 @pytest.mark.slow
 def test_cli_resume(tmp_path, monkeypatch):
-    real, calls = rundir.save_checkpoint, []
-
-    def crash(*args, **kwargs):
-        real(*args, **kwargs)
-        calls.append(1)
-        if len(calls) == 1:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(train_run_module, "save_checkpoint", crash)
+    crash_after_checkpoints(monkeypatch, 1, KeyboardInterrupt)
     code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY, "--checkpoint-every", "128"])
     assert code == 130  # interrupted
-    monkeypatch.setattr(train_run_module, "save_checkpoint", real)
+    monkeypatch.undo()
     code, out = _main(["train", "--resume", str(tmp_path / "r"), "--quiet"])
     assert code == 0 and "resuming ppo on CartPole-v1" in out and "evaluation" in out
     code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "full"), *CLI_TINY, "--checkpoint-every", "128"])

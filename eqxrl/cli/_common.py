@@ -3,9 +3,11 @@
 import argparse
 import datetime
 import pathlib
+import shutil
 from typing import Any
 
 from ..core import one_line
+from ..runs import CHECKPOINTS, CONFIG, TENSORBOARD, checkpoint_steps, load_config
 
 
 def prepare_run_dir(parser: argparse.ArgumentParser, run_dir: str | None, stem: str) -> pathlib.Path:
@@ -29,6 +31,11 @@ def prepare_run_dir(parser: argparse.ArgumentParser, run_dir: str | None, stem: 
             except OSError as e:
                 parser.error(f"the run directory {str(path)!r} cannot be created: {e.strerror or one_line(e)}")
     path = pathlib.Path(run_dir)
+    if path.is_dir() and stranded(path):
+        # A run killed before its first checkpoint left nothing to resume: the directory is reused.
+        print(f"reusing {path}: it held only the config of a run stopped before its first checkpoint", flush=True)
+        for p in path.iterdir():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         parser.error(f"--run-dir {str(path)!r} already exists and is not an empty directory")
     try:
@@ -36,6 +43,32 @@ def prepare_run_dir(parser: argparse.ArgumentParser, run_dir: str | None, stem: 
     except OSError as e:
         parser.error(f"--run-dir {str(path)!r} cannot be created: {e.strerror or one_line(e)}")
     return path
+
+
+def stranded(path: pathlib.Path) -> bool:
+    """Whether `path` holds only what a run killed before its first checkpoint leaves:
+    a `config.json` saying "running" (and perhaps TensorBoard events or a PBT's
+    `pbt.json`), with no checkpoint, state or metrics."""
+    names = {p.name for p in path.iterdir()}
+    if not names & {CONFIG, "pbt.json"} or names - {CONFIG, "pbt.json", TENSORBOARD, CHECKPOINTS}:
+        return False
+    if checkpoint_steps(path):
+        return False
+    if CONFIG in names:
+        try:
+            return load_config(path).get("status") == "running"
+        except ValueError:
+            return False
+    return True
+
+
+def disk_error(e: OSError, resume: str | None) -> str:
+    """One line for a file that could not be written (a full disk, a read-only directory):
+    which file, why, and the command that continues the run once it is fixed (`resume`;
+    None: nothing was written yet, so the command is to be run again)."""
+    where = f" {e.filename}" if e.filename else ""
+    then = f"continue with `{resume}`" if resume else "run the command again"
+    return f"could not write{where}: {e.strerror or one_line(e)}; the files written before are intact: fix it and {then}"
 
 
 def print_returns(summary: dict[str, Any], seed: int, deterministic: bool) -> None:

@@ -4,7 +4,7 @@ import argparse
 from typing import Any
 
 from ..core import one_line
-from ..loop import evaluate
+from ..loop import MAX_EVAL_EPISODES, evaluate
 from ..runs import eval_key, load_run, summarize_returns
 from ._common import print_returns
 from ._flags import DEFAULT_EVAL_EPISODES
@@ -21,27 +21,45 @@ def add_evaluate_command(commands: Any) -> None:
     ev.set_defaults(_parser=ev)
     ev.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `eqxrl train`")
     ev.add_argument(
-        "--episodes", type=positive(parse_int), default=DEFAULT_EVAL_EPISODES, metavar="N",
+        "--episodes", type=positive(parse_int, MAX_EVAL_EPISODES), default=DEFAULT_EVAL_EPISODES, metavar="N",
         help=f"episodes per seed (default: {DEFAULT_EVAL_EPISODES})",
     )  # fmt: skip
     ev.add_argument(
         "--stochastic", action="store_true", help="sample actions from the policy instead of taking its mode"
     )
     ev.add_argument(
+        "--checkpoint", type=parse_checkpoint, default=None, metavar="WHICH",
+        help="evaluate a checkpoint instead of the final state: best, last, or an env step (default: the final state)",
+    )  # fmt: skip
+    ev.add_argument(
         "--seed", type=parse_seed, default=None, metavar="S",
         help="evaluation seed (default: the run's seed, which reproduces eval.json)",
     )  # fmt: skip
 
 
+def parse_checkpoint(text: str) -> str | int:
+    """`best`, `last` or an env step (a non-negative int)."""
+    if text in ("best", "last"):
+        return text
+    try:
+        step = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be best, last or an env step (an int), got {text!r}") from None
+    if step < 0:
+        raise argparse.ArgumentTypeError(f"must be best, last or an env step >= 0, got {text!r}")
+    return step
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
     parser = args._parser
     try:
-        agent, state, config = load_run(args.run_dir)
+        agent, state, config = load_run(args.run_dir, checkpoint=args.checkpoint)
     except ValueError as e:
         parser.error(one_line(e))
     seed = config["seed"] if args.seed is None else args.seed
     deterministic = not args.stochastic
     returns = evaluate(agent, state, eval_key(seed), num_episodes=args.episodes, deterministic=deterministic)
-    print(f"{type(agent).__name__} on {config['env']} from {args.run_dir}")
+    where = "" if args.checkpoint is None else f" ({args.checkpoint} checkpoint)" if isinstance(args.checkpoint, str) else f" (checkpoint at env step {args.checkpoint:,})"
+    print(f"{type(agent).__name__} on {config['env']} from {args.run_dir}{where}")
     print_returns(summarize_returns(returns), config["seed"], deterministic)
     return 0

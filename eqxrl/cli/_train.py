@@ -10,9 +10,9 @@ from typing import Any
 from ..agents import AGENTS, AbstractAgent, Batch
 from ..core import one_line
 from ..envs import make
-from ..loop import NonFiniteError
-from ..runs import CHECKPOINT, MAX_SEED, agent_from_config, load_config, resume_run, train_run
-from ._common import prepare_run_dir, print_returns
+from ..loop import MAX_EVAL_EPISODES, NonFiniteError
+from ..runs import CONFIG, MAX_SEED, CheckpointError, agent_from_config, checkpoint_steps, load_config, resume_run, train_run
+from ._common import disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
 
@@ -59,7 +59,7 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         help="where to save the run (default: runs/<agent>-<env>-<timestamp>)",
     )  # fmt: skip
     run.add_argument(
-        "--eval-episodes", type=positive_int, default=DEFAULT_EVAL_EPISODES, metavar="N",
+        "--eval-episodes", type=positive(parse_int, MAX_EVAL_EPISODES), default=DEFAULT_EVAL_EPISODES, metavar="N",
         help=f"deterministic evaluation episodes per seed after training (default: {DEFAULT_EVAL_EPISODES})",
     )  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -69,7 +69,14 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
     )  # fmt: skip
     run.add_argument("--nan-guard", action="store_true", help="stop at the first NaN/Inf in the state or a loss, naming it")
     run.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files (RUN_DIR/tensorboard)")
-    run.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue an interrupted run from its last checkpoint")
+    run.add_argument(
+        "--resume", default=None, metavar="RUN_DIR",
+        help="continue an interrupted run from its last checkpoint; with --total-steps N, a finished one to N steps",
+    )  # fmt: skip
+    run.add_argument(
+        "--keep-checkpoints", type=positive_int, default=2, metavar="K",
+        help="newest checkpoints kept in RUN_DIR/checkpoints, besides the best evaluated one (default: 2)",
+    )  # fmt: skip
     run.add_argument(
         "--config", default=None, metavar="CONFIG_JSON",
         help="reproduce a run: agent, env, fields, budget and seeds from a run directory's config.json",
@@ -97,7 +104,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
     if args.resume is not None:
         if args.config is not None or named:
             parser.error("--resume RUN_DIR continues a run as it was configured: give no --config or agent fields")
-        return resume_command(args)
+        return resume_command(args, argv)
     if args.config is not None:
         if named:
             parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(named)})")
@@ -138,16 +145,14 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         _, _, info, summary = train_run(
             run_dir, agent, total_steps=total_steps, seed=seed, num_seeds=num_seeds, checkpoint_every=checkpoint_every,
-            nan_guard=args.nan_guard, tensorboard=args.tensorboard, progress=not args.quiet,
-            eval_episodes=args.eval_episodes, env_name=env_name, command=shlex.join(["eqxrl", *argv]),
+            keep_checkpoints=args.keep_checkpoints, nan_guard=args.nan_guard, tensorboard=args.tensorboard,
+            progress=not args.quiet, eval_episodes=args.eval_episodes, env_name=env_name,
+            command=shlex.join(["eqxrl", *argv]),
         )  # fmt: skip
     except NonFiniteError as e:
-        print(f"eqxrl: {e}", file=sys.stderr)
-        if (run_dir / CHECKPOINT).is_file():
-            print(f"eqxrl: the last checkpoint before it is in {run_dir}", file=sys.stderr)
-        else:
-            print(f"eqxrl: no checkpoint was written before it ({run_dir} holds config.json only)", file=sys.stderr)
-        return 1
+        return nonfinite_exit(e, run_dir)
+    except (CheckpointError, OSError) as e:
+        return disk_exit(parser, e, run_dir)
     print_train_summary(type(base).__name__, env_name, seeds, info, summary, seed, run_dir)
     return 0
 
@@ -162,18 +167,41 @@ def print_train_summary(name: str, env_name: str, seeds: str, info: Any, summary
     print(f"  run directory    {run_dir}")
 
 
-def resume_command(args: argparse.Namespace) -> int:
+def nonfinite_exit(e: NonFiniteError, run_dir: pathlib.Path) -> int:
+    """Report a non-finite stop (exit 1, as for a failed run) and where its last checkpoint is."""
+    print(f"eqxrl: {e}", file=sys.stderr)
+    steps = checkpoint_steps(run_dir)
+    if steps:
+        print(f"eqxrl: the last checkpoint before it is {steps[-1]['path']}", file=sys.stderr)
+    else:
+        print(f"eqxrl: no checkpoint was written before it ({run_dir} holds config.json only)", file=sys.stderr)
+    return 1
+
+
+def disk_exit(parser: argparse.ArgumentParser, e: BaseException, run_dir: pathlib.Path) -> int:
+    """A checkpoint or a run file could not be written or read: one line, exit 2."""
+    if isinstance(e, OSError):
+        started = (run_dir / CONFIG).is_file()
+        parser.error(disk_error(e, f"eqxrl train --resume {run_dir}" if started else None))
+    parser.error(one_line(e))
+    return 2
+
+
+def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
     parser = args._parser
     run_dir = pathlib.Path(args.resume)
+    # --total-steps continues the run to a new budget; given or not, it is read from argv
+    # (its default would otherwise look like a new budget).
+    total_steps = args.total_steps if any(a == "--total-steps" or a.startswith("--total-steps=") for a in argv) else None
     try:
         config = load_config(run_dir)
-        if config.get("status") == "complete":
-            parser.error(f"--resume {str(run_dir)!r}: the run is already complete")
-        print(f"resuming {config['agent']} on {config['env']} from {run_dir} (compiling...)", flush=True)
-        _, _, info, summary = resume_run(run_dir, progress=not args.quiet)
+        verb = "continuing" if total_steps is not None and total_steps != config.get("total_steps") else "resuming"
+        print(f"{verb} {config['agent']} on {config['env']} from {run_dir} (compiling...)", flush=True)
+        _, _, info, summary = resume_run(run_dir, total_steps=total_steps, progress=not args.quiet)
     except NonFiniteError as e:  # (a ValueError too: caught first, so it exits 1 as in the first run)
-        print(f"eqxrl: {e}", file=sys.stderr)
-        return 1
+        return nonfinite_exit(e, run_dir)
+    except OSError as e:
+        return disk_exit(parser, e, run_dir)
     except ValueError as e:
         parser.error(one_line(e))
     seeds = f"{config['seeds']} seeds" if config["seeds"] > 1 else "1 seed"

@@ -26,10 +26,10 @@ def _chunk_length(num_iterations: int, total_steps: int, chunk_iterations: Any, 
     if resume is not None:
         if not isinstance(resume, Checkpoint):
             raise ValueError(f"train(resume) must be a Checkpoint, got {type(resume).__name__}")
-        if resume.num_iterations != num_iterations:
+        if resume.iteration > num_iterations:
             raise ValueError(
-                f"train(resume): the checkpoint is of a run of {resume.num_iterations} iterations, "
-                f"this call has {num_iterations} (total_steps={total_steps})"
+                f"train(resume): the checkpoint is {resume.iteration} iterations into its run, past this call's "
+                f"{num_iterations} (total_steps={total_steps}): give a budget of at least the checkpoint's"
             )
         if chunk_iterations is not None and chunk_iterations != resume.chunk_iterations:
             raise ValueError(
@@ -41,10 +41,7 @@ def _chunk_length(num_iterations: int, total_steps: int, chunk_iterations: Any, 
         # or a callback to serve, one chunk is fastest.
         chunk_iterations = max(1, math.ceil(num_iterations / 50)) if many else num_iterations
     check_positive_int("train", "chunk_iterations", chunk_iterations)
-    length = min(chunk_iterations, num_iterations)
-    if resume is not None and resume.iteration % length and resume.iteration != num_iterations:
-        raise ValueError(f"train(resume): iteration {resume.iteration} is not a chunk boundary of {length}")
-    return length
+    return min(chunk_iterations, num_iterations)
 
 
 def train(
@@ -78,8 +75,13 @@ def train(
       the iteration. Later iterations of the chunk are skipped in the program.
     - `callback`: called with a `Checkpoint` after every chunk (e.g. to save it).
       Its state is donated to the next chunk: save it, or keep `checkpoint.copy()`.
-    - `resume`: a `Checkpoint` of an earlier call with the same agent, key and
-      budget; training continues from it exactly as the uninterrupted call would.
+    - `resume`: a `Checkpoint` of an earlier call with the same agent and key;
+      training continues from it exactly as the uninterrupted call would. A larger
+      `total_steps` than the checkpoint's run continues it to the new budget (a
+      finished run too): the clock's `num_iterations` becomes the new total, so
+      progress-based schedules (`LinearSchedule`, DQN's epsilon, PER's beta) go on
+      from `iteration / new_total`, as if the run had been planned that long from
+      the checkpoint on; with constant rates, N steps then M more equal N + M steps.
 
     **Returns:** `(state, metrics)` (and `info`): the final training state and a
     dict of per-iteration NumPy arrays (`env_steps`, `episode_return`, losses,
@@ -94,11 +96,12 @@ def train(
     per_iter = batch.agent.steps_per_iteration
     num_iterations = pure.num_iterations
     length = _chunk_length(num_iterations, total_steps, chunk_iterations, resume, progress or callback is not None)
-    num_chunks = math.ceil(num_iterations / length)
-    first_chunk = 0 if resume is None else math.ceil(resume.iteration / length)
+    done_before = 0 if resume is None else resume.iteration
+    # Chunks start where the run stands (a continued run's need not fall on multiples of `length`).
+    starts = list(range(done_before, num_iterations, length))
 
     guard = bool(nan_guard)
-    config = lambda c: pure.chunk_config(key, c * length, length, guard)  # noqa: E731
+    config = lambda start: pure.chunk_config(key, start, length, guard)  # noqa: E731
     t0 = time.perf_counter()
     if resume is None:
         compile_train(batch, key, config(0))
@@ -107,11 +110,10 @@ def train(
         before: dict[str, np.ndarray] = {}
     else:
         state = jax.tree.map(lambda x: jnp.asarray(x).copy() if eqx.is_array(x) else x, resume.state)  # (donated below)
-        run_chunk.lower(config(first_chunk), state).compile()
+        run_chunk.lower(config(starts[0] if starts else done_before), state).compile()
         compile_seconds = time.perf_counter() - t0
         before = dict(resume.metrics)
 
-    done_before = min(first_chunk * length, num_iterations)
     bar = Progress(num_iterations * per_iter, enabled=progress, desc=desc or f"{batch.name} {batch.agent.env.name}",
                    initial=done_before * per_iter)  # fmt: skip
     chunks: list[dict[str, Array]] = []
@@ -122,14 +124,14 @@ def train(
         return join_metrics(before, host_metrics(jax.device_get(chunks), done_iters - done_before, batch.batched), batch.batched)
 
     try:
-        for c in range(first_chunk, num_chunks):
-            state, metrics = run_chunk(config(c), state)
+        for start in starts:
+            state, metrics = run_chunk(config(start), state)
             chunks.append(metrics)
-            done_iters = min((c + 1) * length, num_iterations)
+            done_iters = min(start + length, num_iterations)
             if guard and bool(np.asarray(metrics["nonfinite"]).any()):
                 host = so_far(done_iters)
                 row = int(np.argmax(np.asarray(metrics["nonfinite"])))
-                it = c * length + row  # 0-based
+                it = start + row  # 0-based
                 steps_at = (it + 1) * per_iter
                 by_iteration = {k: np.moveaxis(v, 1, 0) if batch.batched else v for k, v in host.items()}
                 quantities = nonfinite_report(state, by_iteration, it, batch.batched)
@@ -139,7 +141,7 @@ def train(
                     it + 1, steps_at, quantities, last_good,
                 )
             if progress:  # only the bar's numbers come to the host between chunks
-                recent = np.asarray(metrics["episode_return"])[: done_iters - c * length]
+                recent = np.asarray(metrics["episode_return"])[: done_iters - start]
                 bar.update(done_iters * per_iter, show_rate=True, ret=f"{nanmean(recent):.1f}")
             if callback is not None:
                 last_good = Checkpoint(state, done_iters, num_iterations, length, so_far(done_iters))

@@ -7,7 +7,9 @@ A run directory holds
   the budget, the seeds, the eqxrl version and the timings;
 - `metrics.csv`: one row per (seed, iteration), one column per metric;
 - `state.eqx`: the final training state (`eqx.tree_serialise_leaves`);
-- `checkpoint.npz`: while the run is unfinished, where it stands;
+- `checkpoints/<env_steps>/`: orbax checkpoints (the newest few and the best
+  evaluated one), to resume an interrupted run, continue a finished one, or
+  evaluate the best;
 - `learning_curve.png`: mean training episode return against env steps;
 - `eval.json`: evaluation returns (written by `save_evaluation`).
 
@@ -21,7 +23,13 @@ returns = eqxrl.evaluate(agent, state, jax.random.key(0), num_episodes=32)
 
 from ..agents import AGENTS as AGENTS
 from ..agents import agent_name as agent_name
+from ._checkpoint import CheckpointError as CheckpointError
+from ._checkpoint import CheckpointWriter as CheckpointWriter
+from ._checkpoint import checkpoint_steps as checkpoint_steps
 from ._checkpoint import load_checkpoint as load_checkpoint
+from ._checkpoint import run_record as run_record
+from ._saved import load as load
+from ._saved import save as save
 from ._checkpoint import save_checkpoint as save_checkpoint
 from ._config import MAX_SEED as MAX_SEED
 from ._config import agent_config as agent_config
@@ -33,7 +41,7 @@ from ._config import load_config as load_config
 from ._config import member_configs as member_configs
 from ._config import run_config as run_config
 from ._config import seed_keys as seed_keys
-from ._files import CHECKPOINT as CHECKPOINT
+from ._files import CHECKPOINTS as CHECKPOINTS
 from ._files import CONFIG as CONFIG
 from ._files import CURVE as CURVE
 from ._files import EVAL as EVAL
@@ -54,6 +62,7 @@ from ._policy import load_run as load_run
 from ._state import load_state as load_state
 from ._state import save_state as save_state
 from ._state import template_state as template_state
+from ._state import unflatten_state as unflatten_state
 from ._train_run import resume_run as resume_run
 from ._train_run import save_run as save_run
 from ._train_run import train_run as train_run
@@ -61,7 +70,13 @@ from ._train_run import train_run as train_run
 __all__ = [
     "AGENTS",
     "agent_name",
+    "CheckpointError",
+    "CheckpointWriter",
+    "checkpoint_steps",
     "load_checkpoint",
+    "run_record",
+    "load",
+    "save",
     "save_checkpoint",
     "MAX_SEED",
     "agent_config",
@@ -73,7 +88,7 @@ __all__ = [
     "member_configs",
     "run_config",
     "seed_keys",
-    "CHECKPOINT",
+    "CHECKPOINTS",
     "CONFIG",
     "CURVE",
     "EVAL",
@@ -94,6 +109,7 @@ __all__ = [
     "load_state",
     "save_state",
     "template_state",
+    "unflatten_state",
     "resume_run",
     "save_run",
     "train_run",

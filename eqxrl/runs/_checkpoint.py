@@ -1,73 +1,351 @@
-"""`checkpoint.npz`: where an unfinished run stands, written atomically after a chunk,
-read back to resume it exactly."""
+"""A run's checkpoints: `RUN_DIR/checkpoints/<env_steps>/`, written by orbax-checkpoint.
 
-import io
+Each checkpoint holds the training state (PRNG keys as key data), the metrics so
+far, and a JSON record of where the run stands (iteration, budget, chunking, the
+agent's configuration, the run's seeds, the eqxrl version, the evaluation return
+when there was one) with a CRC-32 of every array, so a resume knows it reads what
+was written. orbax writes each checkpoint into a temporary directory and renames
+it when complete, so a crash leaves the earlier checkpoints as they were.
+
+Kept: the newest `keep` checkpoints and the best by evaluation return
+(`AnyPreservationPolicy([LatestN, BestN])`). `CheckpointWriter` writes in a
+background thread: training waits only for a host copy of the state.
+"""
+
+import concurrent.futures
+import contextlib
 import json
 import pathlib
+import shutil
 import warnings
+import zlib
 from typing import Any
 
-import equinox as eqx
+import jax
 import numpy as np
 
-from ..agents import agent_name
+from ..agents import Batch, agent_name
 from ..core import __version__, keys_as_data, one_line
 from ..loop import Checkpoint
 from ._config import config_mismatch, load_config, member_configs
-from ._files import CHECKPOINT, PathLike, atomic_write_bytes
-from ._state import deserialise_state
+from ._files import CHECKPOINTS, CONFIG, PathLike
+from ._state import unflatten_state
 
-__all__ = ["load_checkpoint", "save_checkpoint"]
+__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
+
+DEFAULT_KEEP = 2
+"""Checkpoints kept besides the best: the newest, and one before it in case the newest is damaged."""
 
 
-def save_checkpoint(run_dir: PathLike, agent: Any, checkpoint: Checkpoint) -> None:
-    """Write `checkpoint.npz` atomically: the state, the metrics so far, where the run
-    stands, the agent's config and the eqxrl version.
+class CheckpointError(ValueError):
+    """A checkpoint could not be written or read back (a full disk, a read-only
+    directory, a damaged file). The message is one line naming the path and what to do."""
 
-    **Arguments:** the `run_dir`, the `agent` being trained, and a `Checkpoint`
-    from `eqxrl.train(..., callback=...)`.
+
+def _orbax():
+    import orbax.checkpoint as ocp  # imported when a checkpoint is written or read: it is heavy
+
+    return ocp
+
+
+def _manager(directory: pathlib.Path, keep: int, read_only: bool = False) -> Any:
+    ocp = _orbax()
+    policies = ocp.checkpoint_managers
+    preservation = policies.AnyPreservationPolicy([
+        policies.LatestN(keep),
+        policies.BestN(get_metric_fn=lambda m: m["eval_return"], reverse=False, n=1, keep_checkpoints_without_metrics=False),
+    ])  # fmt: skip
+    options = ocp.CheckpointManagerOptions(
+        enable_async_checkpointing=False,  # CheckpointWriter runs saves on its own thread
+        preservation_policy=preservation,
+        cleanup_tmp_directories=not read_only,
+        read_only=read_only,
+        create=not read_only,
+    )
+    return ocp.CheckpointManager(directory.absolute(), options=options)
+
+
+def crc32_of(arrays: dict[str, Any]) -> str:
+    """A CRC-32 (hex) of named arrays: names, dtypes, shapes and bytes."""
+    crc = 0
+    for name in sorted(arrays):
+        x = np.ascontiguousarray(arrays[name])
+        crc = zlib.crc32(f"{name}:{x.dtype.str}:{x.shape}".encode(), crc)
+        crc = zlib.crc32(x.view(np.uint8).reshape(-1) if x.size else b"", crc)
+    return f"{crc:08x}"
+
+
+def state_arrays(state: Any) -> dict[str, np.ndarray]:
+    """The state's array leaves (PRNG keys as key data) as host copies, named by
+    position (`unflatten_state` puts them back)."""
+    leaves = [x for x in jax.tree.leaves(keys_as_data(state)) if hasattr(x, "shape")]
+    return {f"{i:05d}": np.array(x) for i, x in enumerate(leaves)}
+
+
+def _eval_return(checkpoint: Checkpoint) -> float | None:
+    """The mean evaluation return at the checkpoint's own iteration (None when the
+    last iteration was not evaluated): only such a checkpoint can be the best."""
+    values = checkpoint.metrics.get("eval_return")
+    if values is None or checkpoint.iteration < 1:
+        return None
+    last = np.asarray(values)[..., checkpoint.iteration - 1]
+    return None if np.isnan(last).any() else float(np.mean(last))
+
+
+class _Payload:
+    """What one checkpoint writes, copied to the host (the state is donated to the next chunk)."""
+
+    def __init__(self, agent: Any, checkpoint: Checkpoint, run: dict[str, Any]):
+        self.state = state_arrays(checkpoint.state)
+        self.metrics = {k: np.array(v) for k, v in checkpoint.metrics.items()}
+        self.eval_return = _eval_return(checkpoint)
+        per_iteration = Batch.of(agent).agent.steps_per_iteration
+        self.step = checkpoint.iteration * per_iteration
+        self.meta = {
+            "iteration": checkpoint.iteration,
+            "num_iterations": checkpoint.num_iterations,
+            "chunk_iterations": checkpoint.chunk_iterations,
+            "env_steps": self.step,
+            "eval_return": self.eval_return,
+            "agent": agent_name(agent),
+            "members": member_configs(agent),
+            "run": run,
+            "eqxrl_version": __version__,
+            "state_crc32": crc32_of(self.state),
+            "metrics_crc32": crc32_of(self.metrics),
+        }
+        self.meta["meta_crc32"] = _meta_crc(self.meta)
+
+
+def _write(manager: Any, payload: _Payload) -> None:
+    ocp = _orbax()
+    args = ocp.args.Composite(
+        state=ocp.args.StandardSave(payload.state),
+        history=ocp.args.StandardSave(payload.metrics),  # ("metrics" is orbax's own item)
+        meta=ocp.args.JsonSave(payload.meta),
+    )
+    metrics = None if payload.eval_return is None else {"eval_return": payload.eval_return}
+    manager.save(payload.step, args=args, metrics=metrics, force=True)
+    manager.wait_until_finished()
+
+
+def _remove_temporary(directory: pathlib.Path) -> None:
+    """Remove what a failed write left: orbax's temporary directories."""
+    if directory.is_dir():
+        for p in directory.iterdir():
+            if ".orbax-checkpoint-tmp" in p.name:
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def _write_error(directory: pathlib.Path, step: int, error: BaseException, previous: int | None) -> CheckpointError:
+    reason = getattr(error, "strerror", None) or one_line(error)[:200]
+    kept = f"the checkpoint of env step {previous:,} is intact" if previous is not None else "no earlier checkpoint exists"
+    return CheckpointError(
+        f"could not write the checkpoint {directory / str(step)}: {reason}; {kept}. "
+        "Free space or fix the directory's permissions, then continue with `eqxrl train --resume RUN_DIR`"
+    )
+
+
+class CheckpointWriter:
+    """Writes a run's checkpoints in a background thread, one at a time.
+
+    `submit` copies the state to the host and returns; the write runs while training
+    goes on. A checkpoint submitted while the previous one is still being written is
+    skipped unless `wait=True` (so training never waits for the disk, and a very
+    short interval gives checkpoints as often as the disk allows). A failed write
+    raises `CheckpointError` at the next `submit` or at `close`, after removing its
+    temporary files; the earlier checkpoints are kept.
+
+    **Arguments:** the `run_dir`, the `agent`, the `run` record (seeds, budget, env)
+    that a resume checks, and `keep` (the newest checkpoints kept besides the best).
     """
-    state_bytes = io.BytesIO()
-    eqx.tree_serialise_leaves(state_bytes, keys_as_data(checkpoint.state))
-    meta = {
-        "iteration": checkpoint.iteration,
-        "num_iterations": checkpoint.num_iterations,
-        "chunk_iterations": checkpoint.chunk_iterations,
-        "agent": agent_name(agent),
-        "members": member_configs(agent),
-        "eqxrl_version": __version__,
-    }
-    arrays = {f"metrics/{k}": np.asarray(v) for k, v in checkpoint.metrics.items()}
-    buffer = io.BytesIO()
-    np.savez(buffer, state=np.frombuffer(state_bytes.getvalue(), np.uint8), meta=np.array(json.dumps(meta)), **arrays)
-    atomic_write_bytes(pathlib.Path(run_dir) / CHECKPOINT, buffer.getvalue())
+
+    def __init__(self, run_dir: PathLike, agent: Any, run: dict[str, Any], keep: int = DEFAULT_KEEP):
+        self.directory = pathlib.Path(run_dir) / CHECKPOINTS
+        self.agent, self.run = agent, run
+        try:
+            self.manager = _manager(self.directory, keep)
+        except OSError as e:
+            raise _write_error(self.directory, 0, e, None) from None
+        self.last_written: int | None = self.manager.latest_step()
+        self.written = 0
+        self.skipped = 0
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="eqxrl-checkpoint")
+        self._pending: tuple[concurrent.futures.Future, int] | None = None
+
+    def _settle(self, block: bool) -> bool:
+        """Collect the pending write (waiting for it when `block`); **returns** whether none is pending."""
+        if self._pending is None:
+            return True
+        future, step = self._pending
+        if not block and not future.done():
+            return False
+        self._pending = None
+        try:
+            future.result()
+        except BaseException as e:
+            _remove_temporary(self.directory)
+            raise _write_error(self.directory, step, e, self.last_written) from None
+        self.last_written = step
+        self.written += 1
+        return True
+
+    def submit(self, checkpoint: Checkpoint, *, wait: bool = False) -> bool:
+        """Start writing `checkpoint`. **Returns:** whether it was taken (False: skipped,
+        the previous write still running and `wait` False)."""
+        if not self._settle(block=wait):
+            self.skipped += 1
+            return False
+        payload = _Payload(self.agent, checkpoint, self.run)
+        self._pending = (self._pool.submit(_write, self.manager, payload), payload.step)
+        return True
+
+    def wait(self) -> None:
+        """Wait for the pending write; raise `CheckpointError` if it failed."""
+        self._settle(block=True)
+
+    def close(self) -> None:
+        """Wait for the pending write (raising `CheckpointError` if it failed) and stop the thread."""
+        try:
+            self._settle(block=True)
+        finally:
+            self._pool.shutdown(wait=True)
+            with contextlib.suppress(Exception):
+                self.manager.close()
 
 
-def load_checkpoint(run_dir: PathLike, agent: Any, num_seeds: int | None = None) -> Checkpoint:
-    """Read `checkpoint.npz` back for `agent`.
+def save_checkpoint(run_dir: PathLike, agent: Any, checkpoint: Checkpoint, run: dict[str, Any] | None = None,
+                    keep: int = DEFAULT_KEEP) -> int:  # fmt: skip
+    """Write one checkpoint to `RUN_DIR/checkpoints/<env_steps>` and wait for it.
 
-    Raises `ValueError` naming the first mismatched field when the checkpoint was
-    written for another configuration; warns when it was written by another eqxrl version.
+    **Arguments:** the `run_dir`, the `agent` being trained, a `Checkpoint` from
+    `eqxrl.train(..., callback=...)`, the `run` record a resume checks (default: read
+    from `config.json` when there is one) and `keep`.
+
+    **Returns:** the checkpoint's step (env steps per member).
+    """
+    if run is None:
+        run = run_record(load_config(run_dir)) if (pathlib.Path(run_dir) / CONFIG).is_file() else {}
+    writer = CheckpointWriter(run_dir, agent, run, keep)
+    try:
+        writer.submit(checkpoint, wait=True)
+    finally:
+        writer.close()
+    return checkpoint.iteration * Batch.of(agent).agent.steps_per_iteration
+
+
+def run_record(config: dict[str, Any]) -> dict[str, Any]:
+    """What of a run's `config.json` its checkpoints record, so that a resume can check
+    that the config it reads is the one they were written under: env, seed, seeds."""
+    return {k: config.get(k) for k in ("env", "seed", "seeds")}
+
+
+def _meta_crc(meta: dict[str, Any]) -> str:
+    """A CRC-32 of the meta record itself (every field but this one), so that a flipped
+    bit in the JSON cannot pass for another value."""
+    body = json.dumps({k: v for k, v in meta.items() if k != "meta_crc32"}, sort_keys=True)
+    return f"{zlib.crc32(body.encode()):08x}"
+
+
+def _read_meta(path: pathlib.Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((path / "meta" / "metadata").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is damaged ({one_line(e)}): {_remedy(path)}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("iteration"), int):
+        raise CheckpointError(f"{path} is damaged (its meta record is not an eqxrl checkpoint's): {_remedy(path)}")
+    if meta.get("meta_crc32") != _meta_crc(meta):
+        raise CheckpointError(f"{path} is damaged (its meta record does not match its CRC-32): {_remedy(path)}")
+    return meta
+
+
+def _remedy(path: pathlib.Path) -> str:
+    return f"delete {path} to resume from the checkpoint before it (`eqxrl train --resume RUN_DIR`)"
+
+
+def checkpoint_steps(run_dir: PathLike) -> list[dict[str, Any]]:
+    """The finished checkpoints of a run directory, oldest first.
+
+    **Returns:** one dict per checkpoint: `step` (env steps per member), `iteration`,
+    `eval_return` (None when that iteration was not evaluated) and `path`.
+    """
+    directory = pathlib.Path(run_dir) / CHECKPOINTS
+    out = []
+    if directory.is_dir():
+        for p in sorted((p for p in directory.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+            if not (p / "commit_success.txt").is_file() and not (p / "_CHECKPOINT_METADATA").is_file():
+                continue  # an unfinished write
+            try:
+                meta = _read_meta(p)
+            except CheckpointError:
+                meta = {"iteration": None, "eval_return": None}
+            out.append({"step": int(p.name), "iteration": meta["iteration"], "eval_return": meta.get("eval_return"), "path": p})
+    return out
+
+
+def _choose(run_dir: pathlib.Path, which: Any) -> pathlib.Path:
+    steps = checkpoint_steps(run_dir)
+    if not steps:
+        raise CheckpointError(f"{str(run_dir)!r} has no checkpoint in {CHECKPOINTS}/")
+    if which == "last":
+        return steps[-1]["path"]
+    if which == "best":
+        scored = [s for s in steps if s["eval_return"] is not None]
+        if not scored:
+            raise CheckpointError(
+                f"{str(run_dir)!r} has no evaluated checkpoint to call best: train with eval_every (`--eval-every STEPS`)"
+            )
+        return max(scored, key=lambda s: s["eval_return"])["path"]
+    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+        for s in steps:
+            if s["step"] == which:
+                return s["path"]
+        raise CheckpointError(f"{str(run_dir)!r} has no checkpoint at env step {which}; it has {[s['step'] for s in steps]}")
+    raise ValueError(f"checkpoint must be 'last', 'best' or an env step (int), got {which!r}")
+
+
+def load_checkpoint(
+    run_dir: PathLike, agent: Any, num_seeds: int | None = None, which: Any = "last", run: dict[str, Any] | None = None
+) -> Checkpoint:
+    """Read a checkpoint of a run directory back for `agent`.
+
+    **Arguments:** the `run_dir`, the `agent` it belongs to, `num_seeds` (default:
+    `seeds` in `config.json`), `which`: `"last"`, `"best"` (the highest
+    evaluation return) or an env step listed by `checkpoint_steps`, and `run`: the
+    `run_record` of the config being resumed, which must be the checkpoint's.
+
+    Raises `CheckpointError` (a `ValueError`) naming the path when the checkpoint is
+    damaged (every array is checked against its CRC-32) and `ValueError` naming
+    the first mismatched field when it belongs to another configuration; warns
+    when another eqxrl version wrote it.
 
     **Returns:** a `Checkpoint` for `eqxrl.train(..., resume=...)`.
     """
     run_dir = pathlib.Path(run_dir)
-    path = run_dir / CHECKPOINT
-    if not path.is_file():
-        raise ValueError(f"{str(run_dir)!r} has no {CHECKPOINT} to resume from")
     if num_seeds is None:
         num_seeds = load_config(run_dir)["seeds"]
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-            state_bytes = data["state"].tobytes()
-            metrics = {k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("metrics/")}
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path} is not a readable eqxrl checkpoint: {one_line(e)}") from None
-    mismatch = config_mismatch(meta["agent"], meta["members"], agent, "the checkpoint")
+    path = _choose(run_dir, which)
+    meta = _read_meta(path)
+    mismatch = config_mismatch(meta.get("agent"), meta.get("members", []), agent, "the checkpoint")
     if mismatch is not None:
         raise ValueError(f"{path} does not match the agent: {mismatch}")
-    if meta["eqxrl_version"] != __version__:
-        warnings.warn(f"{path} was written by eqxrl {meta['eqxrl_version']}, this is eqxrl {__version__}", stacklevel=2)
-    state = deserialise_state(io.BytesIO(state_bytes), path, agent, num_seeds)
+    seeds = (meta.get("run") or {}).get("seeds")
+    if seeds is not None and seeds != num_seeds:
+        raise ValueError(f"{path} does not match the run: {seeds} seed(s) in the checkpoint, {num_seeds} in the run")
+    if run is not None and meta.get("run") != run:
+        raise ValueError(f"{path} does not match the run's {CONFIG}: {meta.get('run')} in the checkpoint, {run} in {CONFIG}")
+    if meta.get("eqxrl_version") != __version__:
+        warnings.warn(f"{path} was written by eqxrl {meta.get('eqxrl_version')}, this is eqxrl {__version__}", stacklevel=2)
+    ocp = _orbax()
+    try:
+        reader = ocp.StandardCheckpointer()
+        state_arrays = {k: np.asarray(v) for k, v in reader.restore((path / "state").absolute()).items()}
+        metrics = {k: np.asarray(v) for k, v in reader.restore((path / "history").absolute()).items()}
+        reader.close()
+    except Exception as e:  # orbax and tensorstore raise many kinds for a damaged file
+        raise CheckpointError(f"{path} is damaged ({one_line(e)[:200]}): {_remedy(path)}") from None
+    if crc32_of(state_arrays) != meta.get("state_crc32") or crc32_of(metrics) != meta.get("metrics_crc32"):
+        raise CheckpointError(f"{path} is damaged (its arrays do not match their CRC-32): {_remedy(path)}")
+    leaves = [state_arrays[k] for k in sorted(state_arrays)]
+    state = unflatten_state(leaves, path, agent, num_seeds)
     return Checkpoint(state, meta["iteration"], meta["num_iterations"], meta["chunk_iterations"], metrics)

@@ -157,16 +157,18 @@ def _as_field_value(name: str, value: Any, floats: set[str]) -> Any:
     return from_spec(value, name)
 
 
-def agent_from_config(config: Mapping[str, Any]) -> AbstractAgent | Stacked:
+def agent_from_config(config: Mapping[str, Any], env: Any = None) -> AbstractAgent | Stacked:
     """Rebuild an agent from a run config (as returned by `load_config`).
 
     **Arguments:** `config`, with `agent` (a name in `eqxrl.agents.AGENTS`), `env`
-    (a name for `eqxrl.envs.make`) and `agent_config` (the agent's fields).
+    (a name for `eqxrl.envs.make`) and `agent_config` (the agent's fields), or
+    `members` (one dict of fields per member of a stack); and `env`, an environment
+    to use instead of building the named one.
 
     **Returns:** the agent. Raises `ValueError` if it cannot be rebuilt.
     """
     cls = agent_class(config["agent"], config.get("agent_class"))
-    env = make(config["env"])
+    env = make(config["env"]) if env is None else env
     floats = float_fields(cls)
     init_fields = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "env"}
 

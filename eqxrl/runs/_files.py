@@ -7,14 +7,14 @@ import pathlib
 import tempfile
 from typing import Any
 
-__all__ = ["CHECKPOINT", "CONFIG", "CURVE", "EVAL", "METRICS", "STATE", "TENSORBOARD", "PathLike", "atomic_write_bytes", "write_json"]
+__all__ = ["CHECKPOINTS", "CONFIG", "CURVE", "EVAL", "METRICS", "STATE", "TENSORBOARD", "PathLike", "atomic_write_bytes", "write_json"]
 
 CONFIG = "config.json"
 METRICS = "metrics.csv"
 STATE = "state.eqx"
 CURVE = "learning_curve.png"
 EVAL = "eval.json"
-CHECKPOINT = "checkpoint.npz"
+CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tensorboard"
 
 PathLike = str | os.PathLike

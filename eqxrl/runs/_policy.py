@@ -9,6 +9,7 @@ from jaxtyping import Array, PyTree
 
 from ..agents import AbstractAgent, Batch
 from ..core import Key
+from ._checkpoint import load_checkpoint
 from ._config import load_agent, load_config
 from ._files import PathLike
 from ._state import load_state
@@ -33,13 +34,17 @@ class Policy(eqx.Module):
 
 
 @eqx.filter_jit
-
-
 def _act(agent, state, obs, key, deterministic):
     return agent.act(state, obs, key, deterministic=deterministic)
 
 
-def load_policy(run_dir: PathLike, member: int = 0, deterministic: bool = True) -> Policy:
+def _load_state(run_dir: PathLike, agent: Any, num_seeds: int, checkpoint: Any) -> PyTree:
+    if checkpoint is None:
+        return load_state(run_dir, agent, num_seeds)
+    return load_checkpoint(run_dir, agent, num_seeds, which=checkpoint).state
+
+
+def load_policy(run_dir: PathLike, member: int = 0, deterministic: bool = True, checkpoint: Any = None) -> Policy:
     """Load a trained policy from a run directory: three lines from disk to actions.
 
     ```python
@@ -47,12 +52,13 @@ def load_policy(run_dir: PathLike, member: int = 0, deterministic: bool = True) 
     actions = policy(obs)                      # obs: (batch, *obs_shape)
     ```
 
-    **Arguments:** the `run_dir`, which seed/sweep `member` (default 0), and
-    whether to act with the policy's mode (`deterministic`).
+    **Arguments:** the `run_dir`, which seed/sweep `member` (default 0),
+    whether to act with the policy's mode (`deterministic`), and `checkpoint`: None
+    for the final state, or `"best"`, `"last"` or an env step (see `load_run`).
     """
     config = load_config(run_dir)
     agent = load_agent(run_dir)
-    state = load_state(run_dir, agent, config["seeds"])
+    state = _load_state(run_dir, agent, config["seeds"], checkpoint)
     size = config["seeds"]
     if not -size <= member < size:
         raise ValueError(f"load_policy(member) must be in [-{size}, {size}) for this run of {size} seed(s), got {member}")
@@ -62,13 +68,17 @@ def load_policy(run_dir: PathLike, member: int = 0, deterministic: bool = True) 
     return Policy(agent, state, bool(deterministic))
 
 
-def load_run(run_dir: PathLike) -> tuple[Any, PyTree, dict[str, Any]]:
-    """Reload a run: the agent, its final training state and its config.
+def load_run(run_dir: PathLike, checkpoint: Any = None) -> tuple[Any, PyTree, dict[str, Any]]:
+    """Reload a run: the agent, a training state and its config.
 
-    **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`).
+    **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`),
+    and `checkpoint`: None for the final state (`state.eqx`), `"best"` for the
+    checkpoint with the highest evaluation return (a run trained with
+    `eval_every`), `"last"` for the newest checkpoint (an unfinished run's too),
+    or an env step listed by `eqxrl.runs.checkpoint_steps(run_dir)`.
 
     **Returns:** `(agent, state, config)`, ready for `eqxrl.evaluate(agent, state, key)`.
     """
     config = load_config(run_dir)
     agent = load_agent(run_dir)
-    return agent, load_state(run_dir, agent, config["seeds"]), config
+    return agent, _load_state(run_dir, agent, config["seeds"], checkpoint), config

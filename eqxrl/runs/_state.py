@@ -11,9 +11,9 @@ from jaxtyping import PyTree
 from ..agents import Batch
 from ..core import is_key, keys_as_data, one_line
 from ._config import config_mismatch, load_config
-from ._files import CHECKPOINT, STATE, PathLike
+from ._files import CHECKPOINTS, STATE, PathLike
 
-__all__ = ["deserialise_state", "load_state", "save_state", "template_state"]
+__all__ = ["deserialise_state", "load_state", "save_state", "template_state", "unflatten_state"]
 
 
 def save_state(path: PathLike, state: PyTree) -> None:
@@ -64,7 +64,7 @@ def load_state(run_dir: PathLike, agent: Any, num_seeds: int | None = None) -> P
         raise ValueError(f"{str(run_dir)!r} does not hold a state of the agent given: {mismatch}")
     path = run_dir / STATE
     if not path.is_file():
-        unfinished = (run_dir / CHECKPOINT).is_file()
+        unfinished = (run_dir / CHECKPOINTS).is_dir()
         hint = " (the run did not finish: continue it with `eqxrl train --resume RUN_DIR`)" if unfinished else ""
         raise ValueError(f"{str(run_dir)!r} has no {STATE}{hint}")
     return deserialise_state(path, path, agent, num_seeds)
@@ -92,3 +92,27 @@ def deserialise_state(source: Any, path: Any, agent: Any, num_seeds: int) -> PyT
         return key
 
     return jax.tree.map(unwrap, template, data)
+
+
+def unflatten_state(leaves: list[Any], path: Any, agent: Any, num_seeds: int) -> PyTree:
+    """The state of `agent` (and `num_seeds`) from its array leaves in `jax.tree.leaves`
+    order, PRNG keys given as key data; a `ValueError` naming `path` when they do not fit."""
+    batch = _batch(agent, num_seeds)
+    template = batch.template_state()
+    like = jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
+    flat, treedef = jax.tree.flatten(like)
+    slots = [i for i, x in enumerate(flat) if hasattr(x, "shape")]  # array leaves (the rest is static)
+    if len(slots) != len(leaves):
+        raise ValueError(f"{path} does not match {batch.name} with {num_seeds} seed(s): {len(leaves)} arrays, expected {len(slots)}")
+    for i, got in zip(slots, leaves):
+        want = flat[i]
+        if tuple(want.shape) != tuple(got.shape) or want.dtype != got.dtype:
+            raise ValueError(
+                f"{path} does not match {batch.name} with {num_seeds} seed(s): an array is "
+                f"{got.dtype}{list(got.shape)} where {want.dtype}{list(want.shape)} was expected"
+            )
+        flat[i] = jax.numpy.asarray(got)
+    data = jax.tree.unflatten(treedef, flat)
+
+    # The key data takes the template's key implementation (its dtype was checked above).
+    return jax.tree.map(lambda t, x: jax.random.wrap_key_data(x, impl=t.dtype._impl) if is_key(t) else x, template, data)

@@ -1,6 +1,8 @@
 """Training with a run directory: `config.json` first, checkpoints while training,
-then the final state, metrics, learning curve and evaluation; and resuming."""
+then the final state, metrics, learning curve and evaluation; resuming an interrupted
+run and continuing a finished one with a larger budget."""
 
+import contextlib
 import json
 import math
 import pathlib
@@ -12,11 +14,11 @@ import numpy as np
 from jaxtyping import PyTree
 
 from ..agents import Batch
-from ..core import one_line
+from ..core import check_positive_int, one_line
 from ..loop import Checkpoint, TrainInfo, evaluate, num_iterations_for, train
-from ._checkpoint import load_checkpoint, save_checkpoint
+from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, load_checkpoint, run_record
 from ._config import agent_from_config, eval_key, load_config, run_config, seed_keys
-from ._files import CHECKPOINT, CONFIG, CURVE, METRICS, STATE, PathLike, write_json
+from ._files import CONFIG, CURVE, METRICS, STATE, PathLike, write_json
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
 from ._state import save_state, template_state
@@ -112,6 +114,7 @@ def train_run(
     seed: int = 0,
     num_seeds: int = 1,
     checkpoint_every: int | None = None,
+    keep_checkpoints: int = DEFAULT_KEEP,
     nan_guard: bool = False,
     tensorboard: bool = False,
     progress: bool = True,
@@ -120,9 +123,10 @@ def train_run(
     command: str | None = None,
     _resume: Checkpoint | None = None,
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
-    """Train with a run directory: `config.json` first, `checkpoint.npz` every
-    `checkpoint_every` env steps (atomically), TensorBoard events if asked, then
-    the final state, metrics, learning curve and evaluation (`eval.json`).
+    """Train with a run directory: `config.json` first, checkpoints in
+    `RUN_DIR/checkpoints/` while training, TensorBoard events if asked, then the
+    final state, metrics, learning curve and evaluation (`eval.json`), and
+    `"status": "complete"` in `config.json` last.
 
     **Arguments:**
 
@@ -131,17 +135,23 @@ def train_run(
     - `total_steps`, `seed`, `num_seeds`: the budget per seed/member and the keys
       (`seed_keys(seed, num_seeds)`; a sweep uses one seed per member).
     - `checkpoint_every`: env steps between checkpoints (default: about 10 per run).
+      Checkpoints are written in the background, one at a time: a checkpoint due
+      while the previous one is still being written is skipped (training never
+      waits for the disk); the final one is always written.
+    - `keep_checkpoints`: the newest checkpoints kept (besides the best evaluated one).
     - `nan_guard`, `progress`: as for `eqxrl.train`; `tensorboard`: write event files
       under `RUN_DIR/tensorboard`.
     - `eval_episodes`: deterministic evaluation episodes per seed at the end.
 
     **Returns:** `(state, metrics, info, evaluation summary)`.
-    `resume_run(run_dir)` continues an interrupted call exactly.
+    `resume_run(run_dir)` continues an interrupted call exactly, or a finished one
+    with a larger budget.
     """
     run_dir = pathlib.Path(run_dir)
     batch = Batch.of(agent, owner="train_run(agent)")
     if batch.stacked:
         num_seeds = batch.size
+    check_positive_int("train_run", "keep_checkpoints", keep_checkpoints)
     keys = seed_keys(seed, num_seeds)
     per_iteration = batch.agent.steps_per_iteration
     num_iterations = num_iterations_for("train_run", batch.agent, total_steps)
@@ -150,8 +160,8 @@ def train_run(
         chunk = max(1, min(math.ceil(num_iterations / 50), every))
         config = run_config(
             agent, env_name=env_name, total_steps=total_steps, seed=seed, num_seeds=num_seeds,
-            chunk_iterations=chunk, checkpoint_every=every * per_iteration, nan_guard=bool(nan_guard),
-            tensorboard=bool(tensorboard), eval_episodes=int(eval_episodes), status="running",
+            chunk_iterations=chunk, checkpoint_every=every * per_iteration, keep_checkpoints=int(keep_checkpoints),
+            nan_guard=bool(nan_guard), tensorboard=bool(tensorboard), eval_episodes=int(eval_episodes), status="running",
         )  # fmt: skip
         if command is not None:
             config["command"] = command
@@ -160,26 +170,41 @@ def train_run(
     else:
         config = load_config(run_dir)
         chunk, every = config["chunk_iterations"], max(1, config["checkpoint_every"] // per_iteration)
+        if int(total_steps) != config["total_steps"] or config.get("status") != "running":
+            # Continuing a run with a larger budget: the config says so before training goes on.
+            config["continued_from"] = [*config.get("continued_from", []), config["total_steps"]]
+            config["total_steps"], config["status"] = int(total_steps), "running"
+            write_json(run_dir / CONFIG, config)
     done = _resume.iteration if _resume is not None else 0
+    writer = CheckpointWriter(run_dir, agent, run_record(config), config.get("keep_checkpoints", keep_checkpoints))
     board = TensorBoard(run_dir, done, done * per_iteration + 1 if done else 0) if tensorboard else None
     last_saved = [done]
 
     def on_chunk(checkpoint: Checkpoint) -> None:
         if board is not None:
             board.write(checkpoint.metrics, checkpoint.iteration)
-        # A checkpoint at the first chunk boundary past each multiple of `every` iterations.
-        if checkpoint.iteration // every > last_saved[0] // every or checkpoint.iteration == checkpoint.num_iterations:
-            save_checkpoint(run_dir, agent, checkpoint)
-            last_saved[0] = checkpoint.iteration
+        final = checkpoint.iteration == checkpoint.num_iterations
+        # A checkpoint at the first chunk boundary past each multiple of `every` iterations
+        # (skipped while the previous one is being written), and at every evaluation.
+        due = checkpoint.iteration // every > last_saved[0] // every
+        if final or due:
+            if writer.submit(checkpoint, wait=final):
+                last_saved[0] = checkpoint.iteration
 
     try:
-        state, metrics, info = train(
-            agent, keys, int(total_steps), progress=progress, chunk_iterations=chunk, return_info=True,
-            nan_guard=nan_guard, callback=on_chunk, resume=_resume,
-        )  # fmt: skip
-    finally:
-        if board is not None:
-            board.close()
+        try:
+            state, metrics, info = train(
+                agent, keys, int(total_steps), progress=progress, chunk_iterations=chunk, return_info=True,
+                nan_guard=nan_guard, callback=on_chunk, resume=_resume,
+            )  # fmt: skip
+        finally:
+            if board is not None:
+                board.close()
+    except BaseException:
+        with contextlib.suppress(Exception):  # the training error is the one to report
+            writer.close()
+        raise
+    writer.close()
     # Every output first, config.json's "status": "complete" last (in save_run): a run
     # killed before that is still unfinished, and --resume continues it.
     returns = evaluate(agent, state, eval_key(seed), num_episodes=int(config.get("eval_episodes", eval_episodes)))
@@ -188,27 +213,53 @@ def train_run(
         summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
     save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
              command=config.get("command"))  # fmt: skip
-    # The run is complete and state.eqx holds its final state: the checkpoint has served.
-    (run_dir / CHECKPOINT).unlink(missing_ok=True)
     return state, metrics, info, summary
 
 
-def resume_run(run_dir: PathLike, *, progress: bool = True) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
-    """Continue an interrupted `train_run` (or `eqxrl train`) from its last checkpoint.
+def resume_run(
+    run_dir: PathLike, *, total_steps: int | None = None, progress: bool = True
+) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
+    """Continue a `train_run` (or `eqxrl train`) from its last checkpoint.
 
-    The resumed run ends with the same metrics and parameters as the
-    uninterrupted one (on CPU, bit for bit). **Returns:** as `train_run`.
+    An interrupted run ends with the same metrics and parameters as the
+    uninterrupted one (on CPU, bit for bit); one killed before its first
+    checkpoint starts again from the beginning. With `total_steps` larger than the
+    run's budget, a finished or interrupted run continues to the new budget (see
+    `eqxrl.train(resume=)` for how schedules behave; with constant rates, N steps
+    then M more equal one run of N + M).
+
+    **Returns:** as `train_run`.
     """
+    run_dir = pathlib.Path(run_dir)
     config = load_config(run_dir)
     if "chunk_iterations" not in config:
         raise ValueError(f"{str(run_dir)!r} was not written with checkpoints (no 'chunk_iterations' in {CONFIG})")
     try:
         agent = agent_from_config(config)
     except (ValueError, TypeError) as e:
-        raise ValueError(f"{pathlib.Path(run_dir) / CONFIG}: {one_line(e)}") from None
-    checkpoint = load_checkpoint(run_dir, agent, config["seeds"])
-    return train_run(
-        run_dir, agent, total_steps=config["total_steps"], seed=config["seed"], num_seeds=config["seeds"],
-        nan_guard=config.get("nan_guard", False), tensorboard=config.get("tensorboard", False), progress=progress,
-        _resume=checkpoint,
+        raise ValueError(f"{run_dir / CONFIG}: {one_line(e)}") from None
+    old_total = config["total_steps"]
+    if total_steps is None:
+        total_steps = old_total
+    elif isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)) or total_steps < old_total:
+        raise ValueError(f"resume_run(total_steps) must be an int of at least the run's {old_total:,}, got {total_steps!r}")
+    if config.get("status") == "complete" and total_steps == old_total:
+        raise ValueError(
+            f"{str(run_dir)!r}: the run is already complete ({old_total:,} env steps); "
+            "give a larger total_steps (`--total-steps N`) to continue it"
+        )
+    options = dict(
+        seed=config["seed"], num_seeds=config["seeds"], nan_guard=config.get("nan_guard", False),
+        tensorboard=config.get("tensorboard", False), progress=progress, env_name=config["env"],
     )  # fmt: skip
+    if not checkpoint_steps(run_dir):
+        if config.get("status") == "complete":
+            raise ValueError(f"{str(run_dir)!r} has no checkpoint to continue from (it was written by an older eqxrl)")
+        # Killed before its first checkpoint: nothing of it survives but config.json; start again.
+        return train_run(
+            run_dir, agent, total_steps=total_steps, checkpoint_every=config["checkpoint_every"],
+            keep_checkpoints=config.get("keep_checkpoints", DEFAULT_KEEP), eval_episodes=config.get("eval_episodes", 32),
+            command=config.get("command"), **options,
+        )  # fmt: skip
+    checkpoint = load_checkpoint(run_dir, agent, config["seeds"], run=run_record(config))
+    return train_run(run_dir, agent, total_steps=int(total_steps), _resume=checkpoint, **options)

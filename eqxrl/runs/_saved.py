@@ -1,0 +1,121 @@
+"""`eqxrl.save` / `eqxrl.load`: an agent and its training state in one directory, on the
+plain Python path (no run directory, no budget, no metrics)."""
+
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+from typing import Any
+
+import jax
+from jaxtyping import PyTree
+
+from ..agents import agent_name, class_path
+from ..core import __version__, one_line
+from ..envs import AbstractEnv
+from ..loop import state_batch
+from ._checkpoint import crc32_of, state_arrays
+from ._config import agent_from_config, member_configs
+from ._files import PathLike
+from ._state import unflatten_state
+
+__all__ = ["load", "save"]
+
+AGENT = "agent.json"
+STATE = "state"
+
+
+def save(path: PathLike, agent: Any, state: PyTree, *, overwrite: bool = False) -> pathlib.Path:
+    """Save an agent and its training state to the directory `path`.
+
+    ```python
+    state, metrics = eqxrl.train(agent, jax.random.key(0), 100_000)
+    eqxrl.save("ppo-cartpole", agent, state)
+    agent, state = eqxrl.load("ppo-cartpole")
+    ```
+
+    **Arguments:**
+
+    - `path`: a directory to create (written complete or not at all: a temporary
+      directory beside it, renamed when done).
+    - `agent`, `state`: as `eqxrl.train` takes and returns them (one run, a seed
+      batch, or a stack and its state).
+    - `overwrite`: replace an existing save at `path` (otherwise an error).
+
+    **Returns:** the directory. `agent.json` holds the agent (its class, env name and
+    fields), `state/` the state's arrays (orbax), with a CRC-32 that `load` checks.
+    """
+    path = pathlib.Path(path)
+    batch = state_batch("save", agent, state)
+    if path.exists() and not overwrite:
+        raise ValueError(f"save(path): {str(path)!r} already exists; pass overwrite=True to replace it")
+    if path.exists() and not (path / AGENT).is_file():
+        raise ValueError(f"save(path): {str(path)!r} exists and is not an eqxrl save; it is left alone")
+    arrays = state_arrays(state)
+    record = {
+        "agent": agent_name(agent),
+        "agent_class": class_path(type(batch.agent)),
+        "env": batch.agent.env.name,
+        "members": member_configs(agent),
+        "stacked": batch.stacked,
+        "seeds": batch.size if batch.batched and not batch.stacked else 1,
+        "state_crc32": crc32_of(arrays),
+        "eqxrl_version": __version__,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        import orbax.checkpoint as ocp
+
+        with ocp.StandardCheckpointer() as writer:
+            writer.save((tmp / STATE).absolute(), arrays)
+        (tmp / AGENT).write_text(json.dumps(record, indent=2) + "\n")
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def load(path: PathLike, env: AbstractEnv | None = None) -> tuple[Any, PyTree]:
+    """Load what `eqxrl.save` wrote.
+
+    **Arguments:** the `path`, and `env`: the environment to rebuild the agent with
+    (default: `eqxrl.envs.make` of the saved env name; give it for an env that
+    `make` cannot build).
+
+    **Returns:** `(agent, state)`. Raises `ValueError` naming the path when it is not a
+    save, when the state does not match its agent, or when an array was damaged.
+    """
+    path = pathlib.Path(path)
+    if not (path / AGENT).is_file():
+        raise ValueError(f"load(path): {str(path)!r} is not an eqxrl save (no {AGENT})")
+    try:
+        record = json.loads((path / AGENT).read_text())
+        config = {"agent": record["agent"], "agent_class": record.get("agent_class"), "env": record["env"]}
+        members = record["members"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{path / AGENT} is damaged: {one_line(e)}") from None
+    if record.get("stacked"):
+        config["members"] = members
+    else:
+        config["agent_config"] = members[0]
+    try:
+        agent = agent_from_config(config, env=env)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{path / AGENT}: {one_line(e)}") from None
+    try:
+        import orbax.checkpoint as ocp
+
+        with ocp.StandardCheckpointer() as reader:
+            arrays = {k: jax.numpy.asarray(v) for k, v in reader.restore((path / STATE).absolute()).items()}
+    except Exception as e:  # orbax and tensorstore raise many kinds for a damaged file
+        raise ValueError(f"{path / STATE} is damaged: {one_line(e)[:200]}") from None
+    if crc32_of(arrays) != record.get("state_crc32"):
+        raise ValueError(f"{path / STATE} is damaged: its arrays do not match their CRC-32")
+    num_seeds = record.get("seeds", 1)
+    state = unflatten_state([arrays[k] for k in sorted(arrays)], path / STATE, agent, num_seeds)
+    return agent, state
