@@ -28,6 +28,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
 from ..components import (
+    get_activation,
     AbstractLossTerm,
     AbstractOptimizer,
     AbstractReplayBuffer,
@@ -136,6 +137,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
         sizes = self.hidden_sizes
         if not sizes or not all(is_positive_int(h) for h in sizes):
             raise ValueError(f"{owner}(hidden_sizes) must be a non-empty tuple of positive ints, got {sizes!r}")
+        get_activation(self.activation, owner)  # an unknown name fails here, not in init
         if isinstance(self.learning_starts, bool) or not isinstance(self.learning_starts, (int, np.integer)) or self.learning_starts < 0:
             raise ValueError(f"{owner}(learning_starts) must be an int >= 0, got {self.learning_starts!r}")
         if not (isinstance(self.updates_per_step, (int, float)) and self.updates_per_step > 0):

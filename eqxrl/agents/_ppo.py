@@ -19,6 +19,7 @@ from ..core import (
     tree_select,
 )
 from ..components import (
+    get_activation,
     AbstractDistribution,
     AbstractLossTerm,
     AbstractOptimizer,
@@ -148,6 +149,7 @@ class PPO(AbstractAgent):
             )
         if not self.hidden_sizes or not all(is_positive_int(h) for h in self.hidden_sizes):
             raise ValueError(f"PPO(hidden_sizes) must be a non-empty tuple of positive ints, got {self.hidden_sizes!r}")
+        get_activation(self.activation, "PPO")  # an unknown name fails here, not in init
         if self.grad_clip not in ("global_norm", "value", "none"):
             raise ValueError(f"PPO(grad_clip) must be 'global_norm', 'value' or 'none', got {self.grad_clip!r}")
         check = lambda name, ok, expected: check_hyperparameter(  # noqa: E731

@@ -49,11 +49,19 @@ def parse_str(text: str) -> str:
     return text
 
 
-def positive(parse: Callable[[str], int]) -> Callable[[str], int]:
+MAX_COUNT = 2**31 - 1
+"""The largest count a flag takes: env steps, iterations and episodes are counted in int32."""
+
+
+def positive(parse: Callable[[str], int], maximum: int = MAX_COUNT) -> Callable[[str], int]:
+    """`parse`, then a check that the value is in `[1, maximum]`."""
+
     def parse_positive(text: str) -> int:
         value = parse(text)
         if value < 1:
             raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"expected a positive integer of at most {maximum:,}, got {text!r}")
         return value
 
     return parse_positive

@@ -12,8 +12,9 @@ import numpy as np
 from ..agents import AGENTS, AbstractAgent
 from ..core import one_line
 from ..envs import make
+from ..loop import MAX_EVAL_EPISODES
 from ..pbt import PBT, LogUniform, pbt_from_config, resume
-from ._common import prepare_run_dir
+from ._common import disk_error, prepare_run_dir
 from ._flags import add_field_flags, build_agent, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_seed, parse_tune, positive, parse_int
 
@@ -45,7 +46,7 @@ def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
                      help="truncation:K:M or tournament[:MARGIN] (default: truncation of a quarter)")  # fmt: skip
     run.add_argument("--resample-probability", type=parse_float, default=0.25, metavar="P",
                      help="chance that explore resamples instead of perturbing (default: 0.25)")  # fmt: skip
-    run.add_argument("--eval-episodes", type=positive_int, default=8, metavar="N", help="episodes per fitness evaluation (default: 8)")
+    run.add_argument("--eval-episodes", type=positive(parse_int, MAX_EVAL_EPISODES), default=8, metavar="N", help="episodes per fitness evaluation (default: 8)")
     run.add_argument("--seed", type=parse_seed, default=0, metavar="S", help="seed (default: 0)")
     run.add_argument("--run-dir", default=None, metavar="PATH", help="where to save (default: runs/pbt-<agent>-<env>-<timestamp>)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -97,6 +98,8 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
         start = time.perf_counter()
         try:
             population, history = resume(args.resume, progress=True)
+        except OSError as e:
+            parser.error(disk_error(e, f"eqxrl pbt --resume {args.resume}"))
         except ValueError as e:
             parser.error(one_line(e))
         pbt = pbt_from_config(json.loads((pathlib.Path(args.resume) / "pbt.json").read_text()))
@@ -123,6 +126,9 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
         flush=True,
     )
     start = time.perf_counter()
-    _, history = pbt.run(jax.random.key(args.seed), args.total_steps, progress=not args.quiet, run_dir=run_dir)
+    try:
+        _, history = pbt.run(jax.random.key(args.seed), args.total_steps, progress=not args.quiet, run_dir=run_dir)
+    except OSError as e:
+        parser.error(disk_error(e, f"eqxrl pbt --resume {run_dir}"))
     print_pbt_summary(pbt, history, run_dir, time.perf_counter() - start)
     return 0

@@ -58,6 +58,7 @@ from ._td import sac_alpha_loss as sac_alpha_loss
 from ._td import select_q as select_q
 from ._td import smoothed_target_action as smoothed_target_action
 from .networks import MLP as MLP
+from .networks import get_activation as get_activation
 from .networks import AbstractTorso as AbstractTorso
 from .networks import CNNTorso as CNNTorso
 from .networks import Encoder as Encoder

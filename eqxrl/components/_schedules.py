@@ -131,10 +131,12 @@ def learning_rate(default: Any = None, **kwargs: Any) -> Any:
 
 
 def check_learning_rate(owner: str, name: str, value: Any) -> None:
-    """Raise a ValueError naming `owner(name)` unless `value` is > 0 or a schedule."""
+    """Raise a ValueError naming `owner(name)` unless `value` is a finite number > 0 or a schedule."""
     if isinstance(value, AbstractSchedule):
         return
     v = concrete_scalar(value)
+    if v is not None and v == float("inf"):
+        raise ValueError(f"{owner}({name}) must be a finite number > 0, got inf")
     if v is not None and not v > 0:
         raise ValueError(
             f"{owner}({name}) must be > 0, got {v:g} (or a schedule: eqxrl.components.CosineSchedule(...), "

@@ -14,7 +14,10 @@ from ..core import Key, check_positive_int, tree_mismatch
 from ..envs import AutoReset, VectorEnv
 from ._keys import as_keys
 
-__all__ = ["episode_returns", "evaluate", "rollout", "state_batch"]
+__all__ = ["MAX_EVAL_EPISODES", "episode_returns", "evaluate", "rollout", "state_batch"]
+
+MAX_EVAL_EPISODES = 100_000
+"""The most evaluation episodes per member (they run in parallel, one env each)."""
 
 
 def episode_returns(
@@ -107,6 +110,10 @@ def evaluate(
     if key.ndim != 0:
         raise ValueError(f"evaluate(key) must be a single key of shape (), got shape {key.shape}")
     check_positive_int("evaluate", "num_episodes", num_episodes)
+    if num_episodes > MAX_EVAL_EPISODES:
+        raise ValueError(
+            f"evaluate(num_episodes) must be at most {MAX_EVAL_EPISODES:,} (the episodes run in parallel), got {num_episodes:,}"
+        )
     batch = state_batch("evaluate", agent, state)
     if max_steps is None:
         max_steps = batch.agent.eval_env.max_episode_steps or 10_000

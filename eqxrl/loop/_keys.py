@@ -9,7 +9,10 @@ from jaxtyping import Array
 
 from ..agents import Batch
 
-__all__ = ["as_keys", "batch_and_keys", "num_iterations_for"]
+__all__ = ["MAX_TOTAL_STEPS", "as_keys", "batch_and_keys", "num_iterations_for"]
+
+MAX_TOTAL_STEPS = 2**31 - 1
+"""The largest env-step budget per member: env steps and iterations are counted in int32."""
 
 
 def as_keys(key: Any, name: str = "key") -> Array:
@@ -54,6 +57,10 @@ def num_iterations_for(owner: str, agent: Any, total_steps: Any) -> int:
     """
     if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)):
         raise ValueError(f"{owner}(total_steps) must be an int, got {total_steps!r}")
+    if total_steps > MAX_TOTAL_STEPS:
+        raise ValueError(
+            f"{owner}(total_steps) must be at most {MAX_TOTAL_STEPS:,} (env steps are counted in int32), got {total_steps:,}"
+        )
     batch = Batch.of(agent, owner=f"{owner}(agent)")
     per_iteration = batch.agent.steps_per_iteration
     num_iterations = int(total_steps) // per_iteration

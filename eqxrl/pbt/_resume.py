@@ -5,6 +5,7 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
+from ..core import one_line
 from ..runs import agent_from_config
 from ._exploit import Tournament, Truncation
 from ._pbt import PBT
@@ -59,9 +60,19 @@ def resume(run_dir: Any, *, fitness: Any = None, progress: bool = True) -> tuple
     path = run_dir / CONFIG
     if not path.is_file():
         raise ValueError(f"{str(run_dir)!r} is not a PBT run directory: it has no {CONFIG}")
-    config = json.loads(path.read_text())
-    pbt = pbt_from_config(config, fitness)
-    total_steps = config["total_steps"]
+    try:
+        config = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON: {one_line(e)}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
+    try:
+        pbt = pbt_from_config(config, fitness)
+        total_steps = config["total_steps"]
+    except KeyError as e:
+        raise ValueError(f"{path} is missing the key {e.args[0]!r}: it was not written by `eqxrl pbt`, or was edited") from None
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path}: {one_line(e)}") from None
     if not (run_dir / CHECKPOINT).is_file():
         raise ValueError(f"{str(run_dir)!r} has no {CHECKPOINT} to resume from")
     population, _ = load_checkpoint(run_dir / CHECKPOINT, pbt, total_steps)

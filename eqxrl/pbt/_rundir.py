@@ -13,6 +13,7 @@ import dataclasses
 import io
 import json
 import pathlib
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ CONFIG = "pbt.json"
 HISTORY = "history.csv"
 PLOT = "history.png"
 CHECKPOINT = "population.eqx"
+_MAGIC = b"eqxrl-population-1\n"
 
 
 def module_spec(m: eqx.Module) -> dict[str, Any]:
@@ -87,8 +89,10 @@ def save_checkpoint(path: Any, pbt: Any, total_steps: int, population: Populatio
     host = jax.tree.map(gather, keys_as_data(arrays))
     buffer = io.BytesIO()
     eqx.tree_serialise_leaves(buffer, (host, padded))
+    payload = buffer.getvalue()
     if jax.process_index() == 0:
-        atomic_write_bytes(pathlib.Path(path), buffer.getvalue())
+        # A header of the format's name and the payload's CRC-32: a resume checks both.
+        atomic_write_bytes(pathlib.Path(path), _MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload)
 
 
 def load_checkpoint(path: Any, pbt: Any, total_steps: int) -> tuple[Population, list[dict[str, np.ndarray]]]:
@@ -100,8 +104,14 @@ def load_checkpoint(path: Any, pbt: Any, total_steps: int) -> tuple[Population, 
     like = jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, arrays)
     like = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), like)
     padded = _record_template(pbt, pbt.num_generations(total_steps))
+    data = path.read_bytes()
+    header = len(_MAGIC) + 4
+    if not data.startswith(_MAGIC):
+        raise ValueError(f"{path} is not an eqxrl PBT checkpoint (damaged, or written by eqxrl before 0.2): it cannot be resumed")
+    if zlib.crc32(data[header:]) != int.from_bytes(data[len(_MAGIC) : header], "big"):
+        raise ValueError(f"{path} is damaged (its CRC-32 does not match): it cannot be resumed")
     try:
-        host, records = eqx.tree_deserialise_leaves(path, (like, padded))
+        host, records = eqx.tree_deserialise_leaves(io.BytesIO(data[header:]), (like, padded))
     except Exception as e:  # equinox raises RuntimeError/ValueError/EOFError for a mismatch
         raise ValueError(f"{path} does not match this PBT configuration: {' '.join(str(e).split())}") from None
     keyed = jax.tree.map(

@@ -22,12 +22,14 @@ ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
 }
 
 
-def get_activation(activation: str | Callable[[Array], Array]) -> Callable[[Array], Array]:
-    """Resolve an activation given by name (`"tanh"`, `"relu"`, ...) or as a callable."""
+def get_activation(activation: str | Callable[[Array], Array], owner: str | None = None) -> Callable[[Array], Array]:
+    """Resolve an activation given by name (`"tanh"`, `"relu"`, ...) or as a callable;
+    a `ValueError` (naming `owner(activation)` when given) for anything else."""
     if callable(activation):
         return activation
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)} or a callable, got {activation!r}")
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        name = f"{owner}(activation)" if owner else "activation"
+        raise ValueError(f"{name} must be one of {sorted(ACTIVATIONS)} or a callable, got {activation!r}")
     return ACTIVATIONS[activation]
 
 

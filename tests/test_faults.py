@@ -1,0 +1,420 @@
+"""Fault injection: what a user's run survives, and the one-line errors for what it cannot.
+
+kill -9 of a real `eqxrl train` process (at a random moment and in the middle of a
+checkpoint write) then `--resume` equals the uninterrupted run; a run killed before
+its first checkpoint is resumed from the start or its directory reused; two runs
+started at once get two directories; damaged checkpoints (truncated, emptied,
+bit-flipped), a read-only directory and a full disk (simulated: the tests run as
+root on a disk that is never full) give exit 2, one line naming the file and what
+to do, and keep every earlier checkpoint; continuing a finished run with a larger
+budget equals one run of the whole budget; `eqxrl.save` / `eqxrl.load`.
+"""
+
+import contextlib
+import datetime
+import importlib
+import io
+import json
+import os
+import pathlib
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+import eqxrl
+from eqxrl import cli, runs
+from eqxrl.agents import PPO
+
+checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")
+train_run_module = importlib.import_module("eqxrl.runs._train_run")
+common_module = importlib.import_module("eqxrl.cli._common")
+pbt_rundir_module = importlib.import_module("eqxrl.pbt._rundir")
+
+TINY = ["--num-envs", "2", "--rollout-length", "16", "--num-epochs", "1", "--num-minibatches", "1", "--hidden-sizes", "8",
+        "--eval-episodes", "2", "--quiet"]  # fmt: skip
+STEPS = 32  # env steps per iteration of TINY
+
+
+def _main(argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(argv)
+    return code, out.getvalue()
+
+
+def _error(argv, capsys) -> str:
+    """Run the CLI expecting exit 2; **returns** the one-line reason (after the usage line)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        _main(argv)
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("usage:"), lines
+    return lines[1]
+
+
+def _leaves(tree):
+    return [np.asarray(x) for x in jax.tree.leaves(eqxrl.core.keys_as_data(eqx.filter(tree, eqx.is_array)))]
+
+
+def _assert_same(a, b):
+    for x, y in zip(_leaves(a), _leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def _same_run(a: pathlib.Path, b: pathlib.Path) -> None:
+    assert (a / "metrics.csv").read_text() == (b / "metrics.csv").read_text()
+    _assert_same(runs.load_run(a)[1], runs.load_run(b)[1])
+    assert json.loads((a / "eval.json").read_text())["mean"] == json.loads((b / "eval.json").read_text())["mean"]
+
+
+class _Crash(Exception):
+    pass
+
+
+def _crash_at_checkpoint(monkeypatch, after: int, write: bool = True) -> None:
+    """`train_run` dies at its `after`-th checkpoint: once it is on disk (`write`), or before it is written."""
+    calls = []
+
+    class Crashing(runs.CheckpointWriter):
+        def submit(self, checkpoint, *, wait=False):
+            calls.append(1)
+            if len(calls) == after and not write:
+                raise _Crash
+            super().submit(checkpoint, wait=True)
+            self.wait()
+            if len(calls) == after:
+                raise _Crash
+            return True
+
+    monkeypatch.setattr(train_run_module, "CheckpointWriter", Crashing)
+
+
+# ----------------------------------------------------------------------- kill -9 of a real process
+def _start(run_dir: pathlib.Path, total_steps: int) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "eqxrl", "train", "ppo", "--run-dir", str(run_dir), "--total-steps", str(total_steps),
+            "--checkpoint-every", str(STEPS), "--anneal-lr", "false", *TINY]  # fmt: skip
+    with open(run_dir.parent / f"{run_dir.name}.stderr", "wb") as err:  # (the child keeps its own handle)
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=pathlib.Path(__file__).parents[1])
+
+
+def _wait_for(condition, proc: subprocess.Popen, timeout: float = 300.0) -> bool:
+    """Poll `condition` every 2 ms; **returns** False if the process ended first."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.002)
+    raise AssertionError("timed out")
+
+
+def _writing(run_dir: pathlib.Path) -> bool:
+    directory = run_dir / "checkpoints"
+    return directory.is_dir() and any(".orbax-checkpoint-tmp" in p.name for p in directory.iterdir())
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_moments_and_during_writes_then_resume_equals_the_uninterrupted_run(tmp_path, capsys):
+    total = 160 * STEPS
+    assert _main(["train", "ppo", "--run-dir", str(tmp_path / "full"), "--total-steps", str(total),
+                  "--checkpoint-every", str(STEPS), "--anneal-lr", "false", *TINY])[0] == 0  # fmt: skip
+    rng = random.Random(7)
+    kills = {"random": lambda d: bool(runs.checkpoint_steps(d)), "during a write": _writing}
+    for name, ready in kills.items():
+        run_dir = tmp_path / name.replace(" ", "-")
+        proc = _start(run_dir, total)
+        try:
+            started = _wait_for(lambda: ready(run_dir), proc)
+            if name == "random":
+                time.sleep(rng.uniform(0.0, 0.5))
+            assert started, (run_dir.parent / f"{run_dir.name}.stderr").read_text()[-2000:]
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.wait()
+        assert proc.returncode == -signal.SIGKILL, f"{name}: the run ended before the kill"
+        code, out = _main(["train", "--resume", str(run_dir), "--quiet"])
+        assert code == 0, out
+        _same_run(tmp_path / "full", run_dir)
+        assert not any(".orbax-checkpoint-tmp" in p.name for p in (run_dir / "checkpoints").iterdir())
+
+
+# ----------------------------------------------------------------------- a run killed before its first checkpoint
+@pytest.mark.slow
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start_or_is_reused(tmp_path, monkeypatch, capsys):
+    argv = ["train", "ppo", "--total-steps", str(4 * STEPS), "--checkpoint-every", str(2 * STEPS), *TINY]
+    assert _main([*argv, "--run-dir", str(tmp_path / "full")])[0] == 0
+    for way in ("resume", "reuse"):
+        run_dir = tmp_path / way
+        _crash_at_checkpoint(monkeypatch, 1, write=False)
+        with pytest.raises(_Crash):
+            _main([*argv, "--run-dir", str(run_dir)])
+        monkeypatch.undo()
+        assert runs.load_config(run_dir)["status"] == "running" and not runs.checkpoint_steps(run_dir)
+        code, out = _main(["train", "--resume", str(run_dir)] if way == "resume" else [*argv, "--run-dir", str(run_dir)])
+        assert code == 0
+        assert way == "resume" or f"reusing {run_dir}: it held only the config of a run stopped before its first checkpoint" in out
+        _same_run(tmp_path / "full", run_dir)
+
+
+# ----------------------------------------------------------------------- concurrent starts
+def test_two_runs_started_in_the_same_second_get_two_directories(tmp_path, monkeypatch):
+    class Frozen(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.datetime(2026, 1, 1, 12, 0, 0)
+
+    monkeypatch.setattr(common_module.datetime, "datetime", Frozen)
+    monkeypatch.chdir(tmp_path)
+    parser = cli.build_parser()
+    made, barrier = [], threading.Barrier(4)
+
+    def start():
+        barrier.wait()
+        made.append(common_module.prepare_run_dir(parser, None, "ppo-CartPole-v1"))
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(made)) == 4 and all(p.is_dir() for p in made)
+    assert sorted(p.name for p in made) == ["ppo-CartPole-v1-20260101-120000", *(f"ppo-CartPole-v1-20260101-120000-{i}" for i in (1, 2, 3))]
+
+
+# ----------------------------------------------------------------------- damaged checkpoints
+def _largest_file(directory: pathlib.Path) -> pathlib.Path:
+    return max((p for p in directory.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+
+
+def _flip_a_bit(path: pathlib.Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+DAMAGE = {
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+    "emptied": lambda p: p.write_bytes(b""),
+    "bit-flipped": _flip_a_bit,
+}
+
+
+@pytest.mark.slow
+def test_a_damaged_checkpoint_is_one_line_and_the_one_before_it_is_kept(tmp_path, monkeypatch, capsys):
+    argv = ["train", "ppo", "--total-steps", str(6 * STEPS), "--checkpoint-every", str(2 * STEPS), *TINY]
+    assert _main([*argv, "--run-dir", str(tmp_path / "full")])[0] == 0
+    run_dir = tmp_path / "r"
+    _crash_at_checkpoint(monkeypatch, 2)
+    with pytest.raises(_Crash):
+        _main([*argv, "--run-dir", str(run_dir)])
+    monkeypatch.undo()
+    newest = run_dir / "checkpoints" / str(4 * STEPS)
+    pristine = {p: p.read_bytes() for p in newest.rglob("*") if p.is_file()}
+    for damage, target in [(d, "state") for d in DAMAGE] + [("emptied", "history"), ("bit-flipped", "meta")]:
+        victim = _largest_file(newest / target)
+        DAMAGE[damage](victim)
+        message = _error(["train", "--resume", str(run_dir)], capsys)
+        assert re.fullmatch(
+            rf".*{newest} is damaged \(.*\): delete {newest} to resume from the checkpoint before it "
+            r"\(`eqxrl train --resume RUN_DIR`\)", message
+        ), (damage, target, message)  # fmt: skip
+        assert (run_dir / "checkpoints" / str(2 * STEPS)).is_dir()  # the one before is kept
+        for p, data in pristine.items():
+            p.write_bytes(data)
+    # Deleting the damaged one, as the message says, resumes from the one before.
+    for damage in DAMAGE:
+        DAMAGE[damage](_largest_file(newest / "state"))
+    shutil.rmtree(newest)
+    assert _main(["train", "--resume", str(run_dir), "--quiet"])[0] == 0
+    _same_run(tmp_path / "full", run_dir)
+
+
+# ----------------------------------------------------------------------- a read-only directory, a full disk
+@pytest.mark.slow
+@pytest.mark.parametrize("errno, reason", [(13, "Permission denied"), (28, "No space left on device")])
+def test_a_checkpoint_that_cannot_be_written_exits_2_and_keeps_the_earlier_ones(errno, reason, tmp_path, monkeypatch, capsys):
+    real, calls = checkpoint_module._write, []
+
+    def second_write_fails(manager, payload):
+        calls.append(payload.step)
+        if len(calls) == 2:
+            (pathlib.Path(str(manager.directory)) / f"{payload.step}.orbax-checkpoint-tmp-9").mkdir()  # what orbax had written so far
+            raise OSError(errno, reason)
+        real(manager, payload)
+
+    monkeypatch.setattr(checkpoint_module, "_write", second_write_fails)
+    run_dir = tmp_path / "r"
+    message = _error(["train", "ppo", "--run-dir", str(run_dir), "--total-steps", str(8 * STEPS),
+                      "--checkpoint-every", str(2 * STEPS), *TINY], capsys)  # fmt: skip
+    step = calls[1]
+    assert message == (
+        f"eqxrl train ppo: error: could not write the checkpoint {run_dir / 'checkpoints' / str(step)}: {reason}; "
+        f"the checkpoint of env step {calls[0]:,} is intact. Free space or fix the directory's permissions, "
+        "then continue with `eqxrl train --resume RUN_DIR`"
+    )
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [str(calls[0])]  # no temporary files
+    monkeypatch.undo()
+    assert _main(["train", "--resume", str(run_dir)])[0] == 0  # fixed: it goes on
+
+
+def test_a_run_directory_that_cannot_be_written_at_all_exits_2(tmp_path, monkeypatch, capsys):
+    def read_only(path, data):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(train_run_module, "write_json", read_only)
+    run_dir = tmp_path / "r"
+    message = _error(["train", "ppo", "--run-dir", str(run_dir), "--total-steps", str(STEPS), *TINY], capsys)
+    assert message == (
+        f"eqxrl train ppo: error: could not write {run_dir / 'config.json'}: Permission denied; the files written "
+        "before are intact: fix it and run the command again"
+    )
+
+
+@pytest.mark.slow
+def test_pbt_full_disk_and_a_damaged_population_are_one_line(tmp_path, monkeypatch, capsys):
+    real, calls = pbt_rundir_module.atomic_write_bytes, []
+
+    def full_at_the_second_checkpoint(path, data):
+        if path.name == "population.eqx":
+            calls.append(1)
+            if len(calls) == 2:
+                raise OSError(28, "No space left on device", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(pbt_rundir_module, "atomic_write_bytes", full_at_the_second_checkpoint)
+    run_dir = tmp_path / "p"
+    argv = ["pbt", "ppo", "--run-dir", str(run_dir), "--population", "2", "--ready", "64", "--total-steps", "192",
+            "--num-envs", "2", "--rollout-length", "16", "--num-epochs", "1", "--num-minibatches", "1",
+            "--hidden-sizes", "8", "--eval-episodes", "1", "--quiet"]  # fmt: skip
+    message = _error(argv, capsys)
+    population = run_dir / "population.eqx"
+    assert message == (
+        f"eqxrl pbt ppo: error: could not write {population}: No space left on device; the files written before are intact: "
+        f"fix it and continue with `eqxrl pbt --resume {run_dir}`"
+    )
+    monkeypatch.undo()
+    _flip_a_bit(population)
+    message = _error(["pbt", "--resume", str(run_dir)], capsys)
+    assert message == f"eqxrl pbt: error: {population} is damaged (its CRC-32 does not match): it cannot be resumed"
+
+
+def test_a_pbt_config_missing_a_key_is_one_line(tmp_path, capsys):
+    (tmp_path / "pbt.json").write_text(json.dumps({"agent": "ppo", "env": "CartPole-v1", "agent_config": {}}))
+    message = _error(["pbt", "--resume", str(tmp_path)], capsys)
+    assert message == (
+        f"eqxrl pbt: error: {tmp_path / 'pbt.json'} is missing the key 'space': it was not written by `eqxrl pbt`, or was edited"
+    )
+
+
+# ----------------------------------------------------------------------- bad numbers: refused before training
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--learning-rate", "inf"], r"PPO\(learning_rate\) must be a finite number > 0, got inf"),
+        (["--total-steps", "1e13"], r"argument --total-steps: expected a positive integer of at most 2,147,483,647, got '1e13'"),
+        (["--total-steps", "1e30"], r"argument --total-steps: expected a positive integer of at most 2,147,483,647, got '1e30'"),
+        (["--activation", "foo"], r"PPO\(activation\) must be one of \['elu', .*'tanh'\] or a callable, got 'foo'"),
+        (["--eval-episodes", "1e30"], r"argument --eval-episodes: expected a positive integer of at most 100,000, got '1e30'"),
+        (["--keep-checkpoints", "0"], r"argument --keep-checkpoints: expected a positive integer, got '0'"),
+    ],
+)
+def test_bad_numbers_are_refused_before_training(flags, message, tmp_path, capsys):
+    reason = _error(["train", "ppo", "--run-dir", str(tmp_path / "r"), *flags], capsys)
+    assert re.search(message, reason), reason
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_python_api_bounds(getkey):
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_minibatches=1, hidden_sizes=(8,))
+    with pytest.raises(ValueError, match=r"train\(total_steps\) must be at most 2,147,483,647 \(env steps are counted in int32\)"):
+        eqxrl.train(agent, getkey(), 10**13)
+    with pytest.raises(ValueError, match=r"evaluate\(num_episodes\) must be at most 100,000 \(the episodes run in parallel\)"):
+        eqxrl.evaluate(agent, agent.init(getkey()), getkey(), num_episodes=10**6)
+    with pytest.raises(ValueError, match=r"DQN\(learning_rate\) must be a finite number > 0, got inf"):
+        eqxrl.agents.DQN("CartPole-v1", learning_rate=float("inf"))
+
+
+# ----------------------------------------------------------------------- continuing a run
+@pytest.mark.slow
+def test_n_steps_then_m_more_equal_one_run_of_n_plus_m(tmp_path, getkey, capsys):
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,), anneal_lr=False)
+    key = getkey()
+    whole = eqxrl.train(agent, key, 10 * STEPS, progress=False)
+    checkpoints = []
+    eqxrl.train(agent, key, 6 * STEPS, progress=False, chunk_iterations=4, callback=lambda c: checkpoints.append(c.copy()))
+    assert checkpoints[-1].iteration == 6 and checkpoints[-1].num_iterations == 6
+    state, metrics = eqxrl.train(agent, key, 10 * STEPS, progress=False, resume=checkpoints[-1])  # a finished run, continued
+    _assert_same(whole[0], state)
+    for k in whole[1]:
+        np.testing.assert_array_equal(whole[1][k], metrics[k], err_msg=k)
+    # The same from the command line: a finished run directory continued with --total-steps.
+    argv = ["train", "ppo", "--anneal-lr", "false", "--checkpoint-every", str(4 * STEPS), *TINY]
+    assert _main([*argv, "--run-dir", str(tmp_path / "whole"), "--total-steps", str(10 * STEPS)])[0] == 0
+    assert _main([*argv, "--run-dir", str(tmp_path / "r"), "--total-steps", str(6 * STEPS)])[0] == 0
+    message = _error(["train", "--resume", str(tmp_path / "r")], capsys)
+    assert message.endswith(
+        f"the run is already complete ({6 * STEPS:,} env steps); give a larger total_steps (`--total-steps N`) to continue it"
+    )
+    message = _error(["train", "--resume", str(tmp_path / "r"), "--total-steps", str(2 * STEPS)], capsys)
+    assert f"resume_run(total_steps) must be an int of at least the run's {6 * STEPS:,}, got {2 * STEPS}" in message
+    code, out = _main(["train", "--resume", str(tmp_path / "r"), "--total-steps", str(10 * STEPS), "--quiet"])
+    assert code == 0 and f"continuing ppo on CartPole-v1 from {tmp_path / 'r'}" in out
+    assert f"{10 * STEPS:,} env steps (10 iterations, {4 * STEPS:,} of them in this call)" in out
+    _same_run(tmp_path / "whole", tmp_path / "r")
+    config = runs.load_config(tmp_path / "r")
+    assert config["total_steps"] == 10 * STEPS and config["continued_from"] == [6 * STEPS] and config["status"] == "complete"
+
+
+@pytest.mark.slow
+def test_a_continued_schedule_goes_on_from_the_new_progress(getkey):
+    """The documented rule: the clock's length becomes the new total, so an annealed
+    learning rate continues from `1 - iteration / new_total` (it rises again)."""
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
+    checkpoints = []
+    eqxrl.train(agent, getkey(), 4 * STEPS, progress=False, callback=lambda c: checkpoints.append(c.copy()))
+    _, metrics = eqxrl.train(agent, getkey(), 8 * STEPS, progress=False, resume=checkpoints[-1])
+    lr = agent.learning_rate
+    np.testing.assert_allclose(metrics["learning_rate"][:4], lr * (1 - np.arange(4) / 4), rtol=1e-6)
+    np.testing.assert_allclose(metrics["learning_rate"][4:], lr * (1 - np.arange(4, 8) / 8), rtol=1e-6)
+
+
+# ----------------------------------------------------------------------- save / load
+def test_save_and_load_without_a_run_directory(tmp_path, getkey):
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
+    state, _ = eqxrl.train(agent, jax.random.split(getkey(), 2), 2 * STEPS, progress=False)
+    path = eqxrl.save(tmp_path / "ppo", agent, state)
+    loaded_agent, loaded_state = eqxrl.load(path)
+    assert loaded_agent == agent
+    _assert_same(state, loaded_state)
+    np.testing.assert_array_equal(
+        eqxrl.evaluate(agent, state, jax.random.key(1), 2), eqxrl.evaluate(loaded_agent, loaded_state, jax.random.key(1), 2)
+    )
+    with pytest.raises(ValueError, match=r"save\(path\): '.*ppo' already exists; pass overwrite=True to replace it"):
+        eqxrl.save(path, agent, state)
+    eqxrl.save(path, agent, state, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ppo"]  # no temporary directory left
+    with pytest.raises(ValueError, match=r"save\(state\) does not match DQN \(OffPolicyState, a batch of 2\)"):
+        eqxrl.save(tmp_path / "other", eqxrl.agents.DQN("CartPole-v1", hidden_sizes=(8,)), state)
+    with pytest.raises(ValueError, match=r"load\(path\): '.*nowhere' is not an eqxrl save \(no agent.json\)"):
+        eqxrl.load(tmp_path / "nowhere")
+    _flip_a_bit(_largest_file(path / "state"))
+    with pytest.raises(ValueError, match=r"state is damaged"):
+        eqxrl.load(path)
+    # A stack and its state round-trip too; the env can be given for one `make` cannot build.
+    sweep = eqxrl.sweep(agent, {"learning_rate": [1e-3, 3e-3]})
+    states, _ = eqxrl.train(sweep, getkey(), STEPS, progress=False)
+    loaded_sweep, loaded_states = eqxrl.load(eqxrl.save(tmp_path / "sweep", sweep, states), env=agent.env)
+    assert isinstance(loaded_sweep, eqxrl.Stacked) and loaded_sweep.size == 2
+    _assert_same(states, loaded_states)
