@@ -205,6 +205,9 @@ def train_run(
             writer.close()
         raise
     writer.close()
+    # What this call's writer did (a checkpoint due while the previous was still being written is skipped).
+    config["checkpoints"] = {"written": writer.written, "skipped": writer.skipped}
+    write_json(run_dir / CONFIG, config)
     # Every output first, config.json's "status": "complete" last (in save_run): a run
     # killed before that is still unfinished, and --resume continues it.
     returns = evaluate(agent, state, eval_key(seed), num_episodes=int(config.get("eval_episodes", eval_episodes)))
