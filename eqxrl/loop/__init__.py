@@ -18,11 +18,15 @@ from ._evaluate import episode_returns as episode_returns
 from ._evaluate import evaluate as evaluate
 from ._evaluate import rollout as rollout
 from ._evaluate import state_batch as state_batch
+from ._keys import EVAL_STREAM as EVAL_STREAM
 from ._keys import as_keys as as_keys
 from ._keys import batch_and_keys as batch_and_keys
+from ._keys import eval_iterations_for as eval_iterations_for
+from ._keys import eval_key_at as eval_key_at
 from ._keys import num_iterations_for as num_iterations_for
 from ._progress import Progress as Progress
 from ._results import Checkpoint as Checkpoint
+from ._results import HostMetrics as HostMetrics
 from ._results import NonFiniteError as NonFiniteError
 from ._results import TrainInfo as TrainInfo
 from ._pure import TrainFunction as TrainFunction

@@ -16,6 +16,8 @@ from jaxtyping import Array, Int, PyTree
 
 from ..agents import Batch, Clock
 from ..components import BufferState
+from ._evaluate import episode_returns
+from ._keys import eval_key_at
 
 __all__ = ["REQUIRED_METRICS", "Chunk", "check_metrics", "chunk", "compile_train", "guarded_leaves", "init_state", "placeholder", "run_chunk", "run_init"]
 
@@ -28,6 +30,10 @@ class Chunk(eqx.Module):
       (iterations at or past it are skipped, so the last chunk is the same program).
     - `length`: iterations per chunk (static: a new length compiles a new program).
     - `guard`: stop at the first non-finite state or metric (see `train(nan_guard=)`).
+    - `eval_every`: iterations between deterministic evaluations (0: none; see
+      `train(eval_every=)`), each of `eval_episodes` episodes cut at `eval_max_steps`
+      steps, keyed by `eval_key_at(eval_keys, iteration)` (`eval_keys`: the run's key,
+      or one per member).
     """
 
     batch: Batch
@@ -35,6 +41,10 @@ class Chunk(eqx.Module):
     num_iterations: Int[Array, ""]
     length: int = eqx.field(static=True)
     guard: bool = eqx.field(static=True, default=False)
+    eval_every: int = eqx.field(static=True, default=0)
+    eval_episodes: int = eqx.field(static=True, default=10)
+    eval_max_steps: int = eqx.field(static=True, default=10_000)
+    eval_keys: Any = None
 
 
 def _is_buffer(x: Any) -> bool:
@@ -93,9 +103,16 @@ def chunk(config: Chunk, state: PyTree) -> tuple[PyTree, dict[str, Array]]:
 
     **Returns:** `(state, metrics)`, metrics with a leading iteration axis
     (skipped iterations are NaN, or 0 for integer metrics), plus `nonfinite`
-    per iteration when guarded.
+    per iteration when guarded, and `eval_return` with `config.eval_every`: the mean
+    deterministic evaluation return after each `eval_every`-th iteration of the run,
+    NaN on the other rows. The evaluation only reads the state (its keys are not the
+    state's), so the training numbers are those of the same chunk without it.
     """
     iteration = config.batch.vmap(lambda a, s, clock: a.train_iteration(s, clock))
+    evaluation = config.batch.vmap(
+        lambda a, s, k, _: jnp.mean(episode_returns(a, s, k, config.eval_episodes, True, config.eval_max_steps))
+    )
+    eval_shape = (config.batch.size,) if config.batch.batched else ()
 
     def body(carry, i):
         state, stopped = carry
@@ -120,6 +137,16 @@ def chunk(config: Chunk, state: PyTree) -> tuple[PyTree, dict[str, Array]]:
             bad = active & (~_all_finite(state) | inf_metric)
             metrics = dict(metrics, nonfinite=bad)
             stopped = stopped | bad
+        if config.eval_every:
+            done = clock.iteration + 1
+            due = active & (done % config.eval_every == 0) & ~stopped
+            returns = jax.lax.cond(
+                due,
+                lambda s: evaluation(s, eval_key_at(config.eval_keys, done)).astype(jnp.float32),
+                lambda s: jnp.full(eval_shape, jnp.nan, jnp.float32),
+                state,
+            )
+            metrics = dict(metrics, eval_return=returns)
         return (state, stopped), metrics
 
     steps = jnp.arange(config.length, dtype=jnp.int32)

@@ -3,7 +3,7 @@
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import equinox as eqx
@@ -14,10 +14,10 @@ from jaxtyping import Array, PyTree
 
 from ..core import Key, check_positive_int, nanmean
 from ._chunk import compile_train, run_chunk, run_init
-from ._keys import as_keys, batch_and_keys, num_iterations_for
+from ._keys import as_keys, batch_and_keys, eval_iterations_for, num_iterations_for
 from ._pure import TrainFunction
 from ._progress import Progress
-from ._results import Checkpoint, NonFiniteError, TrainInfo, host_metrics, join_metrics, listing, nonfinite_report
+from ._results import Checkpoint, HostMetrics, NonFiniteError, TrainInfo, listing, nonfinite_report
 
 __all__ = ["train"]
 
@@ -57,8 +57,10 @@ def train(
     return_info: bool = False,
     desc: str | None = None,
     nan_guard: bool = False,
-    callback: Callable[[Checkpoint], None] | None = None,
+    callback: Callable[[Checkpoint], Any] | Sequence[Callable[[Checkpoint], Any]] | None = None,
     resume: Any = None,
+    eval_every: int | None = None,
+    eval_episodes: int = 10,
 ) -> tuple[PyTree, dict[str, np.ndarray]] | tuple[PyTree, dict[str, np.ndarray], TrainInfo]:
     """Train an agent, a batch of seeds, or a stacked sweep.
 
@@ -76,24 +78,36 @@ def train(
       (parameters, optimizer state, statistics; replay buffers are not scanned)
       or an Inf in a metric, and raise `NonFiniteError` naming the quantities and
       the iteration. Later iterations of the chunk are skipped in the program.
-    - `callback`: called with a `Checkpoint` after every chunk (e.g. to save it).
-      Its state is donated to the next chunk: save it, or keep `checkpoint.copy()`.
+    - `callback`: a function, or a list of them, called with a `Checkpoint` after
+      every chunk (e.g. to save it; `StopAtReturn`, `EvalLogger`). Its state is
+      donated to the next chunk: save it, or keep `checkpoint.copy()`. A callback
+      that returns `True` stops training after that chunk (every callback of the
+      list is still called for it): `train` returns the state and the metrics of
+      the iterations done, and `TrainInfo.stopped_at` says how many.
     - `resume`: a `Checkpoint` of an earlier call with the same agent, key and
       budget; training continues from it exactly as the uninterrupted call would.
+    - `eval_every`: env steps per member (rounded down to whole iterations) between
+      deterministic evaluations inside the compiled program: after every such
+      iteration, `eval_episodes` episodes of `agent.eval_env` (as `eqxrl.evaluate`,
+      with the key `eqxrl.loop.eval_key_at(key, iteration)`), their mean logged as the
+      metric `eval_return` (NaN on the other rows). Training is unchanged by it.
 
     **Returns:** `(state, metrics)` (and `info`): the final training state and a
     dict of per-iteration NumPy arrays (`env_steps`, `episode_return`, losses,
-    `approx_kl`, `entropy`, ...), shape `(num_iterations,)` or
-    `(batch, num_iterations)` for seeds and sweeps.
+    `approx_kl`, `entropy`, ..., and `eval_return` with `eval_every`), shape
+    `(num_iterations,)` or `(batch, num_iterations)` for seeds and sweeps.
     """
     key = as_keys(key)
     batch, key = batch_and_keys(agent, key)
     # The numbers are make_train's: the same batch, budget and chunk program; this
     # function adds the host shell (compiling ahead, progress, callbacks, resume).
-    pure = TrainFunction(agent, num_iterations_for("train", agent, total_steps))
+    num_iterations = num_iterations_for("train", agent, total_steps)
+    every = eval_iterations_for("train", agent, total_steps, eval_every, eval_episodes)
+    callbacks = _callbacks(callback)
+    pure = TrainFunction(agent, num_iterations, every, int(eval_episodes))
     per_iter = batch.agent.steps_per_iteration
     num_iterations = pure.num_iterations
-    length = _chunk_length(num_iterations, total_steps, chunk_iterations, resume, progress or callback is not None)
+    length = _chunk_length(num_iterations, total_steps, chunk_iterations, resume, progress or bool(callbacks))
     num_chunks = math.ceil(num_iterations / length)
     first_chunk = 0 if resume is None else math.ceil(resume.iteration / length)
 
@@ -114,24 +128,25 @@ def train(
     done_before = min(first_chunk * length, num_iterations)
     bar = Progress(num_iterations * per_iter, enabled=progress, desc=desc or f"{batch.name} {batch.agent.env.name}",
                    initial=done_before * per_iter)  # fmt: skip
-    chunks: list[dict[str, Array]] = []
+    # Each chunk's metrics cross to the host once, into arrays of the run's length
+    # (a callback's `Checkpoint.metrics` is a view of the rows done, not a copy).
+    host = HostMetrics(num_iterations, before, done_before, batch.batched)
     t0 = time.perf_counter()
     last_good: Checkpoint | None = resume
-
-    def so_far(done_iters: int) -> dict[str, np.ndarray]:
-        return join_metrics(before, host_metrics(jax.device_get(chunks), done_iters - done_before, batch.batched), batch.batched)
+    last_eval = math.nan
+    done_iters = done_before
+    stopped_at: int | None = None
 
     try:
         for c in range(first_chunk, num_chunks):
             state, metrics = run_chunk(config(c), state)
-            chunks.append(metrics)
+            host.add(metrics, c * length)
             done_iters = min((c + 1) * length, num_iterations)
             if guard and bool(np.asarray(metrics["nonfinite"]).any()):
-                host = so_far(done_iters)
+                by_iteration = host.iterations_first(done_iters)
                 row = int(np.argmax(np.asarray(metrics["nonfinite"])))
                 it = c * length + row  # 0-based
                 steps_at = (it + 1) * per_iter
-                by_iteration = {k: np.moveaxis(v, 1, 0) if batch.batched else v for k, v in host.items()}
                 quantities = nonfinite_report(state, by_iteration, it, batch.batched)
                 raise NonFiniteError(
                     f"training stopped: non-finite values after iteration {it + 1} of {num_iterations} "
@@ -139,26 +154,57 @@ def train(
                     it + 1, steps_at, quantities, last_good,
                 )
             if progress:  # only the bar's numbers come to the host between chunks
-                recent = np.asarray(metrics["episode_return"])[: done_iters - c * length]
-                bar.update(done_iters * per_iter, show_rate=True, ret=f"{nanmean(recent):.1f}")
-            if callback is not None:
-                last_good = Checkpoint(state, done_iters, num_iterations, length, so_far(done_iters))
-                callback(last_good)
-        chunks = jax.device_get(chunks)
+                rows = host.iterations_first(done_iters)
+                recent = rows["episode_return"][c * length : done_iters]
+                shown = {"ret": f"{nanmean(recent):.1f}"}
+                if every:
+                    evals = rows["eval_return"][c * length : done_iters]
+                    evaluated = np.isfinite(evals).reshape(len(evals), -1).any(axis=1)
+                    if evaluated.any():
+                        last_eval = nanmean(evals[np.nonzero(evaluated)[0][-1]])
+                    shown["eval"] = f"{last_eval:.1f}"
+                bar.update(done_iters * per_iter, show_rate=True, **shown)
+            if callbacks:
+                last_good = Checkpoint(state, done_iters, num_iterations, length, host.view(done_iters))
+                # Every callback sees every chunk; any of them returning True stops the run.
+                stop = [_wants_stop(call(last_good)) for call in callbacks]
+                if any(stop) and done_iters < num_iterations:
+                    stopped_at = done_iters
+                    break
+        out = host.view(done_iters)
     finally:
         bar.close()
     run_seconds = time.perf_counter() - t0
 
-    out = join_metrics(before, host_metrics(chunks, num_iterations - done_before, batch.batched), batch.batched)
     if not return_info:
         return state, out
-    env_steps = (num_iterations - done_before) * per_iter * batch.num_members
+    env_steps = (done_iters - done_before) * per_iter * batch.num_members
     info = TrainInfo(
         compile_seconds=compile_seconds,
         run_seconds=run_seconds,
         env_steps=env_steps,
         steps_per_second=env_steps / max(run_seconds, 1e-9),
         num_iterations=num_iterations,
-        total_env_steps=num_iterations * per_iter * batch.num_members,
+        total_env_steps=done_iters * per_iter * batch.num_members,
+        stopped_at=stopped_at,
     )
     return state, out, info
+
+
+def _callbacks(callback: Any) -> list[Callable[[Checkpoint], Any]]:
+    """`train(callback)` as a list: None, one callable, or a list/tuple of callables."""
+    if callback is None:
+        return []
+    calls = list(callback) if isinstance(callback, (list, tuple)) else [callback]
+    for call in calls:
+        if not callable(call):
+            raise ValueError(
+                "train(callback) must be a callable f(checkpoint) or a list of them (e.g. [StopAtReturn(475.0), "
+                f"EvalLogger()]), got {type(call).__name__} {call!r}"
+            )
+    return calls
+
+
+def _wants_stop(result: Any) -> bool:
+    """A callback stops training by returning True (None or False: go on)."""
+    return isinstance(result, (bool, np.bool_)) and bool(result)
