@@ -8,6 +8,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..agents import Batch
@@ -43,8 +44,11 @@ class TrainFunction(eqx.Module):
         budget are skipped; `guard`: the non-finite guard of `train(nan_guard=True)`)."""
         batch, keys = batch_and_keys(self.agent, key)
         max_steps = batch.agent.eval_env.max_episode_steps or 10_000
+        # A concrete start as a NumPy scalar: `jnp.asarray` would dispatch a conversion
+        # per chunk (measurable with 1-iteration chunks).
+        index = lambda x: np.asarray(x, np.int32) if isinstance(x, (int, np.integer)) else jnp.asarray(x, jnp.int32)  # noqa: E731
         return Chunk(
-            batch, jnp.asarray(start, jnp.int32), jnp.asarray(self.num_iterations, jnp.int32), length, guard,
+            batch, index(start), index(self.num_iterations), length, guard,
             self.eval_every, self.eval_episodes, max_steps, keys if self.eval_every else None,
         )  # fmt: skip
 
