@@ -119,6 +119,7 @@ def train_run(
     env_name: str | None = None,
     command: str | None = None,
     _resume: Checkpoint | None = None,
+    eval_every: int | None = None,
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
     """Train with a run directory: `config.json` first, `checkpoint.npz` every
     `checkpoint_every` env steps (atomically), TensorBoard events if asked, then
@@ -133,7 +134,11 @@ def train_run(
     - `checkpoint_every`: env steps between checkpoints (default: about 10 per run).
     - `nan_guard`, `progress`: as for `eqxrl.train`; `tensorboard`: write event files
       under `RUN_DIR/tensorboard`.
-    - `eval_episodes`: deterministic evaluation episodes per seed at the end.
+    - `eval_episodes`: deterministic evaluation episodes per seed at the end (and at
+      each in-training evaluation).
+    - `eval_every`: env steps per seed between in-training evaluations (`eval_return`
+      in `metrics.csv`, TensorBoard and the learning curve; see `eqxrl.train`);
+      recorded in `config.json`, so a resumed run keeps it.
 
     **Returns:** `(state, metrics, info, evaluation summary)`.
     `resume_run(run_dir)` continues an interrupted call exactly.
@@ -152,6 +157,7 @@ def train_run(
             agent, env_name=env_name, total_steps=total_steps, seed=seed, num_seeds=num_seeds,
             chunk_iterations=chunk, checkpoint_every=every * per_iteration, nan_guard=bool(nan_guard),
             tensorboard=bool(tensorboard), eval_episodes=int(eval_episodes), status="running",
+            eval_every=None if eval_every is None else int(eval_every),
         )  # fmt: skip
         if command is not None:
             config["command"] = command
@@ -176,6 +182,7 @@ def train_run(
         state, metrics, info = train(
             agent, keys, int(total_steps), progress=progress, chunk_iterations=chunk, return_info=True,
             nan_guard=nan_guard, callback=on_chunk, resume=_resume,
+            eval_every=config.get("eval_every"), eval_episodes=int(config.get("eval_episodes", eval_episodes)),
         )  # fmt: skip
     finally:
         if board is not None:
