@@ -4,6 +4,9 @@
 see `_chunk.py`); PBT traces the same `chunk` into its generation program.
 """
 
+from ._callbacks import EvalLogger as EvalLogger
+from ._callbacks import StopAtReturn as StopAtReturn
+from ._callbacks import latest_value as latest_value
 from ._chunk import REQUIRED_METRICS as REQUIRED_METRICS
 from ._chunk import Chunk as Chunk
 from ._chunk import check_metrics as check_metrics

@@ -71,7 +71,7 @@ class TrainFunction(eqx.Module):
 
 
 def make_train(
-    agent: Any, total_steps: Any, *, eval_every: int | None = None, eval_episodes: int = 10
+    agent: Any, total_steps: Any, *, eval_every: Any = None, eval_episodes: Any = 10
 ) -> Callable[[Array], tuple[PyTree, dict[str, Array]]]:
     """Training as a pure function of a PRNG key (the PureJaxRL idiom).
 

@@ -3,7 +3,7 @@
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -57,10 +57,10 @@ def train(
     return_info: bool = False,
     desc: str | None = None,
     nan_guard: bool = False,
-    callback: Callable[[Checkpoint], Any] | Sequence[Callable[[Checkpoint], Any]] | None = None,
+    callback: Any = None,
     resume: Any = None,
-    eval_every: int | None = None,
-    eval_episodes: int = 10,
+    eval_every: Any = None,
+    eval_episodes: Any = 10,
 ) -> tuple[PyTree, dict[str, np.ndarray]] | tuple[PyTree, dict[str, np.ndarray], TrainInfo]:
     """Train an agent, a batch of seeds, or a stacked sweep.
 
