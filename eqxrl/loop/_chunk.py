@@ -37,8 +37,8 @@ class Chunk(eqx.Module):
     """
 
     batch: Batch
-    start: Int[Array, ""]
-    num_iterations: Int[Array, ""]
+    start: Int[Array | np.ndarray, ""]  # NumPy from `train` (nothing dispatched per chunk)
+    num_iterations: Int[Array | np.ndarray, ""]
     length: int = eqx.field(static=True)
     guard: bool = eqx.field(static=True, default=False)
     eval_every: int = eqx.field(static=True, default=0)
@@ -116,7 +116,7 @@ def chunk(config: Chunk, state: PyTree) -> tuple[PyTree, dict[str, Array]]:
 
     def body(carry, i):
         state, stopped = carry
-        clock = Clock(config.start + i, config.num_iterations)
+        clock = Clock(jnp.asarray(config.start) + i, jnp.asarray(config.num_iterations))
         # A nested jit: `eval_shape` traces it once and `cond` reuses that trace
         # (tracing a whole iteration twice was a third of the compile time).
         run = jax.jit(lambda s: iteration(s, shared=clock))
