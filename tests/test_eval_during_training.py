@@ -101,12 +101,13 @@ def test_make_train_of_a_sweep_logs_what_train_logs():
 
 
 @pytest.mark.slow
-def test_a_callback_stops_training_early(agent):
+def test_a_callback_stops_training_early(agent, capsys):
     key = jax.random.key(1)
     out = io.StringIO()
     stop = StopAtReturn(0.0)  # any evaluation reaches it: stop after the first (iteration 4)
     logger = EvalLogger(file=out)
-    state, metrics, info = _train(agent, key, callback=[logger, stop], return_info=True)
+    state, metrics, info = _train(agent, key, callback=[logger, stop], return_info=True, progress=True)
+    assert f"eval={metrics['eval_return'][3]:.1f}" in capsys.readouterr().err  # the bar shows it beside ret=
     assert info.stopped_early and info.stopped_at == 4 and info.num_iterations == ITERATIONS
     assert info.env_steps == 4 * PER_ITER == info.total_env_steps
     assert metrics["env_steps"].tolist() == [PER_ITER * (i + 1) for i in range(4)]
@@ -297,3 +298,10 @@ def test_tensorboard_writes_eval_return_only_where_there_is_one(tmp_path):
     assert steps["eval_return"] == [20, 40]
     assert steps["eval_return/member_1"] == [20, 40]
     assert steps["episode_return"] == [10, 20, 30, 40]
+
+
+def test_nonfinite_report_ignores_eval_return_between_evaluations():
+    from eqxrl.loop._results import nonfinite_report
+
+    metrics = {"eval_return": np.array([np.nan, 1.0]), "loss": np.array([np.inf, 0.0])}
+    assert nonfinite_report({}, metrics, 0, batched=False) == ["metric loss (Inf)"]

@@ -179,7 +179,7 @@ def nonfinite_report(state: PyTree, metrics: dict[str, np.ndarray], row: int, ba
         value = np.asarray(v)[row]
         if np.issubdtype(value.dtype, np.floating) and np.isinf(value).any():
             found.append(f"metric {k} (Inf)")
-        elif np.issubdtype(value.dtype, np.floating) and np.isnan(value).any() and k not in ("episode_return", "episode_length"):
+        elif np.issubdtype(value.dtype, np.floating) and np.isnan(value).any() and k not in ("episode_return", "episode_length", "eval_return"):
             found.append(f"metric {k} (NaN)")
     return found
 
