@@ -9,8 +9,10 @@ from ._callbacks import StopAtReturn as StopAtReturn
 from ._callbacks import latest_value as latest_value
 from ._chunk import REQUIRED_METRICS as REQUIRED_METRICS
 from ._chunk import Chunk as Chunk
+from ._chunk import FlatChunk as FlatChunk
 from ._chunk import check_metrics as check_metrics
 from ._chunk import chunk as chunk
+from ._chunk import compile_chunk as compile_chunk
 from ._chunk import compile_train as compile_train
 from ._chunk import guarded_leaves as guarded_leaves
 from ._chunk import init_state as init_state

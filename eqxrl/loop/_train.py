@@ -13,7 +13,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..core import Key, check_positive_int, nanmean
-from ._chunk import compile_train, run_chunk, run_init
+from ._chunk import compile_chunk, compile_train, run_chunk, run_init
 from ._keys import as_keys, batch_and_keys, eval_iterations_for, num_iterations_for
 from ._pure import TrainFunction
 from ._progress import Progress
@@ -115,13 +115,13 @@ def train(
     config = lambda c: pure.chunk_config(key, c * length, length, guard)  # noqa: E731
     t0 = time.perf_counter()
     if resume is None:
-        compile_train(batch, key, config(0))
+        program = compile_train(batch, key, config(0), run_chunk)
         compile_seconds = time.perf_counter() - t0
         state = run_init(batch, key)
         before: dict[str, np.ndarray] = {}
     else:
         state = jax.tree.map(lambda x: jnp.asarray(x).copy() if eqx.is_array(x) else x, resume.state)  # (donated below)
-        run_chunk.lower(config(first_chunk), state).compile()
+        program = compile_chunk(config(first_chunk), state, run_chunk)
         compile_seconds = time.perf_counter() - t0
         before = dict(resume.metrics)
 
@@ -137,9 +137,10 @@ def train(
     done_iters = done_before
     stopped_at: int | None = None
 
+    leaves = program.leaves(state)  # the loop passes array leaves (FlatChunk: no per-call partition)
     try:
         for c in range(first_chunk, num_chunks):
-            state, metrics = run_chunk(config(c), state)
+            leaves, metrics = program(c * length, leaves)
             host.add(metrics, c * length)
             done_iters = min((c + 1) * length, num_iterations)
             if guard and bool(np.asarray(metrics["nonfinite"]).any()):
@@ -147,7 +148,7 @@ def train(
                 row = int(np.argmax(np.asarray(metrics["nonfinite"])))
                 it = c * length + row  # 0-based
                 steps_at = (it + 1) * per_iter
-                quantities = nonfinite_report(state, by_iteration, it, batch.batched)
+                quantities = nonfinite_report(program.state(leaves), by_iteration, it, batch.batched)
                 raise NonFiniteError(
                     f"training stopped: non-finite values after iteration {it + 1} of {num_iterations} "
                     f"(env step {steps_at:,} per member): {listing(quantities)}",
@@ -165,12 +166,13 @@ def train(
                     shown["eval"] = f"{last_eval:.1f}"
                 bar.update(done_iters * per_iter, show_rate=True, **shown)
             if callbacks:
-                last_good = Checkpoint(state, done_iters, num_iterations, length, host.view(done_iters))
+                last_good = Checkpoint(program.state(leaves), done_iters, num_iterations, length, host.view(done_iters))
                 # Every callback sees every chunk; any of them returning True stops the run.
                 stop = [_wants_stop(call(last_good)) for call in callbacks]
                 if any(stop) and done_iters < num_iterations:
                     stopped_at = done_iters
                     break
+        state = program.state(leaves)
         out = host.view(done_iters)
     finally:
         bar.close()
