@@ -305,3 +305,14 @@ def test_nonfinite_report_ignores_eval_return_between_evaluations():
 
     metrics = {"eval_return": np.array([np.nan, 1.0]), "loss": np.array([np.inf, 0.0])}
     assert nonfinite_report({}, metrics, 0, batched=False) == ["metric loss (Inf)"]
+
+
+@pytest.mark.slow
+def test_a_resumed_run_evaluates_as_the_uninterrupted_one(agent):
+    key = jax.random.key(1)
+    saved = []
+    _, whole = _train(agent, key, callback=lambda c: saved.append(c.copy()) if c.iteration == 4 else None)
+    _, resumed = _train(agent, key, resume=saved[0])
+    assert set(resumed) == set(whole)
+    for name, values in whole.items():
+        np.testing.assert_array_equal(resumed[name], values, err_msg=name)
