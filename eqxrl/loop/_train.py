@@ -154,7 +154,7 @@ def train(
                     f"(env step {steps_at:,} per member): {listing(quantities)}",
                     it + 1, steps_at, quantities, last_good,
                 )
-            if progress:  # only the bar's numbers come to the host between chunks
+            if progress:  # (the chunk's metrics come to the host once, for the bar and the callbacks)
                 rows = host.iterations_first(done_iters)
                 recent = rows["episode_return"][c * length : done_iters]
                 shown = {"ret": f"{nanmean(recent):.1f}"}
@@ -163,7 +163,8 @@ def train(
                     evaluated = np.isfinite(evals).reshape(len(evals), -1).any(axis=1)
                     if evaluated.any():
                         last_eval = nanmean(evals[np.nonzero(evaluated)[0][-1]])
-                    shown["eval"] = f"{last_eval:.1f}"
+                    if not math.isnan(last_eval):
+                        shown["eval"] = f"{last_eval:.1f}"  # the latest evaluation, beside the training return
                 bar.update(done_iters * per_iter, show_rate=True, **shown)
             if callbacks:
                 last_good = Checkpoint(program.state(leaves), done_iters, num_iterations, length, host.view(done_iters))
