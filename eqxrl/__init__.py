@@ -20,7 +20,9 @@ from .agents import sweep as sweep
 from .core import __version__ as __version__
 from .core import hyperparameter as hyperparameter
 from .loop import Checkpoint as Checkpoint
+from .loop import EvalLogger as EvalLogger
 from .loop import NonFiniteError as NonFiniteError
+from .loop import StopAtReturn as StopAtReturn
 from .loop import TrainInfo as TrainInfo
 from .loop import evaluate as evaluate
 from .loop import make_train as make_train

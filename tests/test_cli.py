@@ -176,6 +176,9 @@ def _expect_usage_error(argv, message, capsys):
         (["--learning-rate", "fast"], "unknown learning rate 'fast'; expected a number, constant:LR"),
         (["--no-such-flag", "1"], "unrecognized arguments: --no-such-flag 1"),
         (["a2c"], "invalid choice: 'a2c'"),
+        (["--eval-every", "0"], "argument --eval-every: expected a positive integer, got '0'"),
+        (["--eval-every", "100"], "--eval-every 100 must be between one iteration of PPO (512 env steps) and --total-steps"),
+        (["--eval-every", "1024", "--total-steps", "512"], "--eval-every 1024 must be between one iteration of PPO (512 env steps) and --total-steps 512"),
     ],
 )
 def test_train_bad_arguments(argv, message, tmp_path, monkeypatch, capsys):
@@ -369,3 +372,21 @@ def test_pbt_bad_arguments(argv, message, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and err[0].startswith("usage:")
     assert __import__("re").search(message, err[1]), err[1]
+
+
+@pytest.mark.slow
+def test_train_eval_every_fills_eval_return_and_is_kept_by_config(tmp_path):
+    run_dir = tmp_path / "evals"
+    code, out = _main(["train", "--run-dir", str(run_dir), "--quiet", *TINY, "--eval-every", "256"])
+    assert code == 0, out
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["eval_every"] == 256
+    metrics = rundir.load_metrics(run_dir)
+    assert list(metrics)[:4] == ["iteration", "env_steps", "episode_return", "eval_return"]
+    assert list(np.nonzero(np.isfinite(metrics["eval_return"]))[0]) == [1, 3, 5, 7]  # every 2 iterations of 128 steps
+    # --config repeats the run with its evaluations, bit for bit.
+    again = tmp_path / "again"
+    code, _ = _main(["train", "--config", str(run_dir / "config.json"), "--run-dir", str(again), "--quiet", "--eval-episodes", "4"])
+    assert code == 0
+    assert json.loads((again / "config.json").read_text())["eval_every"] == 256
+    np.testing.assert_array_equal(rundir.load_metrics(again)["eval_return"], metrics["eval_return"])

@@ -418,3 +418,29 @@ def test_save_and_load_without_a_run_directory(tmp_path, getkey):
     loaded_sweep, loaded_states = eqxrl.load(eqxrl.save(tmp_path / "sweep", sweep, states), env=agent.env)
     assert isinstance(loaded_sweep, eqxrl.Stacked) and loaded_sweep.size == 2
     _assert_same(states, loaded_states)
+
+
+# ----------------------------------------------------------------------- best and last
+@pytest.mark.slow
+def test_the_best_evaluated_checkpoint_is_kept_and_restored(tmp_path, capsys):
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
+    run_dir = tmp_path / "r"
+    _, metrics, _, _ = runs.train_run(run_dir, agent, total_steps=12 * STEPS, eval_every=3 * STEPS, eval_episodes=2,
+                                      checkpoint_every=12 * STEPS, keep_checkpoints=1, progress=False)  # fmt: skip
+    evals = metrics["eval_return"]
+    evaluated = np.nonzero(np.isfinite(evals))[0] + 1  # iterations after which an evaluation ran
+    # config.json: 12 iterations in chunks of 1 (about 50 per run), so every 3rd iteration is evaluated.
+    np.testing.assert_array_equal(evaluated, [3, 6, 9, 12])
+    kept = runs.checkpoint_steps(run_dir)
+    best = max(kept, key=lambda c: -np.inf if c["eval_return"] is None else c["eval_return"])
+    assert best["eval_return"] == float(np.nanmax(evals)) and kept[-1]["iteration"] == 12
+    assert len(kept) <= 2  # the newest (keep_checkpoints=1) and the best, the others removed
+    _, best_state, _ = runs.load_run(run_dir, checkpoint="best")
+    # The kept state is the evaluated one: evaluating it again with its key gives the logged return.
+    again = eqxrl.evaluate(agent, best_state, eqxrl.loop.eval_key_at(runs.seed_keys(0, 1), best["iteration"]), num_episodes=2)
+    assert float(again.mean()) == best["eval_return"]
+    _assert_same(runs.load_run(run_dir, checkpoint="last")[1], runs.load_run(run_dir)[1])  # the final state
+    code, out = _main(["evaluate", str(run_dir), "--checkpoint", "best", "--episodes", "2"])
+    assert code == 0 and f"from {run_dir} (best checkpoint)" in out
+    with pytest.raises(ValueError, match=r"checkpoint must be 'last', 'best' or an env step \(int\), got 'worst'"):
+        runs.load_run(run_dir, checkpoint="worst")

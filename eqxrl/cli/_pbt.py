@@ -47,6 +47,8 @@ def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
     run.add_argument("--resample-probability", type=parse_float, default=0.25, metavar="P",
                      help="chance that explore resamples instead of perturbing (default: 0.25)")  # fmt: skip
     run.add_argument("--eval-episodes", type=positive(parse_int, MAX_EVAL_EPISODES), default=8, metavar="N", help="episodes per fitness evaluation (default: 8)")
+    run.add_argument("--eval-every", type=positive_int, default=None, metavar="STEPS",
+                     help="env steps per member between in-training evaluations (eval_return in the history; default: none)")  # fmt: skip
     run.add_argument("--seed", type=parse_seed, default=0, metavar="S", help="seed (default: 0)")
     run.add_argument("--run-dir", default=None, metavar="PATH", help="where to save (default: runs/pbt-<agent>-<env>-<timestamp>)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -115,6 +117,7 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
         pbt = PBT(
             agent, space, population_size=args.population, ready=args.ready, exploit=args.exploit,
             resample_probability=args.resample_probability, eval_episodes=args.eval_episodes,
+            eval_every=args.eval_every,
         )  # fmt: skip
         generations = pbt.num_generations(args.total_steps)
     except ValueError as e:

@@ -62,6 +62,11 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         "--eval-episodes", type=positive(parse_int, MAX_EVAL_EPISODES), default=DEFAULT_EVAL_EPISODES, metavar="N",
         help=f"deterministic evaluation episodes per seed after training (default: {DEFAULT_EVAL_EPISODES})",
     )  # fmt: skip
+    run.add_argument(
+        "--eval-every", type=positive_int, default=None, metavar="STEPS",
+        help="env steps per seed between deterministic evaluations during training (--eval-episodes each; "
+        "eval_return in metrics.csv, the learning curve and TensorBoard; default: none)",
+    )  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument(
         "--checkpoint-every", type=positive_int, default=None, metavar="STEPS",
@@ -116,10 +121,12 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         name, env_name = config["agent"], config["env"]
         total_steps, num_seeds, seed = config["total_steps"], config["seeds"], config["seed"]
         checkpoint_every = args.checkpoint_every or config.get("checkpoint_every")
+        eval_every = args.eval_every or config.get("eval_every")
     else:
         name, env_name = args.agent, args.env
         total_steps, num_seeds, seed = args.total_steps, args.seeds, args.seed
         checkpoint_every = args.checkpoint_every
+        eval_every = args.eval_every
         cls = AGENTS[args.agent]
         try:
             agent = build_agent(cls, make(args.env), given, sets)
@@ -132,6 +139,11 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         parser.error(
             f"--total-steps {total_steps} must cover at least one iteration of "
             f"{type(base).__name__} ({per_iteration} env steps)"
+        )
+    if eval_every is not None and not per_iteration <= eval_every <= total_steps:
+        parser.error(
+            f"--eval-every {eval_every} must be between one iteration of {type(base).__name__} "
+            f"({per_iteration} env steps) and --total-steps {total_steps}"
         )
     if seed + num_seeds - 1 > MAX_SEED:
         parser.error(f"--seed {seed} with --seeds {num_seeds} goes past the largest seed {MAX_SEED}")
@@ -148,6 +160,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
             keep_checkpoints=args.keep_checkpoints, nan_guard=args.nan_guard, tensorboard=args.tensorboard,
             progress=not args.quiet, eval_episodes=args.eval_episodes, env_name=env_name,
             command=shlex.join(["eqxrl", *argv]),
+            eval_every=eval_every,
         )  # fmt: skip
     except NonFiniteError as e:
         return nonfinite_exit(e, run_dir)

@@ -4,10 +4,15 @@
 see `_chunk.py`); PBT traces the same `chunk` into its generation program.
 """
 
+from ._callbacks import EvalLogger as EvalLogger
+from ._callbacks import StopAtReturn as StopAtReturn
+from ._callbacks import latest_value as latest_value
 from ._chunk import REQUIRED_METRICS as REQUIRED_METRICS
 from ._chunk import Chunk as Chunk
+from ._chunk import FlatChunk as FlatChunk
 from ._chunk import check_metrics as check_metrics
 from ._chunk import chunk as chunk
+from ._chunk import compile_chunk as compile_chunk
 from ._chunk import compile_train as compile_train
 from ._chunk import guarded_leaves as guarded_leaves
 from ._chunk import init_state as init_state
@@ -19,12 +24,16 @@ from ._evaluate import episode_returns as episode_returns
 from ._evaluate import evaluate as evaluate
 from ._evaluate import rollout as rollout
 from ._evaluate import state_batch as state_batch
+from ._keys import EVAL_STREAM as EVAL_STREAM
 from ._keys import MAX_TOTAL_STEPS as MAX_TOTAL_STEPS
 from ._keys import as_keys as as_keys
 from ._keys import batch_and_keys as batch_and_keys
+from ._keys import eval_iterations_for as eval_iterations_for
+from ._keys import eval_key_at as eval_key_at
 from ._keys import num_iterations_for as num_iterations_for
 from ._progress import Progress as Progress
 from ._results import Checkpoint as Checkpoint
+from ._results import HostMetrics as HostMetrics
 from ._results import NonFiniteError as NonFiniteError
 from ._results import TrainInfo as TrainInfo
 from ._pure import TrainFunction as TrainFunction

@@ -6,6 +6,8 @@ versions (`run_init`, `run_chunk`); PBT traces the same `chunk` into its generat
 """
 
 import concurrent.futures
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -16,8 +18,10 @@ from jaxtyping import Array, Int, PyTree
 
 from ..agents import Batch, Clock
 from ..components import BufferState
+from ._evaluate import episode_returns
+from ._keys import eval_key_at
 
-__all__ = ["REQUIRED_METRICS", "Chunk", "check_metrics", "chunk", "compile_train", "guarded_leaves", "init_state", "placeholder", "run_chunk", "run_init"]
+__all__ = ["REQUIRED_METRICS", "Chunk", "FlatChunk", "check_metrics", "chunk", "compile_train", "guarded_leaves", "init_state", "placeholder", "run_chunk", "run_init"]
 
 
 class Chunk(eqx.Module):
@@ -28,13 +32,21 @@ class Chunk(eqx.Module):
       (iterations at or past it are skipped, so the last chunk is the same program).
     - `length`: iterations per chunk (static: a new length compiles a new program).
     - `guard`: stop at the first non-finite state or metric (see `train(nan_guard=)`).
+    - `eval_every`: iterations between deterministic evaluations (0: none; see
+      `train(eval_every=)`), each of `eval_episodes` episodes cut at `eval_max_steps`
+      steps, keyed by `eval_key_at(eval_keys, iteration)` (`eval_keys`: the run's key,
+      or one per member).
     """
 
     batch: Batch
-    start: Int[Array, ""]
-    num_iterations: Int[Array, ""]
+    start: Int[Array | np.ndarray, ""]  # NumPy from `train` (nothing dispatched per chunk)
+    num_iterations: Int[Array | np.ndarray, ""]
     length: int = eqx.field(static=True)
     guard: bool = eqx.field(static=True, default=False)
+    eval_every: int = eqx.field(static=True, default=0)
+    eval_episodes: int = eqx.field(static=True, default=10)
+    eval_max_steps: int = eqx.field(static=True, default=10_000)
+    eval_keys: Any = None
 
 
 def _is_buffer(x: Any) -> bool:
@@ -93,13 +105,20 @@ def chunk(config: Chunk, state: PyTree) -> tuple[PyTree, dict[str, Array]]:
 
     **Returns:** `(state, metrics)`, metrics with a leading iteration axis
     (skipped iterations are NaN, or 0 for integer metrics), plus `nonfinite`
-    per iteration when guarded.
+    per iteration when guarded, and `eval_return` with `config.eval_every`: the mean
+    deterministic evaluation return after each `eval_every`-th iteration of the run,
+    NaN on the other rows. The evaluation only reads the state (its keys are not the
+    state's), so the training numbers are those of the same chunk without it.
     """
     iteration = config.batch.vmap(lambda a, s, clock: a.train_iteration(s, clock))
+    evaluation = config.batch.vmap(
+        lambda a, s, k, _: jnp.mean(episode_returns(a, s, k, config.eval_episodes, True, config.eval_max_steps))
+    )
+    eval_shape = (config.batch.size,) if config.batch.batched else ()
 
     def body(carry, i):
         state, stopped = carry
-        clock = Clock(config.start + i, config.num_iterations)
+        clock = Clock(jnp.asarray(config.start) + i, jnp.asarray(config.num_iterations))
         # A nested jit: `eval_shape` traces it once and `cond` reuses that trace
         # (tracing a whole iteration twice was a third of the compile time).
         run = jax.jit(lambda s: iteration(s, shared=clock))
@@ -120,6 +139,16 @@ def chunk(config: Chunk, state: PyTree) -> tuple[PyTree, dict[str, Array]]:
             bad = active & (~_all_finite(state) | inf_metric)
             metrics = dict(metrics, nonfinite=bad)
             stopped = stopped | bad
+        if config.eval_every:
+            done = clock.iteration + 1
+            due = active & (done % config.eval_every == 0) & ~stopped
+            returns = jax.lax.cond(
+                due,
+                lambda s: evaluation(s, eval_key_at(config.eval_keys, done)).astype(jnp.float32),
+                lambda s: jnp.full(eval_shape, jnp.nan, jnp.float32),
+                state,
+            )
+            metrics = dict(metrics, eval_return=returns)
         return (state, stopped), metrics
 
     steps = jnp.arange(config.length, dtype=jnp.int32)
@@ -176,18 +205,107 @@ def placeholder(shapes: PyTree, key: Array) -> PyTree:
     return jax.tree.map(make, shapes)
 
 
-def compile_train(batch: Batch, keys: Array, config: Chunk) -> None:
+class _Hashed:
+    """A static argument whose hash is computed once (jit hashes its static arguments per call)."""
+
+    __slots__ = ("value", "hash")
+
+    def __init__(self, value: Any):
+        self.value = value
+        self.hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: Any) -> bool:
+        return self is other or (isinstance(other, _Hashed) and self.hash == other.hash and self.value == other.value)
+
+
+def _merge(static: tuple, dynamic: list) -> list:
+    arrays = iter(dynamic)
+    return [next(arrays) if leaf is None else leaf for leaf in static]
+
+
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=2)
+def _flat_chunk(static: _Hashed, config_leaves: list, state_leaves: list) -> tuple[list, dict[str, Array]]:
+    fn, config_def, config_static, state_def, state_static = static.value
+    config = jax.tree.unflatten(config_def, _merge(config_static, config_leaves))
+    state = jax.tree.unflatten(state_def, _merge(state_static, state_leaves))
+    state, metrics = fn(config, state)  # `run_chunk`: a nested jit, inlined
+    return [x for x in jax.tree.leaves(state) if eqx.is_array(x)], metrics
+
+
+class FlatChunk:
+    """`run_chunk` for one run's chunk configuration and state structure, called with the
+    state's array leaves (`train`'s loop between chunks).
+
+    `eqx.filter_jit` partitions its whole argument (agent included) on every call,
+    a few ms of host time per chunk; here that is done once: the configuration's
+    leaves are kept, only `start` changes, and the program is a plain `jax.jit`
+    whose static part (the trees' structure and non-array leaves, hashed once) is
+    one argument. Same program, same numbers as `run_chunk`.
+
+    **Arguments:** a `Chunk` (any `start`), the state (or a `placeholder` of it), and
+    `fn`, the chunk function to trace (default `run_chunk`).
+    """
+
+    def __init__(self, config: Chunk, state: PyTree, fn: Callable | None = None):
+        config_leaves, config_def = jax.tree.flatten(config)
+        paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(config)[0]]
+        dynamic = [i for i, leaf in enumerate(config_leaves) if eqx.is_array(leaf)]
+        self.start_index = [paths[i] for i in dynamic].index((jax.tree_util.GetAttrKey("start"),))
+        self.config_leaves = [config_leaves[i] for i in dynamic]
+        state_leaves, self.state_def = jax.tree.flatten(state)
+        self.state_static = tuple(None if eqx.is_array(leaf) else leaf for leaf in state_leaves)
+        config_static = tuple(None if eqx.is_array(leaf) else leaf for leaf in config_leaves)
+        self.static = _Hashed((run_chunk if fn is None else fn, config_def, config_static, self.state_def, self.state_static))
+
+    def leaves(self, state: PyTree) -> list:
+        """The array leaves of `state` (what a call takes and returns)."""
+        return [x for x in jax.tree.leaves(state) if eqx.is_array(x)]
+
+    def state(self, leaves: list) -> PyTree:
+        """The state whose array leaves are `leaves`."""
+        return jax.tree.unflatten(self.state_def, _merge(self.state_static, leaves))
+
+    def _config(self, start: int) -> list:
+        leaves = list(self.config_leaves)
+        leaves[self.start_index] = np.asarray(start, np.int32)
+        return leaves
+
+    def lower(self, state_leaves: list, start: int = 0) -> Any:
+        """The chunk lowered for these leaves (`.compile()` puts it in JAX's cache)."""
+        return _flat_chunk.lower(self.static, self._config(start), state_leaves)
+
+    def __call__(self, start: int, state_leaves: list) -> tuple[list, dict[str, Array]]:
+        """Run the chunk from iteration `start`; the leaves are donated. **Returns:** `(leaves, metrics)`."""
+        return _flat_chunk(self.static, self._config(start), state_leaves)
+
+
+def compile_chunk(config: Chunk, state: PyTree, fn: Callable | None = None) -> FlatChunk:
+    """**Returns:** the `FlatChunk` of `config` for `state`, compiled (a resumed run's chunk)."""
+    program = FlatChunk(config, state, fn)
+    program.lower(program.leaves(state)).compile()
+    return program
+
+
+def compile_train(batch: Batch, keys: Array, config: Chunk, fn: Callable | None = None) -> FlatChunk:
     """Compile `init` and the training chunk concurrently (XLA releases the GIL).
 
     The chunk is lowered against a placeholder of the state's shapes, so it need
     not wait for `init` to run. Both executables land in JAX's cache; the calls
     that follow are ordinary jitted calls, so a shape mismatch could only cost a
     recompile, never a wrong result.
+
+    **Returns:** the chunk as a `FlatChunk` (`fn`: the chunk function, default `run_chunk`).
     """
     shapes = eqx.filter_eval_shape(init_state, batch, keys)
-    lowered_chunk = run_chunk.lower(config, placeholder(shapes, keys))
+    like = placeholder(shapes, keys)
+    program = FlatChunk(config, like, fn)
+    lowered_chunk = program.lower(program.leaves(like))
     lowered_init = run_init.lower(batch, keys)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         init_done = pool.submit(lowered_init.compile)
         lowered_chunk.compile()
         init_done.result()
+    return program

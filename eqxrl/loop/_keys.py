@@ -9,7 +9,7 @@ from jaxtyping import Array
 
 from ..agents import Batch
 
-__all__ = ["MAX_TOTAL_STEPS", "as_keys", "batch_and_keys", "num_iterations_for"]
+__all__ = ["EVAL_STREAM", "MAX_TOTAL_STEPS", "as_keys", "batch_and_keys", "eval_iterations_for", "eval_key_at", "num_iterations_for"]
 
 MAX_TOTAL_STEPS = 2**31 - 1
 """The largest env-step budget per member: env steps and iterations are counted in int32."""
@@ -70,3 +70,55 @@ def num_iterations_for(owner: str, agent: Any, total_steps: Any) -> int:
             f"{batch.name} ({per_iteration} env steps)"
         )
     return num_iterations
+
+
+EVAL_STREAM = 0x65766131
+"""The constant `eval_key_at` folds into a run's key first (ASCII "eva1"): evaluation
+keys are a stream of their own, never drawn from (or split off) the training state."""
+
+
+def eval_key_at(key: Any, iteration: Any) -> Array:
+    """The key of the periodic evaluation after `iteration` iterations (`train(eval_every=...)`).
+
+    `fold_in(fold_in(key, EVAL_STREAM), iteration)`, per member for keys of shape `(n,)`.
+    `key` is the run's key as `train` uses it: `jax.random.key(seed)` for one run,
+    the `(n,)` seed keys for a batch, or a stack's member keys (a single key given to
+    `train` with a stack is first split, `jax.random.split(key, size)`).
+    Training never draws from these keys, so evaluating changes no training number, and
+
+    ```python
+    eqxrl.evaluate(agent, checkpoint.state, eval_key_at(key, checkpoint.iteration),
+                   num_episodes=eval_episodes).mean()
+    ```
+
+    reproduces `metrics["eval_return"][checkpoint.iteration - 1]` of one run (for a
+    batch, evaluate member `i`'s state with `eval_key_at(key, iteration)[i]`).
+
+    **Returns:** keys of `key`'s shape. Traceable (`iteration` may be a traced int).
+    """
+    key = as_keys(key, "eval_key_at(key)")
+    one = lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_STREAM), iteration)  # noqa: E731
+    return one(key) if key.ndim == 0 else jax.vmap(one)(key)
+
+
+def eval_iterations_for(owner: str, agent: Any, total_steps: int, eval_every: Any, eval_episodes: Any) -> int:
+    """`eval_every` env steps (per member) as whole iterations, 0 for `None` (no evaluation).
+
+    Raises a `ValueError` naming `owner` when `eval_every` is not an int between one
+    iteration's env steps and `total_steps`, or `eval_episodes` is not a positive int.
+    """
+    if eval_every is None:
+        return 0
+    per_iteration = Batch.of(agent, owner=f"{owner}(agent)").agent.steps_per_iteration
+    if isinstance(eval_every, bool) or not isinstance(eval_every, (int, np.integer)) or eval_every < per_iteration:
+        raise ValueError(
+            f"{owner}(eval_every) must be None or an int of at least one iteration ({per_iteration} env steps "
+            f"per member), got {eval_every!r}"
+        )
+    if eval_every > total_steps:
+        raise ValueError(
+            f"{owner}(eval_every={eval_every}) must be at most total_steps={total_steps} (no evaluation would run)"
+        )
+    if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, (int, np.integer)) or eval_episodes < 1:
+        raise ValueError(f"{owner}(eval_episodes) must be a positive int, got {eval_episodes!r}")
+    return int(eval_every) // per_iteration

@@ -8,11 +8,12 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..agents import Batch
 from ._chunk import Chunk, chunk, init_state
-from ._keys import batch_and_keys, num_iterations_for
+from ._keys import batch_and_keys, eval_iterations_for, num_iterations_for
 
 __all__ = ["TrainFunction", "make_train"]
 
@@ -25,10 +26,14 @@ class TrainFunction(eqx.Module):
 
     - `agent`: the agent, or a `Stacked` population.
     - `num_iterations`: training iterations (static).
+    - `eval_every`: iterations between deterministic evaluations (0: none), each of
+      `eval_episodes` episodes: the `eval_return` metric (see `train(eval_every=)`).
     """
 
     agent: Any
     num_iterations: int = eqx.field(static=True)
+    eval_every: int = eqx.field(static=True, default=0)
+    eval_episodes: int = eqx.field(static=True, default=10)
 
     def init(self, key: Array) -> PyTree:
         """**Returns:** the initial training state (a stack splits a single key per member)."""
@@ -37,8 +42,15 @@ class TrainFunction(eqx.Module):
     def chunk_config(self, key: Array, start: Any, length: int, guard: bool = False) -> Chunk:
         """The `Chunk` of `length` iterations from iteration `start` (iterations past the
         budget are skipped; `guard`: the non-finite guard of `train(nan_guard=True)`)."""
-        batch, _ = batch_and_keys(self.agent, key)
-        return Chunk(batch, jnp.asarray(start, jnp.int32), jnp.asarray(self.num_iterations, jnp.int32), length, guard)
+        batch, keys = batch_and_keys(self.agent, key)
+        max_steps = batch.agent.eval_env.max_episode_steps or 10_000
+        # A concrete start as a NumPy scalar: `jnp.asarray` would dispatch a conversion
+        # per chunk (measurable with 1-iteration chunks).
+        index = lambda x: np.asarray(x, np.int32) if isinstance(x, (int, np.integer)) else jnp.asarray(x, jnp.int32)  # noqa: E731
+        return Chunk(
+            batch, index(start), index(self.num_iterations), length, guard,
+            self.eval_every, self.eval_episodes, max_steps, keys if self.eval_every else None,
+        )  # fmt: skip
 
     def run(self, state: PyTree, key: Array, start: Any, length: int) -> tuple[PyTree, dict[str, Array]]:
         """`length` iterations from iteration `start`. **Returns:** `(state, metrics)`,
@@ -58,7 +70,9 @@ class TrainFunction(eqx.Module):
         return state, metrics
 
 
-def make_train(agent: Any, total_steps: Any) -> Callable[[Array], tuple[PyTree, dict[str, Array]]]:
+def make_train(
+    agent: Any, total_steps: Any, *, eval_every: Any = None, eval_episodes: Any = 10
+) -> Callable[[Array], tuple[PyTree, dict[str, Array]]]:
     """Training as a pure function of a PRNG key (the PureJaxRL idiom).
 
     ```python
@@ -68,7 +82,9 @@ def make_train(agent: Any, total_steps: Any) -> Callable[[Array], tuple[PyTree, 
     ```
 
     **Arguments:** `agent` (an agent or `eqxrl.stack([...])`) and `total_steps`, the
-    env-step budget (rounded down to whole iterations).
+    env-step budget (rounded down to whole iterations); `eval_every` and
+    `eval_episodes`: periodic deterministic evaluation, the `eval_return` metric, as
+    in `eqxrl.train`.
 
     **Returns:** `train_fn(key) -> (state, metrics)` (see `TrainFunction.__call__`), a
     plain function (so `jax.jit(train_fn)` works) with the same numbers as
@@ -77,7 +93,9 @@ def make_train(agent: Any, total_steps: Any) -> Callable[[Array], tuple[PyTree, 
     mapped function (`jax.vmap(lambda lr: make_train(PPO(env, learning_rate=lr), n)(key))`).
     """
     Batch.of(agent, owner="make_train(agent)")
-    pure = TrainFunction(agent, num_iterations_for("make_train", agent, total_steps))
+    num_iterations = num_iterations_for("make_train", agent, total_steps)
+    every = eval_iterations_for("make_train", agent, total_steps, eval_every, eval_episodes)
+    pure = TrainFunction(agent, num_iterations, every, int(eval_episodes))
 
     def train_fn(key: Array) -> tuple[PyTree, dict[str, Array]]:
         return pure(key)

@@ -11,7 +11,7 @@ from jaxtyping import PyTree
 
 from ._chunk import guarded_leaves
 
-__all__ = ["Checkpoint", "NonFiniteError", "TrainInfo", "host_metrics", "join_metrics", "nonfinite_report"]
+__all__ = ["Checkpoint", "HostMetrics", "NonFiniteError", "TrainInfo", "host_metrics", "join_metrics", "nonfinite_report"]
 
 
 class TrainInfo(eqx.Module):
@@ -22,6 +22,8 @@ class TrainInfo(eqx.Module):
     `env_steps` (and `steps_per_second`) count what this call trained, over every
     seed or member; `total_env_steps` counts the whole run's (with a resumed
     checkpoint's), over every seed or member; `num_iterations` is the run's length.
+    `stopped_at`: the iterations done when a callback stopped training early (the
+    metrics have that many rows), None when the run went to its end.
     """
 
     compile_seconds: float
@@ -30,6 +32,12 @@ class TrainInfo(eqx.Module):
     steps_per_second: float
     num_iterations: int
     total_env_steps: int = 0
+    stopped_at: int | None = None
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether a callback stopped training before `num_iterations`."""
+        return self.stopped_at is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +80,69 @@ class NonFiniteError(ValueError):
         self.checkpoint = checkpoint
 
 
+class HostMetrics:
+    """A run's per-iteration metrics on the host, filled one chunk at a time.
+
+    Arrays of the whole run's length are allocated at the first chunk and filled in
+    place, so each chunk's metrics cross to the host once (`add` queues the device
+    arrays; `view` moves what is queued) and `view(n)` costs no copy of earlier
+    chunks. Rows `[:n]` never change once filled, so a view handed to a callback
+    stays valid.
+
+    **Arguments:** `num_iterations` (the run's length), `before` (a resumed
+    checkpoint's metrics, laid out as `train` returns them), `done_before` (its
+    iterations), `batched` (a leading member axis in what `view` returns).
+    """
+
+    def __init__(self, num_iterations: int, before: dict[str, np.ndarray], done_before: int, batched: bool):
+        self.num_iterations = num_iterations
+        self.before = before
+        self.done_before = done_before
+        self.batched = batched
+        self.arrays: dict[str, np.ndarray] | None = None
+        self.pending: list[tuple[Any, int]] = []
+
+    def add(self, metrics: dict[str, Any], start: int) -> None:
+        """Queue one chunk's metrics (iterations first, device arrays) for rows from `start`."""
+        self.pending.append((metrics, start))
+
+    def _allocate(self, first: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        arrays = {}
+        for k, v in first.items():
+            fill = np.nan if np.issubdtype(v.dtype, np.floating) else 0
+            arrays[k] = np.full((self.num_iterations, *v.shape[1:]), fill, v.dtype)
+            if k in self.before and self.done_before:
+                old = np.asarray(self.before[k])
+                arrays[k][: self.done_before] = np.moveaxis(old, 1, 0) if self.batched else old
+        return arrays
+
+    def flush(self) -> None:
+        """Move the queued chunks to the host (one transfer) and into the arrays."""
+        if not self.pending:
+            return
+        host = jax.device_get([m for m, _ in self.pending])
+        for metrics, (_, start) in zip(host, self.pending):
+            if self.arrays is None:
+                self.arrays = self._allocate(metrics)
+            count = min(len(next(iter(metrics.values()))), self.num_iterations - start)
+            for k, v in metrics.items():
+                self.arrays[k][start : start + count] = v[:count]
+        self.pending = []
+
+    def iterations_first(self, upto: int) -> dict[str, np.ndarray]:
+        """Rows `[:upto]`, iterations first (views), `nonfinite` included."""
+        self.flush()
+        if self.arrays is None:
+            return {k: (np.moveaxis(np.asarray(v), 1, 0) if self.batched else np.asarray(v))[:upto] for k, v in self.before.items()}
+        return {k: v[:upto] for k, v in self.arrays.items()}
+
+    def view(self, upto: int) -> dict[str, np.ndarray]:
+        """The metrics of iterations `[:upto]` as `train` returns them (views, no copy)."""
+        out = self.iterations_first(upto)
+        out.pop("nonfinite", None)
+        return {k: np.moveaxis(v, 0, 1) for k, v in out.items()} if self.batched else out
+
+
 def host_metrics(chunks: list[dict[str, Any]], num_iterations: int, batched: bool) -> dict[str, np.ndarray]:
     """The chunks' metrics (iterations first) as NumPy arrays of `num_iterations` rows,
     moved to `(batch, iterations)` for a batched run."""
@@ -108,7 +179,7 @@ def nonfinite_report(state: PyTree, metrics: dict[str, np.ndarray], row: int, ba
         value = np.asarray(v)[row]
         if np.issubdtype(value.dtype, np.floating) and np.isinf(value).any():
             found.append(f"metric {k} (Inf)")
-        elif np.issubdtype(value.dtype, np.floating) and np.isnan(value).any() and k not in ("episode_return", "episode_length"):
+        elif np.issubdtype(value.dtype, np.floating) and np.isnan(value).any() and k not in ("episode_return", "episode_length", "eval_return"):
             found.append(f"metric {k} (NaN)")
     return found
 

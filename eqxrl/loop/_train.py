@@ -13,11 +13,11 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..core import Key, check_positive_int, nanmean
-from ._chunk import compile_train, run_chunk, run_init
-from ._keys import as_keys, batch_and_keys, num_iterations_for
+from ._chunk import compile_chunk, compile_train, run_chunk, run_init
+from ._keys import as_keys, batch_and_keys, eval_iterations_for, num_iterations_for
 from ._pure import TrainFunction
 from ._progress import Progress
-from ._results import Checkpoint, NonFiniteError, TrainInfo, host_metrics, join_metrics, listing, nonfinite_report
+from ._results import Checkpoint, HostMetrics, NonFiniteError, TrainInfo, listing, nonfinite_report
 
 __all__ = ["train"]
 
@@ -54,8 +54,10 @@ def train(
     return_info: bool = False,
     desc: str | None = None,
     nan_guard: bool = False,
-    callback: Callable[[Checkpoint], None] | None = None,
+    callback: Any = None,
     resume: Any = None,
+    eval_every: Any = None,
+    eval_episodes: Any = 10,
 ) -> tuple[PyTree, dict[str, np.ndarray]] | tuple[PyTree, dict[str, np.ndarray], TrainInfo]:
     """Train an agent, a batch of seeds, or a stacked sweep.
 
@@ -73,8 +75,12 @@ def train(
       (parameters, optimizer state, statistics; replay buffers are not scanned)
       or an Inf in a metric, and raise `NonFiniteError` naming the quantities and
       the iteration. Later iterations of the chunk are skipped in the program.
-    - `callback`: called with a `Checkpoint` after every chunk (e.g. to save it).
-      Its state is donated to the next chunk: save it, or keep `checkpoint.copy()`.
+    - `callback`: a function, or a list of them, called with a `Checkpoint` after
+      every chunk (e.g. to save it; `StopAtReturn`, `EvalLogger`). Its state is
+      donated to the next chunk: save it, or keep `checkpoint.copy()`. A callback
+      that returns `True` stops training after that chunk (every callback of the
+      list is still called for it): `train` returns the state and the metrics of
+      the iterations done, and `TrainInfo.stopped_at` says how many.
     - `resume`: a `Checkpoint` of an earlier call with the same agent and key;
       training continues from it exactly as the uninterrupted call would. A larger
       `total_steps` than the checkpoint's run continues it to the new budget (a
@@ -82,20 +88,28 @@ def train(
       progress-based schedules (`LinearSchedule`, DQN's epsilon, PER's beta) go on
       from `iteration / new_total`, as if the run had been planned that long from
       the checkpoint on; with constant rates, N steps then M more equal N + M steps.
+    - `eval_every`: env steps per member (rounded down to whole iterations) between
+      deterministic evaluations inside the compiled program: after every such
+      iteration, `eval_episodes` episodes of `agent.eval_env` (as `eqxrl.evaluate`,
+      with the key `eqxrl.loop.eval_key_at(key, iteration)`), their mean logged as the
+      metric `eval_return` (NaN on the other rows). Training is unchanged by it.
 
     **Returns:** `(state, metrics)` (and `info`): the final training state and a
     dict of per-iteration NumPy arrays (`env_steps`, `episode_return`, losses,
-    `approx_kl`, `entropy`, ...), shape `(num_iterations,)` or
-    `(batch, num_iterations)` for seeds and sweeps.
+    `approx_kl`, `entropy`, ..., and `eval_return` with `eval_every`), shape
+    `(num_iterations,)` or `(batch, num_iterations)` for seeds and sweeps.
     """
     key = as_keys(key)
     batch, key = batch_and_keys(agent, key)
     # The numbers are make_train's: the same batch, budget and chunk program; this
     # function adds the host shell (compiling ahead, progress, callbacks, resume).
-    pure = TrainFunction(agent, num_iterations_for("train", agent, total_steps))
+    num_iterations = num_iterations_for("train", agent, total_steps)
+    every = eval_iterations_for("train", agent, total_steps, eval_every, eval_episodes)
+    callbacks = _callbacks(callback)
+    pure = TrainFunction(agent, num_iterations, every, int(eval_episodes))
     per_iter = batch.agent.steps_per_iteration
     num_iterations = pure.num_iterations
-    length = _chunk_length(num_iterations, total_steps, chunk_iterations, resume, progress or callback is not None)
+    length = _chunk_length(num_iterations, total_steps, chunk_iterations, resume, progress or bool(callbacks))
     done_before = 0 if resume is None else resume.iteration
     # Chunks start where the run stands (a continued run's need not fall on multiples of `length`).
     starts = list(range(done_before, num_iterations, length))
@@ -104,63 +118,98 @@ def train(
     config = lambda start: pure.chunk_config(key, start, length, guard)  # noqa: E731
     t0 = time.perf_counter()
     if resume is None:
-        compile_train(batch, key, config(0))
+        program = compile_train(batch, key, config(0), run_chunk)
         compile_seconds = time.perf_counter() - t0
         state = run_init(batch, key)
         before: dict[str, np.ndarray] = {}
     else:
         state = jax.tree.map(lambda x: jnp.asarray(x).copy() if eqx.is_array(x) else x, resume.state)  # (donated below)
-        run_chunk.lower(config(starts[0] if starts else done_before), state).compile()
+        program = compile_chunk(config(starts[0] if starts else done_before), state, run_chunk)
         compile_seconds = time.perf_counter() - t0
         before = dict(resume.metrics)
 
     bar = Progress(num_iterations * per_iter, enabled=progress, desc=desc or f"{batch.name} {batch.agent.env.name}",
                    initial=done_before * per_iter)  # fmt: skip
-    chunks: list[dict[str, Array]] = []
+    # Each chunk's metrics cross to the host once, into arrays of the run's length
+    # (a callback's `Checkpoint.metrics` is a view of the rows done, not a copy).
+    host = HostMetrics(num_iterations, before, done_before, batch.batched)
     t0 = time.perf_counter()
     last_good: Checkpoint | None = resume
+    last_eval = math.nan
+    done_iters = done_before
+    stopped_at: int | None = None
 
-    def so_far(done_iters: int) -> dict[str, np.ndarray]:
-        return join_metrics(before, host_metrics(jax.device_get(chunks), done_iters - done_before, batch.batched), batch.batched)
-
+    leaves = program.leaves(state)  # the loop passes array leaves (FlatChunk: no per-call partition)
     try:
         for start in starts:
-            state, metrics = run_chunk(config(start), state)
-            chunks.append(metrics)
+            leaves, metrics = program(start, leaves)
+            host.add(metrics, start)
             done_iters = min(start + length, num_iterations)
             if guard and bool(np.asarray(metrics["nonfinite"]).any()):
-                host = so_far(done_iters)
+                by_iteration = host.iterations_first(done_iters)
                 row = int(np.argmax(np.asarray(metrics["nonfinite"])))
                 it = start + row  # 0-based
                 steps_at = (it + 1) * per_iter
-                by_iteration = {k: np.moveaxis(v, 1, 0) if batch.batched else v for k, v in host.items()}
-                quantities = nonfinite_report(state, by_iteration, it, batch.batched)
+                quantities = nonfinite_report(program.state(leaves), by_iteration, it, batch.batched)
                 raise NonFiniteError(
                     f"training stopped: non-finite values after iteration {it + 1} of {num_iterations} "
                     f"(env step {steps_at:,} per member): {listing(quantities)}",
                     it + 1, steps_at, quantities, last_good,
                 )
-            if progress:  # only the bar's numbers come to the host between chunks
-                recent = np.asarray(metrics["episode_return"])[: done_iters - start]
-                bar.update(done_iters * per_iter, show_rate=True, ret=f"{nanmean(recent):.1f}")
-            if callback is not None:
-                last_good = Checkpoint(state, done_iters, num_iterations, length, so_far(done_iters))
-                callback(last_good)
-        chunks = jax.device_get(chunks)
+            if progress:  # (the chunk's metrics come to the host once, for the bar and the callbacks)
+                rows = host.iterations_first(done_iters)
+                recent = rows["episode_return"][start:done_iters]
+                shown = {"ret": f"{nanmean(recent):.1f}"}
+                if every:
+                    evals = rows["eval_return"][start:done_iters]
+                    evaluated = np.isfinite(evals).reshape(len(evals), -1).any(axis=1)
+                    if evaluated.any():
+                        last_eval = nanmean(evals[np.nonzero(evaluated)[0][-1]])
+                    if not math.isnan(last_eval):
+                        shown["eval"] = f"{last_eval:.1f}"  # the latest evaluation, beside the training return
+                bar.update(done_iters * per_iter, show_rate=True, **shown)
+            if callbacks:
+                last_good = Checkpoint(program.state(leaves), done_iters, num_iterations, length, host.view(done_iters))
+                # Every callback sees every chunk; any of them returning True stops the run.
+                stop = [_wants_stop(call(last_good)) for call in callbacks]
+                if any(stop) and done_iters < num_iterations:
+                    stopped_at = done_iters
+                    break
+        state = program.state(leaves)
+        out = host.view(done_iters)
     finally:
         bar.close()
     run_seconds = time.perf_counter() - t0
 
-    out = join_metrics(before, host_metrics(chunks, num_iterations - done_before, batch.batched), batch.batched)
     if not return_info:
         return state, out
-    env_steps = (num_iterations - done_before) * per_iter * batch.num_members
+    env_steps = (done_iters - done_before) * per_iter * batch.num_members
     info = TrainInfo(
         compile_seconds=compile_seconds,
         run_seconds=run_seconds,
         env_steps=env_steps,
         steps_per_second=env_steps / max(run_seconds, 1e-9),
         num_iterations=num_iterations,
-        total_env_steps=num_iterations * per_iter * batch.num_members,
+        total_env_steps=done_iters * per_iter * batch.num_members,
+        stopped_at=stopped_at,
     )
     return state, out, info
+
+
+def _callbacks(callback: Any) -> list[Callable[[Checkpoint], Any]]:
+    """`train(callback)` as a list: None, one callable, or a list/tuple of callables."""
+    if callback is None:
+        return []
+    calls = list(callback) if isinstance(callback, (list, tuple)) else [callback]
+    for call in calls:
+        if not callable(call):
+            raise ValueError(
+                "train(callback) must be a callable f(checkpoint) or a list of them (e.g. [StopAtReturn(475.0), "
+                f"EvalLogger()]), got {type(call).__name__} {call!r}"
+            )
+    return calls
+
+
+def _wants_stop(result: Any) -> bool:
+    """A callback stops training by returning True (None or False: go on)."""
+    return isinstance(result, (bool, np.bool_)) and bool(result)

@@ -10,7 +10,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from ..agents import AbstractAgent, Batch, Stacked
 from ..core import Key, get_path, is_key
-from ..loop import Chunk, chunk, episode_returns, init_state
+from ..loop import EVAL_STREAM, Chunk, chunk, episode_returns, init_state
 from ._population import Population
 
 __all__ = ["EvaluationReturn", "exploit_and_explore", "generation", "init_population", "refresh_keys", "run_generation", "run_init_population"]
@@ -101,13 +101,21 @@ def generation(config: tuple, agent: Stacked, state: PyTree, key: Key, generatio
     `agent` and `state`, PBT's `key` and the `generation` index.
 
     **Returns:** `(agent, state, key, generation + 1, record)`, the record one
-    value per member: `fitness`, `train_return`, `source`, `hp/<name>`.
+    value per member: `fitness`, `train_return`, `source`, `hp/<name>`, and
+    `eval_return` (the last in-training evaluation, NaN if none) with `pbt.eval_every`.
     """
     pbt, fitness_fn, total_iterations, sharding = config
     size = agent.size
     iterations = pbt.ready_iterations
     start = generation * iterations
-    chunk_config = Chunk(Batch.of(agent), start, jnp.asarray(total_iterations, jnp.int32), iterations)
+    every = pbt.eval_iterations
+    # In-training evaluation keys: a stream of PBT's key that no training draw uses.
+    eval_keys = jax.random.split(jax.random.fold_in(key, EVAL_STREAM), size) if every else None
+    max_steps = pbt.max_eval_steps or agent.agent.eval_env.max_episode_steps or 10_000
+    chunk_config = Chunk(
+        Batch.of(agent), start, jnp.asarray(total_iterations, jnp.int32), iterations,
+        eval_every=every, eval_episodes=pbt.eval_episodes, eval_max_steps=max_steps, eval_keys=eval_keys,
+    )  # fmt: skip
     state, metrics = chunk(chunk_config, state)
 
     key, fit_key, select_key = jax.random.split(key, 3)
@@ -125,6 +133,11 @@ def generation(config: tuple, agent: Stacked, state: PyTree, key: Key, generatio
 
     agent, state = _constrain((agent, state), sharding)
     record = dict(fitness=fitness, train_return=train_return, source=source, **{f"hp/{n}": v for n, v in trained_with.items()})
+    if every:
+        # Each member's last evaluation of the generation (the rows evaluated are the same for all).
+        rows = jnp.arange(iterations, dtype=jnp.int32)
+        last = jnp.max(jnp.where((start + rows + 1) % every == 0, rows, -1))
+        record["eval_return"] = jnp.where(last >= 0, metrics["eval_return"][jnp.maximum(last, 0)], jnp.nan)
     return agent, state, key, generation + 1, record
 
 

@@ -89,6 +89,13 @@ class PBT(eqx.Module):
     - `eval_episodes`, `max_eval_steps`: for the default fitness.
     - `shard`: shard the population over all devices (`jax.devices()`) when there
       are several (default True).
+    - `eval_every`: env steps per member (whole iterations, counted over the run)
+      between deterministic evaluations of `eval_episodes` episodes inside the
+      generation's training chunk, as `eqxrl.train(eval_every=)` (default None: none).
+      Each generation's record (and `History.eval_return`) holds each member's last
+      one in that generation (NaN if none). Member `i`'s keys are
+      `eqxrl.loop.eval_key_at(split(fold_in(key, EVAL_STREAM), size)[i], iteration)`
+      with `key` the population's key before the generation: never one training uses.
     """
 
     agent: Any
@@ -101,6 +108,7 @@ class PBT(eqx.Module):
     eval_episodes: Any = eqx.field(static=True, default=8)
     max_eval_steps: Any = eqx.field(static=True, default=None)
     shard: bool = eqx.field(static=True, default=True)
+    eval_every: Any = eqx.field(static=True, default=None)
 
     def __post_init__(self):
         if isinstance(self.agent, Stacked) or not isinstance(self.agent, AbstractAgent):
@@ -157,6 +165,11 @@ class PBT(eqx.Module):
         p = self.resample_probability
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
             raise ValueError(f"PBT(resample_probability) must be in [0, 1], got {p!r}")
+        if self.eval_every is not None and (not is_positive_int(self.eval_every) or self.eval_every < per_iteration):
+            raise ValueError(
+                f"PBT(eval_every) must be None or an int of at least one iteration of "
+                f"{type(self.agent).__name__} ({per_iteration} env steps), got {self.eval_every!r}"
+            )
         if self.max_eval_steps is not None and not is_positive_int(self.max_eval_steps):
             raise ValueError(f"PBT(max_eval_steps) must be a positive int or None, got {self.max_eval_steps!r}")
 
@@ -170,6 +183,11 @@ class PBT(eqx.Module):
     def steps_per_generation(self) -> int:
         """Env steps per member per generation."""
         return self.ready_iterations * self.agent.steps_per_iteration
+
+    @property
+    def eval_iterations(self) -> int:
+        """Iterations between in-training evaluations (`eval_every` rounded down; 0: none)."""
+        return 0 if self.eval_every is None else self.eval_every // self.agent.steps_per_iteration
 
     def num_generations(self, total_steps: int) -> int:
         """**Returns:** the generations that fit in `total_steps` env steps per member."""
@@ -217,7 +235,8 @@ class PBT(eqx.Module):
         after the last generation).
 
         **Returns:** the next population and this generation's record
-        (`fitness`, `train_return`, `source`, `hp/<name>`; NumPy arrays, one value per member).
+        (`fitness`, `train_return`, `source`, `hp/<name>`, and `eval_return` with
+        `eval_every`; NumPy arrays, one value per member).
         """
         total_iterations = self.num_generations(total_steps) * self.ready_iterations
         config = (self, self.fitness_fn(), total_iterations, self.sharding())

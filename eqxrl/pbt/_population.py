@@ -50,6 +50,8 @@ class History:
     - `parent[g, i]`: the member of generation `g - 1` whose copy member `i`
       trained from in generation `g` (itself when it was kept; -1 in generation 0).
     - `hyperparameters[name][g, i]`: the value member `i` trained with in generation `g`.
+    - `eval_return[g, i]`: with `PBT(eval_every=...)`, member `i`'s last in-training
+      evaluation return in generation `g` (NaN if none fell in it); None without.
     """
 
     env_steps: np.ndarray
@@ -57,6 +59,7 @@ class History:
     train_return: np.ndarray
     parent: np.ndarray
     hyperparameters: dict[str, np.ndarray]
+    eval_return: np.ndarray | None = None
 
     @property
     def num_generations(self) -> int:
@@ -91,4 +94,5 @@ def history_from_records(pbt: Any, records: list[Mapping[str, np.ndarray]]) -> H
         train_return=stack("train_return").astype(np.float64),
         parent=parent,
         hyperparameters={n: stack(f"hp/{n}").astype(np.float64) for n in pbt.space},
+        eval_return=stack("eval_return").astype(np.float64) if getattr(pbt, "eval_every", None) else None,
     )

@@ -45,6 +45,7 @@ def pbt_from_config(config: Mapping[str, Any], fitness: Any = None) -> PBT:
         fitness=fitness,
         eval_episodes=config["eval_episodes"],
         max_eval_steps=config.get("max_eval_steps"),
+        eval_every=config.get("eval_every"),
     )
 
 

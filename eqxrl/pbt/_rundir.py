@@ -61,6 +61,7 @@ def pbt_config(pbt: Any, total_steps: int) -> dict[str, Any]:
         "resample_probability": pbt.resample_probability,
         "eval_episodes": pbt.eval_episodes,
         "max_eval_steps": pbt.max_eval_steps,
+        "eval_every": pbt.eval_every,
         "fitness": fitness,
         "total_steps": int(total_steps),
         "devices": jax.device_count(),
@@ -75,6 +76,8 @@ def _record_template(pbt: Any, generations: int) -> dict[str, np.ndarray]:
     out["source"] = np.zeros((generations, size), np.int32)
     for name in pbt.space:
         out[f"hp/{name}"] = np.zeros((generations, size), np.float32)
+    if pbt.eval_every:
+        out["eval_return"] = np.zeros((generations, size), np.float32)
     return out
 
 

@@ -31,7 +31,7 @@ from ._config import config_mismatch, load_config, member_configs
 from ._files import CHECKPOINTS, CONFIG, PathLike
 from ._state import unflatten_state
 
-__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
+__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "eval_return_at", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
 
 DEFAULT_KEEP = 2
 """Checkpoints kept besides the best: the newest, and one before it in case the newest is damaged."""
@@ -82,7 +82,7 @@ def state_arrays(state: Any) -> dict[str, np.ndarray]:
     return {f"{i:05d}": np.array(x) for i, x in enumerate(leaves)}
 
 
-def _eval_return(checkpoint: Checkpoint) -> float | None:
+def eval_return_at(checkpoint: Checkpoint) -> float | None:
     """The mean evaluation return at the checkpoint's own iteration (None when the
     last iteration was not evaluated): only such a checkpoint can be the best."""
     values = checkpoint.metrics.get("eval_return")
@@ -98,7 +98,7 @@ class _Payload:
     def __init__(self, agent: Any, checkpoint: Checkpoint, run: dict[str, Any]):
         self.state = state_arrays(checkpoint.state)
         self.metrics = {k: np.array(v) for k, v in checkpoint.metrics.items()}
-        self.eval_return = _eval_return(checkpoint)
+        self.eval_return = eval_return_at(checkpoint)
         per_iteration = Batch.of(agent).agent.steps_per_iteration
         self.step = checkpoint.iteration * per_iteration
         self.meta = {

@@ -34,7 +34,8 @@ def save_metrics(path: PathLike, metrics: Mapping[str, Any], seed: int = 0) -> N
     - `seed`: the base seed; row `i` of a batch gets seed `seed + i`.
 
     **Returns:** nothing. The columns are `seed`, `iteration` (1-based), `env_steps`,
-    `episode_return`, then the other metrics in alphabetical order.
+    `episode_return`, `eval_return` (with `train(eval_every=...)`: `nan` on rows with
+    no evaluation), then the other metrics in alphabetical order.
     """
     if "env_steps" not in metrics or "episode_return" not in metrics:
         raise ValueError(f"metrics must include 'env_steps' and 'episode_return', got {sorted(metrics)}")
@@ -45,7 +46,8 @@ def save_metrics(path: PathLike, metrics: Mapping[str, Any], seed: int = 0) -> N
     for k, v in arrays.items():
         if v.shape != shape:
             raise ValueError(f"metrics[{k!r}] has shape {v.shape}, metrics['env_steps'] {shape}")
-    names = ["env_steps", "episode_return"] + sorted(k for k in arrays if k not in ("env_steps", "episode_return"))
+    first = ["env_steps", "episode_return"] + (["eval_return"] if "eval_return" in arrays else [])
+    names = first + sorted(k for k in arrays if k not in first)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["seed", "iteration", *names])

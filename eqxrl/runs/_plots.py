@@ -20,9 +20,11 @@ def plot_learning_curve(
     seed: int = 0,
     members: list[str] | None = None,
 ) -> None:
-    """Plot the mean training episode return against env steps, with the min–max band over seeds.
+    """Plot the mean training episode return against env steps, with the min–max band over seeds,
+    and the in-training evaluation returns (`eval_return`, from `train(eval_every=...)`) as
+    points on a line on the same axes (the mean over seeds, or one per sweep member).
 
-    NaN returns (no episode finished in that iteration) are ignored.
+    NaN returns (no episode finished in that iteration; no evaluation) are ignored.
 
     **Arguments:**
 
@@ -49,25 +51,48 @@ def plot_learning_curve(
 
     fig = figure((6.4, 4.0))
     ax = fig.add_subplot()
+    has_eval = "eval_return" in metrics and bool(np.isfinite(np.asarray(metrics["eval_return"], np.float64)).any())
+    training = " (training)" if has_eval else ""
     if members is not None:
         for i, label in enumerate(members):
             ok = finite[i]
-            ax.plot(steps[i][ok], returns[i][ok], label=label)
+            ax.plot(steps[i][ok], returns[i][ok], label=label + training)
     elif num_seeds > 1:
-        ax.fill_between(x, low, high, alpha=0.25, linewidth=0, label=f"min–max over {num_seeds} seeds")
-        ax.plot(x, mean, label=f"mean over {num_seeds} seeds")
+        ax.fill_between(x, low, high, alpha=0.25, linewidth=0, label=f"min–max over {num_seeds} seeds{training}")
+        ax.plot(x, mean, label=f"mean over {num_seeds} seeds{training}")
     else:
-        ax.plot(x, mean, label=f"seed {seed}")
-    if not keep.any():
+        ax.plot(x, mean, label=f"seed {seed}{training}")
+    evaluated = _plot_evaluations(ax, metrics, steps, members)
+    if not keep.any() and not evaluated:
         ax.text(0.5, 0.5, "no episode finished", ha="center", va="center", transform=ax.transAxes)
     else:
         ax.legend(loc="best")
     ax.set_xlabel("env steps")
-    ax.set_ylabel("mean episode return (training)")
+    ax.set_ylabel("mean episode return" if evaluated else "mean episode return (training)")
     ax.grid(alpha=0.3)
     if title:
         ax.set_title(title)
     atomic_write_bytes(pathlib.Path(path), png_bytes(fig))
+
+
+def _plot_evaluations(ax: Any, metrics: Mapping[str, Any], steps: np.ndarray, members: list[str] | None) -> bool:
+    """The `eval_return` points (mean over seeds, or per member): whether there were any."""
+    if "eval_return" not in metrics:
+        return False
+    evals = np.atleast_2d(np.asarray(metrics["eval_return"], dtype=np.float64))
+    rows = np.isfinite(evals).any(axis=0)
+    if not rows.any():
+        return False
+    if members is not None:
+        for i, label in enumerate(members):
+            ok = np.isfinite(evals[i])
+            ax.plot(steps[i][ok], evals[i][ok], marker="o", markersize=3, linestyle="--", label=f"{label} (evaluation)")
+    else:
+        finite = np.isfinite(evals[:, rows])
+        mean = np.where(finite, evals[:, rows], 0.0).sum(axis=0) / np.maximum(finite.sum(axis=0), 1)
+        label = f"evaluation, mean over {evals.shape[0]} seeds" if evals.shape[0] > 1 else "evaluation (deterministic)"
+        ax.plot(steps[0][rows], mean, marker="o", markersize=4, color="black", label=label)
+    return True
 
 
 def member_labels(members: list[dict[str, Any]]) -> list[str]:

@@ -12,7 +12,9 @@ __all__ = ["TensorBoard"]
 
 class TensorBoard:
     """TensorBoard event files (tensorboardX) with every metric against env steps
-    (the mean over seeds/members, and `episode_return` per seed/member)."""
+    (the mean over seeds/members, and `episode_return`/`eval_return` per seed/member);
+    a row where a metric is NaN everywhere (`eval_return` between evaluations) writes
+    no point for it."""
 
     def __init__(self, run_dir: pathlib.Path, start: int, start_step: int):
         from tensorboardX import SummaryWriter
@@ -31,10 +33,10 @@ class TensorBoard:
                 col = np.atleast_2d(np.asarray(v, np.float64))[:, i]
                 if np.isfinite(col).any():
                     self.writer.add_scalar(k, float(np.nanmean(col)), step)
-                if k == "episode_return" and col.size > 1:
+                if k in ("episode_return", "eval_return") and col.size > 1:
                     for s, x in enumerate(col):
                         if np.isfinite(x):
-                            self.writer.add_scalar(f"episode_return/member_{s}", float(x), step)
+                            self.writer.add_scalar(f"{k}/member_{s}", float(x), step)
         self.done = iteration
         self.writer.flush()
 

@@ -15,8 +15,8 @@ from jaxtyping import PyTree
 
 from ..agents import Batch
 from ..core import check_positive_int, one_line
-from ..loop import Checkpoint, TrainInfo, evaluate, num_iterations_for, train
-from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, load_checkpoint, run_record
+from ..loop import Checkpoint, TrainInfo, eval_iterations_for, evaluate, num_iterations_for, train
+from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
 from ._config import agent_from_config, eval_key, load_config, run_config, seed_keys
 from ._files import CONFIG, CURVE, METRICS, STATE, PathLike, write_json
 from ._metrics import _batch_size, save_evaluation, save_metrics
@@ -122,6 +122,7 @@ def train_run(
     env_name: str | None = None,
     command: str | None = None,
     _resume: Checkpoint | None = None,
+    eval_every: int | None = None,
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
     """Train with a run directory: `config.json` first, checkpoints in
     `RUN_DIR/checkpoints/` while training, TensorBoard events if asked, then the
@@ -141,7 +142,14 @@ def train_run(
     - `keep_checkpoints`: the newest checkpoints kept (besides the best evaluated one).
     - `nan_guard`, `progress`: as for `eqxrl.train`; `tensorboard`: write event files
       under `RUN_DIR/tensorboard`.
-    - `eval_episodes`: deterministic evaluation episodes per seed at the end.
+    - `eval_episodes`: deterministic evaluation episodes per seed at the end (and at
+      each in-training evaluation).
+    - `eval_every`: env steps per seed between in-training evaluations (`eval_return`
+      in `metrics.csv`, TensorBoard and the learning curve; see `eqxrl.train`).
+      Evaluations fall on chunk boundaries, so it is rounded down to a multiple of
+      the chunk length (`config.json` records the value used, and `--resume` keeps
+      it); each evaluated state is written as a checkpoint, and the best by mean
+      evaluation return is kept (`load_run(run_dir, checkpoint="best")`).
 
     **Returns:** `(state, metrics, info, evaluation summary)`.
     `resume_run(run_dir)` continues an interrupted call exactly, or a finished one
@@ -158,10 +166,18 @@ def train_run(
     if _resume is None:
         every = max(1, num_iterations // 10) if checkpoint_every is None else max(1, int(checkpoint_every) // per_iteration)
         chunk = max(1, min(math.ceil(num_iterations / 50), every))
+        evals = None
+        if eval_every is not None:
+            # Evaluations fall on chunk boundaries, so that each evaluated state is a checkpoint
+            # (the best one is kept): eval_every rounds down to a multiple of the chunk.
+            evals = eval_iterations_for("train_run", agent, int(total_steps), eval_every, eval_episodes)
+            chunk = min(chunk, evals)
+            evals = evals // chunk * chunk
         config = run_config(
             agent, env_name=env_name, total_steps=total_steps, seed=seed, num_seeds=num_seeds,
             chunk_iterations=chunk, checkpoint_every=every * per_iteration, keep_checkpoints=int(keep_checkpoints),
             nan_guard=bool(nan_guard), tensorboard=bool(tensorboard), eval_episodes=int(eval_episodes), status="running",
+            eval_every=None if evals is None else evals * per_iteration,
         )  # fmt: skip
         if command is not None:
             config["command"] = command
@@ -185,10 +201,12 @@ def train_run(
             board.write(checkpoint.metrics, checkpoint.iteration)
         final = checkpoint.iteration == checkpoint.num_iterations
         # A checkpoint at the first chunk boundary past each multiple of `every` iterations
-        # (skipped while the previous one is being written), and at every evaluation.
+        # (skipped while the previous one is being written), and at every evaluation
+        # (never skipped: it may be the best).
         due = checkpoint.iteration // every > last_saved[0] // every
-        if final or due:
-            if writer.submit(checkpoint, wait=final):
+        evaluated = eval_return_at(checkpoint) is not None
+        if final or due or evaluated:
+            if writer.submit(checkpoint, wait=final or evaluated):
                 last_saved[0] = checkpoint.iteration
 
     try:
@@ -196,6 +214,7 @@ def train_run(
             state, metrics, info = train(
                 agent, keys, int(total_steps), progress=progress, chunk_iterations=chunk, return_info=True,
                 nan_guard=nan_guard, callback=on_chunk, resume=_resume,
+                eval_every=config.get("eval_every"), eval_episodes=int(config.get("eval_episodes", eval_episodes)),
             )  # fmt: skip
         finally:
             if board is not None:
