@@ -11,7 +11,7 @@ from jaxtyping import PyTree
 
 from ._chunk import guarded_leaves
 
-__all__ = ["Checkpoint", "HostMetrics", "NonFiniteError", "TrainInfo", "host_metrics", "join_metrics", "nonfinite_report"]
+__all__ = ["Checkpoint", "HostMetrics", "NonFiniteError", "TrainInfo", "nonfinite_report"]
 
 
 class TrainInfo(eqx.Module):
@@ -141,26 +141,6 @@ class HostMetrics:
         out = self.iterations_first(upto)
         out.pop("nonfinite", None)
         return {k: np.moveaxis(v, 0, 1) for k, v in out.items()} if self.batched else out
-
-
-def host_metrics(chunks: list[dict[str, Any]], num_iterations: int, batched: bool) -> dict[str, np.ndarray]:
-    """The chunks' metrics (iterations first) as NumPy arrays of `num_iterations` rows,
-    moved to `(batch, iterations)` for a batched run."""
-    if not chunks:
-        return {}
-    out = {k: np.concatenate([np.asarray(m[k]) for m in chunks], axis=0)[:num_iterations] for k in chunks[0]}
-    out.pop("nonfinite", None)
-    if batched:
-        out = {k: np.moveaxis(v, 0, 1) for k, v in out.items()}
-    return out
-
-
-def join_metrics(before: dict[str, np.ndarray], after: dict[str, np.ndarray], batched: bool) -> dict[str, np.ndarray]:
-    """Metrics of a resumed run: the checkpoint's iterations, then the new ones."""
-    if not before or not after:
-        return after or before
-    axis = 1 if batched else 0
-    return {k: np.concatenate([before[k], after[k]], axis=axis) for k in after}
 
 
 def nonfinite_report(state: PyTree, metrics: dict[str, np.ndarray], row: int, batched: bool) -> list[str]:
