@@ -187,7 +187,7 @@ def test_dqn_learns_cartpole(double):
 
 
 # SAC learns in tests/test_compose_learning.py, with torsos of two widths and cosine schedules
-# (the same budget and bound; one run instead of two keeps the suite's CPU time down).
+# (the same bound, with 10,000 steps and smaller torsos; one run instead of two keeps the suite's CPU time down).
 @pytest.mark.slow
 @pytest.mark.learning
 @pytest.mark.parametrize("cls", [DDPG, TD3])
