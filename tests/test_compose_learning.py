@@ -55,18 +55,21 @@ def _widths(encoder) -> list[int]:
 @pytest.mark.learning
 def test_sac_with_torsos_of_different_widths_and_cosine_rates_learns_pendulum():
     agent = SAC(
-        "Pendulum-v1", actor_torso=MLPTorso((64, 64)), critic_torso=MLPTorso((128, 128)), learning_starts=1000,
+        "Pendulum-v1", actor_torso=MLPTorso((32, 32)), critic_torso=MLPTorso((64, 64)), learning_starts=1000,
         actor_learning_rate=CosineSchedule(1e-3), critic_learning_rate=CosineSchedule(1e-3),
     )  # fmt: skip
     key = jax.random.key(0)
     learner = eqx.filter_eval_shape(agent.init, key).learner
-    assert _widths(learner.actor.torso) == [64, 64]
-    assert _widths(learner.critic.members.torso) == [128, 128]  # one leading axis: the ensemble
+    assert _widths(learner.actor.torso) == [32, 32]
+    assert _widths(learner.critic.members.torso) == [64, 64]  # one leading axis: the ensemble
     assert learner.critic.members.torso.net.layers[0].weight.shape[0] == agent.num_critics
     untrained = float(np.mean(eqxrl.evaluate(agent, eqx.filter_jit(agent.init)(key), jax.random.key(1), num_episodes=8)))
-    state, _ = eqxrl.train(agent, key, 15_000, progress=False)
+    state, _ = eqxrl.train(agent, key, 10_000, progress=False)
     trained = float(np.mean(eqxrl.evaluate(agent, state, jax.random.key(1), num_episodes=8)))
     assert untrained < -900
+    # Seeds 0-3 (train keys 0-3, evaluation key 1) reach -180, -171, -168, -173 at this budget (10,000
+    # steps, torsos 32x32 and 64x64); an untrained policy scores about -1200. About 10 CPU-s of training
+    # plus 20 of compilation (it was 15,000 steps with 64x64 and 128x128 torsos: 78 CPU-s for the test).
     assert trained > -600, (untrained, trained)
 
 

@@ -227,11 +227,14 @@ def test_wrong_observation_shape(cartpole, getkey):
 @pytest.mark.slow
 @pytest.mark.learning
 def test_ppo_learns_cartpole_three_of_four_seeds():
-    """PureJaxRL's CartPole config (PPO's defaults), 4 seeds in one program, 5e5 steps."""
+    """PureJaxRL's CartPole config (PPO's defaults), 4 seeds in one program, 3e5 steps.
+
+    At 3e5 steps the seeds of key 0 score 500, 500, 500, 487 and those of key 1 all 500 (evaluation
+    key 1, 16 episodes); 5e5 steps, PureJaxRL's budget, cost 50 CPU-s here against about 35 for 3e5."""
     agent = PPO(eqxrl.envs.make("CartPole-v1"))
     assert (agent.num_envs, agent.rollout_length, agent.num_epochs, agent.num_minibatches) == (4, 128, 4, 4)
     assert float(agent.learning_rate) == pytest.approx(2.5e-4) and agent.anneal_lr
-    states, metrics = eqxrl.train(agent, jax.random.split(jax.random.key(0), 4), 500_000, progress=False)
+    states, metrics = eqxrl.train(agent, jax.random.split(jax.random.key(0), 4), 300_000, progress=False)
     returns = np.asarray(eqxrl.evaluate(agent, states, jax.random.key(1), num_episodes=16)).mean(axis=1)
     assert np.sum(returns >= 475) >= 3, returns
 
