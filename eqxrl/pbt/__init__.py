@@ -32,8 +32,11 @@ from ._population import gather as gather
 from ._population import history_from_records as history_from_records
 from ._resume import pbt_from_config as pbt_from_config
 from ._resume import resume as resume
+from ._rundir import CheckpointWriter as CheckpointWriter
 from ._rundir import RunDirectory as RunDirectory
+from ._rundir import checkpoint_generations as checkpoint_generations
 from ._rundir import load_checkpoint as load_checkpoint
+from ._rundir import load_records as load_records
 from ._rundir import pbt_config as pbt_config
 from ._rundir import plot_history as plot_history
 from ._rundir import read_history_csv as read_history_csv
