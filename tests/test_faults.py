@@ -284,30 +284,33 @@ def test_a_run_directory_that_cannot_be_written_at_all_exits_2(tmp_path, monkeyp
 
 @pytest.mark.slow
 def test_pbt_full_disk_and_a_damaged_population_are_one_line(tmp_path, monkeypatch, capsys):
-    real, calls = pbt_rundir_module.atomic_write_bytes, []
+    real, calls = pbt_rundir_module._save, []
 
-    def full_at_the_second_checkpoint(path, data):
-        if path.name == "population.eqx":
-            calls.append(1)
-            if len(calls) == 2:
-                raise OSError(28, "No space left on device", str(path))
-        real(path, data)
+    def full_at_the_second_checkpoint(manager, generation, args):
+        calls.append(generation)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(manager, generation, args)
 
-    monkeypatch.setattr(pbt_rundir_module, "atomic_write_bytes", full_at_the_second_checkpoint)
+    monkeypatch.setattr(pbt_rundir_module, "_save", full_at_the_second_checkpoint)
     run_dir = tmp_path / "p"
     argv = ["pbt", "ppo", "--run-dir", str(run_dir), "--population", "2", "--ready", "64", "--total-steps", "192",
             "--num-envs", "2", "--rollout-length", "16", "--num-epochs", "1", "--num-minibatches", "1",
             "--hidden-sizes", "8", "--eval-episodes", "1", "--quiet"]  # fmt: skip
     message = _error(argv, capsys)
-    population = run_dir / "population.eqx"
+    generations = run_dir / "population"
     assert message == (
-        f"eqxrl pbt ppo: error: could not write {population}: No space left on device; the files written before are intact: "
-        f"fix it and continue with `eqxrl pbt --resume {run_dir}`"
+        f"eqxrl pbt ppo: error: could not write the checkpoint {generations / '2'}: No space left on device; the checkpoint "
+        f"of generation 1 is intact. Free space or fix the directory's permissions, then continue with `eqxrl pbt --resume {run_dir}`"
     )
+    assert sorted(p.name for p in generations.iterdir()) == ["1"]  # nothing earlier lost, no temporary directory left
     monkeypatch.undo()
-    _flip_a_bit(population)
+    newest = generations / "1"
+    _flip_a_bit(max((p for p in (newest / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size))
     message = _error(["pbt", "--resume", str(run_dir)], capsys)
-    assert message == f"eqxrl pbt: error: {population} is damaged (its CRC-32 does not match): it cannot be resumed"
+    assert message.startswith(f"eqxrl pbt: error: {newest} is damaged (")
+    assert message.endswith(f"): delete {newest} to resume from the generation before it (`eqxrl pbt --resume RUN_DIR`)")
+    assert "\n" not in message
 
 
 def test_a_pbt_config_missing_a_key_is_one_line(tmp_path, capsys):
