@@ -313,6 +313,30 @@ def test_pbt_full_disk_and_a_damaged_population_are_one_line(tmp_path, monkeypat
     assert "\n" not in message
 
 
+@pytest.mark.slow
+def test_a_pbt_write_failing_in_orbaxs_thread_is_one_checkpoint_error(tmp_path, monkeypatch, capfd):
+    # The failure happens in orbax's background write (its final rename), not in the call:
+    # it arrives at the next save or at the end of the run, as one CheckpointError and no log.
+    from eqxrl.pbt import PBT, LogUniform, Truncation
+
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
+    pbt = PBT(agent, {"learning_rate": LogUniform(1e-4, 1e-2)}, population_size=2, ready=32, exploit=Truncation(1, 1),
+              eval_episodes=1, max_eval_steps=20)  # fmt: skip
+    real = os.rename
+
+    def full(src, dst, *args, **kwargs):
+        if "orbax-checkpoint-tmp" in str(src):
+            raise OSError(28, "No space left on device", str(src))
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", full)
+    capfd.readouterr()
+    with pytest.raises(runs.CheckpointError, match=r"could not write the checkpoint .*population.1: No space left on device; no earlier"):
+        pbt.run(jax.random.key(0), 2 * 32, progress=False, run_dir=tmp_path)
+    assert not list((tmp_path / "population").iterdir())  # no temporary directory left
+    assert "orbax" not in capfd.readouterr().err
+
+
 def test_a_pbt_config_missing_a_key_is_one_line(tmp_path, capsys):
     (tmp_path / "pbt.json").write_text(json.dumps({"agent": "ppo", "env": "CartPole-v1", "agent_config": {}}))
     message = _error(["pbt", "--resume", str(tmp_path)], capsys)

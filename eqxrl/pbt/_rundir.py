@@ -20,6 +20,8 @@ import csv
 import dataclasses
 import io
 import json
+import logging
+import os
 import pathlib
 import shutil
 import warnings
@@ -90,9 +92,23 @@ def _record_template(pbt: Any, generations: int) -> dict[str, np.ndarray]:
     return out
 
 
+class _OrbaxErrors(logging.Filter):
+    """Drops orbax's own error logs (tracebacks from its write threads): every failure
+    of a write or a read reaches the caller as one `CheckpointError` instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR or f"{os.sep}orbax{os.sep}" not in record.pathname
+
+
+_ORBAX_ERRORS = _OrbaxErrors()
+
+
 def _orbax():
     import orbax.checkpoint as ocp  # imported when a checkpoint is written or read: it is heavy
 
+    logger = logging.getLogger("absl")  # orbax logs through absl's logger
+    if _ORBAX_ERRORS not in logger.filters:
+        logger.addFilter(_ORBAX_ERRORS)
     return ocp
 
 
