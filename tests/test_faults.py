@@ -38,7 +38,7 @@ from eqxrl.agents import PPO
 checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")
 train_run_module = importlib.import_module("eqxrl.runs._train_run")
 common_module = importlib.import_module("eqxrl.cli._common")
-pbt_rundir_module = importlib.import_module("eqxrl.pbt._rundir")
+pbt_checkpoint_module = importlib.import_module("eqxrl.pbt._checkpoint")
 
 TINY = ["--num-envs", "2", "--rollout-length", "16", "--num-epochs", "1", "--num-minibatches", "1", "--hidden-sizes", "8",
         "--eval-episodes", "2", "--quiet"]  # fmt: skip
@@ -284,7 +284,7 @@ def test_a_run_directory_that_cannot_be_written_at_all_exits_2(tmp_path, monkeyp
 
 @pytest.mark.slow
 def test_pbt_full_disk_and_a_damaged_population_are_one_line(tmp_path, monkeypatch, capsys):
-    real, calls = pbt_rundir_module._save, []
+    real, calls = pbt_checkpoint_module._save, []
 
     def full_at_the_second_checkpoint(manager, generation, args):
         calls.append(generation)
@@ -292,7 +292,7 @@ def test_pbt_full_disk_and_a_damaged_population_are_one_line(tmp_path, monkeypat
             raise OSError(28, "No space left on device")
         real(manager, generation, args)
 
-    monkeypatch.setattr(pbt_rundir_module, "_save", full_at_the_second_checkpoint)
+    monkeypatch.setattr(pbt_checkpoint_module, "_save", full_at_the_second_checkpoint)
     run_dir = tmp_path / "p"
     argv = ["pbt", "ppo", "--run-dir", str(run_dir), "--population", "2", "--ready", "64", "--total-steps", "192",
             "--num-envs", "2", "--rollout-length", "16", "--num-epochs", "1", "--num-minibatches", "1",

@@ -39,7 +39,7 @@ from eqxrl.pbt import (
 from eqxrl.pbt import RunDirectory, checkpoint_generations, load_checkpoint, save_checkpoint
 from eqxrl.runs import CheckpointError
 
-pbt_rundir_module = importlib.import_module("eqxrl.pbt._rundir")
+pbt_checkpoint_module = importlib.import_module("eqxrl.pbt._checkpoint")
 
 TINY_PPO = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
 TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(8,))
@@ -423,7 +423,7 @@ def test_crash_during_a_checkpoint_write_leaves_the_previous_one(tmp_path, monke
     def full_disk(manager, generation, args):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(pbt_rundir_module, "_save", full_disk)
+    monkeypatch.setattr(pbt_checkpoint_module, "_save", full_disk)
     records = load_checkpoint(tmp_path, pbt, total)[1]
     with pytest.raises(CheckpointError, match=r"could not write the checkpoint .*population/3: No space left on device; the checkpoint of generation 2 is intact"):
         save_checkpoint(tmp_path, pbt, total, pbt.init(jax.random.key(2)), [*records, records[-1]])

@@ -10,7 +10,8 @@ from ..runs import agent_from_config
 from ._exploit import Tournament, Truncation
 from ._pbt import PBT
 from ._population import History, Population
-from ._rundir import CONFIG, load_checkpoint
+from ._checkpoint import load_checkpoint
+from ._rundir import CONFIG
 from ._spaces import Choice, IntLogUniform, IntUniform, LogUniform, Uniform
 
 __all__ = ["pbt_from_config", "resume"]
