@@ -48,6 +48,8 @@ def _record_template(pbt: Any, generations: int) -> dict[str, np.ndarray]:
     out["source"] = np.zeros((generations, size), np.int32)
     for name in pbt.space:
         out[f"hp/{name}"] = np.zeros((generations, size), np.float32)
+    if getattr(pbt, "eval_every", None):  # PBT(eval_every=) (on main since the eval-train merge)
+        out["eval_return"] = np.zeros((generations, size), np.float32)
     return out
 
 
