@@ -1,12 +1,15 @@
 """Run a small PBT population on several CPU devices; used by test_pbt_devices.py in a subprocess.
 
-Usage: python pbt_devices_worker.py MODE OUT [PROCESS_ID NUM_PROCESSES PORT]
+Usage: python pbt_devices_worker.py MODE OUT [PROCESS_ID NUM_PROCESSES PORT | RUN_DIR]
 
-MODE: "sharded" (shard=True), "single" (shard=False), or "multihost" (with
-jax.distributed). The device count comes from XLA_FLAGS, set by the caller
-before this process starts. Writes a .npz with the history and final parameters.
+MODE: "sharded" (shard=True), "single" (shard=False), "multihost" (with
+jax.distributed; writes a run directory beside OUT, `multihost-run`), or "resume"
+(continues RUN_DIR with `eqxrl.pbt.resume`, in one process). The device count comes
+from XLA_FLAGS, set by the caller before this process starts. Writes a .npz with
+the history and final parameters.
 """
 
+import pathlib
 import sys
 
 import jax
@@ -20,7 +23,7 @@ if mode == "multihost":
 import numpy as np  # noqa: E402
 
 from eqxrl.agents import PPO  # noqa: E402
-from eqxrl.pbt import PBT, LogUniform, Truncation, gather  # noqa: E402
+from eqxrl.pbt import PBT, LogUniform, Truncation, gather, resume  # noqa: E402
 
 agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
 pbt = PBT(
@@ -33,7 +36,11 @@ pbt = PBT(
     max_eval_steps=50,
     shard=mode != "single",
 )
-population, history = pbt.run(jax.random.key(3), 3 * 64, progress=False)
+if mode == "resume":
+    population, history = resume(sys.argv[3], progress=False)
+else:
+    run_dir = pathlib.Path(out).with_name("multihost-run") if mode == "multihost" else None
+    population, history = pbt.run(jax.random.key(3), 3 * 64, progress=False, run_dir=run_dir)
 params = [gather(x) for x in jax.tree.leaves((population.state.actor, population.state.critic))]
 shards = {len(x.sharding.device_set) for x in jax.tree.leaves(population.state) if hasattr(x, "sharding") and x.ndim}
 specs = {str(getattr(x.sharding, "spec", None)) for x in jax.tree.leaves(population.state) if x.ndim}

@@ -328,7 +328,7 @@ def test_pbt_command_writes_a_run_directory_and_resumes(tmp_path, monkeypatch):
     assert code == 0
     assert "PBT PPO on CartPole-v1: 2 members x 256 env steps, 2 generations" in out
     assert "learning_rate" in out and "ent_coef" in out
-    for name in ("pbt.json", "history.csv", "history.png", "population.eqx"):
+    for name in ("pbt.json", "history.csv", "history.png", "population/2/meta/metadata"):
         assert (run_dir / name).is_file()
     config = json.loads((run_dir / "pbt.json").read_text())
     assert config["space"]["learning_rate"] == {"type": "LogUniform", "low": 1e-4, "high": 1e-2, "factors": [0.8, 1.2]}

@@ -4,7 +4,6 @@ run directory and exact resume, bad input. (Sharding and multi-host: test_pbt_de
 import functools
 import importlib
 import json
-import os
 
 import equinox as eqx
 import jax
@@ -37,7 +36,10 @@ from eqxrl.pbt import (
     resume,
     write_history_csv,
 )
-from eqxrl.pbt import RunDirectory, load_checkpoint, save_checkpoint
+from eqxrl.pbt import RunDirectory, checkpoint_generations, load_checkpoint, save_checkpoint
+from eqxrl.runs import CheckpointError
+
+pbt_checkpoint_module = importlib.import_module("eqxrl.pbt._checkpoint")
 
 TINY_PPO = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
 TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(8,))
@@ -373,9 +375,10 @@ def test_run_directory_and_exact_resume(tmp_path, monkeypatch):
     pbt = _small_pbt()
     total = 4 * pbt.steps_per_generation
     full_pop, full_hist = pbt.run(jax.random.key(7), total, progress=False, run_dir=tmp_path / "full")
-    for f in ("pbt.json", "history.csv", "history.png", "population.eqx"):
+    for f in ("pbt.json", "history.csv", "history.png"):
         assert (tmp_path / "full" / f).is_file()
-    assert not list((tmp_path / "full").glob("*.tmp"))
+    assert checkpoint_generations(tmp_path / "full") == [3, 4]  # the newest two
+    assert not list((tmp_path / "full").glob("*.tmp")) and not list((tmp_path / "full").glob("population/*tmp*"))
     csv_hist = read_history_csv(tmp_path / "full" / "history.csv")
     np.testing.assert_array_equal(csv_hist.fitness, full_hist.fitness)
     np.testing.assert_array_equal(csv_hist.parent, full_hist.parent)
@@ -412,22 +415,28 @@ def test_run_directory_and_exact_resume(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_crash_during_a_checkpoint_write_leaves_the_previous_one(tmp_path, monkeypatch):
     pbt = _small_pbt()
-    total = 3 * pbt.steps_per_generation
-    pbt.run(jax.random.key(1), 2 * pbt.steps_per_generation, progress=False, run_dir=tmp_path)  # 2 generations of a shorter run
-    before = (tmp_path / "population.eqx").read_bytes()
+    total = 2 * pbt.steps_per_generation
+    pbt.run(jax.random.key(1), total, progress=False, run_dir=tmp_path)  # 2 generations
+    assert checkpoint_generations(tmp_path) == [1, 2]
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "population").rglob("*"))
 
-    def broken_replace(src, dst):
-        raise OSError("disk full")
+    def full_disk(manager, generation, args):
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
-        save_checkpoint(tmp_path / "population.eqx", pbt, 2 * pbt.steps_per_generation,
-                               pbt.init(jax.random.key(2)), [])  # fmt: skip
+    monkeypatch.setattr(pbt_checkpoint_module, "_save", full_disk)
+    records = load_checkpoint(tmp_path, pbt, total)[1]
+    with pytest.raises(CheckpointError, match=r"could not write the checkpoint .*population/3: No space left on device; the checkpoint of generation 2 is intact"):
+        save_checkpoint(tmp_path, pbt, total, pbt.init(jax.random.key(2)), [*records, records[-1]])
     monkeypatch.undo()
-    assert (tmp_path / "population.eqx").read_bytes() == before
-    pop, records = load_checkpoint(tmp_path / "population.eqx", pbt, 2 * pbt.steps_per_generation)
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "population").rglob("*")) == before
+    pop, records = load_checkpoint(tmp_path, pbt, total)
     assert int(pop.generation) == 2 and len(records) == 2
-    del total
+    assert len(load_checkpoint(tmp_path, pbt, total, generation=1)[1]) == 1
+    # A damaged record or array is a one-line CheckpointError naming the checkpoint.
+    meta = tmp_path / "population" / "2" / "meta" / "metadata"
+    meta.write_text(meta.read_text().replace('"generation": 2', '"generation": 1'))
+    with pytest.raises(CheckpointError, match=r"population/2 is damaged \(its meta record does not match its CRC-32\): delete"):
+        load_checkpoint(tmp_path, pbt, total)
 
 
 @pytest.mark.slow
@@ -442,7 +451,7 @@ def test_config_round_trip_and_mismatch(tmp_path):
     pbt.run(jax.random.key(0), 2 * pbt.steps_per_generation, progress=False, run_dir=tmp_path)
     other = PBT(tiny_ppo(), {"learning_rate": LogUniform(1e-4, 1e-2)}, population_size=2, ready=32)
     with pytest.raises(ValueError, match="does not match this PBT configuration"):
-        load_checkpoint(tmp_path / "population.eqx", other, 2 * 32)
+        load_checkpoint(tmp_path, other, 2 * 32)
     with pytest.raises(ValueError, match="is not a PBT run directory"):
         resume(tmp_path / "nothing")
 

@@ -6,6 +6,7 @@ device count (XLA_FLAGS) must be set before jax is imported.
 
 import os
 import pathlib
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,6 +21,8 @@ def _env(devices: int) -> dict[str, str]:
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     env["JAX_PLATFORMS"] = "cpu"
+    # The worker imports the eqxrl of this checkout (not whichever one the venv installed).
+    env["PYTHONPATH"] = os.pathsep.join([str(WORKER.parent.parent), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -82,3 +85,22 @@ def test_two_processes_with_jax_distributed_agree_with_one(single, tmp_path):
     assert int(multi["processes"]) == 2 and int(multi["devices"]) == 4
     np.testing.assert_array_equal(multi["shard_devices"], [4])
     _assert_same_run(multi, single)
+
+    # Its run directory: orbax wrote each process's shards (no gather to process 0),
+    # the newest two generations kept.
+    run_dir = tmp_path / "multihost-run"
+    generations = run_dir / "population"
+    assert sorted(p.name for p in generations.iterdir()) == ["2", "3"]
+    for g in ("2", "3"):
+        assert (generations / g / "state" / "ocdbt.process_0").is_dir()
+        assert (generations / g / "state" / "ocdbt.process_1").is_dir()
+    # Resume from generation 2 (as if killed while writing 3) in one process on 4
+    # devices: the 2-process checkpoint is read back with this layout, and the run
+    # ends as the uninterrupted one did.
+    shutil.rmtree(generations / "3")
+    out = tmp_path / "resumed.npz"
+    _wait(_run("resume", out, 4, str(run_dir)))
+    resumed = dict(np.load(out))
+    np.testing.assert_array_equal(resumed["shard_devices"], [4])
+    _assert_same_run(resumed, multi)
+    np.testing.assert_array_equal(resumed["fitness"], multi["fitness"])

@@ -14,6 +14,7 @@ from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES
 from ..pbt import PBT, LogUniform, pbt_from_config, resume
+from ..runs import CheckpointError
 from ._common import disk_error, prepare_run_dir
 from ._flags import add_field_flags, build_agent, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_seed, parse_tune, positive, parse_int
@@ -60,7 +61,7 @@ def add_pbt_command(commands: Any) -> None:
     pbt = commands.add_parser(
         "pbt",
         help="Population Based Training of an agent (eqxrl.pbt.PBT), or --resume RUN_DIR",
-        description="Train a population with PBT and save a run directory (pbt.json, history.csv, history.png, population.eqx).",
+        description="Train a population with PBT and save a run directory (pbt.json, history.csv, history.png, population/<generation>/).",
     )
     pbt.set_defaults(_parser=pbt)
     pbt.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue an interrupted `eqxrl pbt` run")
@@ -133,5 +134,7 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
         _, history = pbt.run(jax.random.key(args.seed), args.total_steps, progress=not args.quiet, run_dir=run_dir)
     except OSError as e:
         parser.error(disk_error(e, f"eqxrl pbt --resume {run_dir}"))
+    except CheckpointError as e:  # a population checkpoint could not be written (names it and the command)
+        parser.error(one_line(e))
     print_pbt_summary(pbt, history, run_dir, time.perf_counter() - start)
     return 0

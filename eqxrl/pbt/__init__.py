@@ -12,9 +12,15 @@ agent, state = population.member(history.best()[0])
 
 Modules: `_spaces` (search domains), `_exploit` (selection), `_population`
 (Population, History), `_generation` (the compiled programs), `_pbt` (PBT and
-its loop), `_rundir` (the run directory, a callback of `PBT.run`), `_resume`.
+its loop), `_checkpoint` (the population's orbax checkpoints), `_rundir` (the
+run directory, a callback of `PBT.run`), `_resume`.
 """
 
+from ._checkpoint import CheckpointWriter as CheckpointWriter
+from ._checkpoint import checkpoint_generations as checkpoint_generations
+from ._checkpoint import load_checkpoint as load_checkpoint
+from ._checkpoint import load_records as load_records
+from ._checkpoint import save_checkpoint as save_checkpoint
 from ._exploit import Exploit as Exploit
 from ._exploit import Tournament as Tournament
 from ._exploit import Truncation as Truncation
@@ -33,11 +39,9 @@ from ._population import history_from_records as history_from_records
 from ._resume import pbt_from_config as pbt_from_config
 from ._resume import resume as resume
 from ._rundir import RunDirectory as RunDirectory
-from ._rundir import load_checkpoint as load_checkpoint
 from ._rundir import pbt_config as pbt_config
 from ._rundir import plot_history as plot_history
 from ._rundir import read_history_csv as read_history_csv
-from ._rundir import save_checkpoint as save_checkpoint
 from ._rundir import write_history_csv as write_history_csv
 from ._spaces import Choice as Choice
 from ._spaces import Domain as Domain

@@ -264,7 +264,7 @@ class PBT(eqx.Module):
         - `total_steps`: env steps per member, in whole generations of `ready` steps.
         - `progress`: a progress bar over generations (best fitness, env steps/s).
         - `run_dir`: if given, `pbt.json`, `history.csv`, `history.png` and (with
-          `checkpoint`) `population.eqx` are written there after every generation
+          `checkpoint`) `population/<generation>/` are written there after every generation
           (by `eqxrl.pbt.RunDirectory`); `eqxrl.pbt.resume(run_dir)` continues an
           interrupted run exactly.
         - `callback`: called after every generation with the population and the
@@ -277,6 +277,7 @@ class PBT(eqx.Module):
         population = key if isinstance(key, Population) else self.init(key)
         callbacks = [] if callback is None else [callback]
         records: list[dict[str, np.ndarray]] = []
+        writer = None
         if run_dir is not None:
             writer = RunDirectory(run_dir, self, total_steps, checkpoint)
             records = writer.start(population)
@@ -297,4 +298,6 @@ class PBT(eqx.Module):
                 bar.update(g + 1, best=f"{best:.1f}", median=f"{float(np.nanmedian(fitness)):.1f}", sps=f"{sps:,.0f}")
         finally:
             bar.close()
+            if writer is not None:
+                writer.close()  # waits for the last checkpoint write
         return population, history_from_records(self, records)

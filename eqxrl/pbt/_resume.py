@@ -10,7 +10,8 @@ from ..runs import agent_from_config
 from ._exploit import Tournament, Truncation
 from ._pbt import PBT
 from ._population import History, Population
-from ._rundir import CHECKPOINT, CONFIG, load_checkpoint
+from ._checkpoint import load_checkpoint
+from ._rundir import CONFIG
 from ._spaces import Choice, IntLogUniform, IntUniform, LogUniform, Uniform
 
 __all__ = ["pbt_from_config", "resume"]
@@ -50,7 +51,9 @@ def pbt_from_config(config: Mapping[str, Any], fitness: Any = None) -> PBT:
 
 
 def resume(run_dir: Any, *, fitness: Any = None, progress: bool = True) -> tuple[Population, History]:
-    """Continue an interrupted PBT run from its run directory, exactly where it stopped.
+    """Continue an interrupted PBT run from its run directory, exactly where it stopped
+    (its newest checkpoint, `RUN_DIR/population/<generation>/`; in a multi-host run every
+    process calls it and reads its own shards).
 
     **Arguments:** `run_dir` (written by `PBT.run(..., run_dir=...)` or `eqxrl pbt`),
     the custom `fitness` if the run had one, `progress`.
@@ -74,7 +77,5 @@ def resume(run_dir: Any, *, fitness: Any = None, progress: bool = True) -> tuple
         raise ValueError(f"{path} is missing the key {e.args[0]!r}: it was not written by `eqxrl pbt`, or was edited") from None
     except (TypeError, ValueError) as e:
         raise ValueError(f"{path}: {one_line(e)}") from None
-    if not (run_dir / CHECKPOINT).is_file():
-        raise ValueError(f"{str(run_dir)!r} has no {CHECKPOINT} to resume from")
-    population, _ = load_checkpoint(run_dir / CHECKPOINT, pbt, total_steps)
+    population, _ = load_checkpoint(run_dir, pbt, total_steps)  # the newest generation
     return pbt.run(population, total_steps, progress=progress, run_dir=run_dir)

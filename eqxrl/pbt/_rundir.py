@@ -1,11 +1,10 @@
-"""A PBT run directory: `pbt.json`, `history.csv`, `history.png`, `population.eqx`.
+"""A PBT run directory: `pbt.json`, `history.csv`, `history.png`, `population/<generation>/`.
 
-Written after every generation, each file atomically (a temporary file, then
-`os.replace`): a crash leaves the previous generation's files intact.
-`population.eqx` holds the whole population (every member's hyperparameters,
-parameters, optimizer and target networks, replay buffer, statistics, keys),
-PBT's key and the records of the generations so far, so `eqxrl.pbt.resume(run_dir)`
-continues exactly as the uninterrupted run would have.
+Written after every generation: the files atomically (a temporary file, then
+`os.replace`), the population by `_checkpoint.CheckpointWriter` (orbax, each
+process writing its own shards, asynchronously), so a crash leaves the previous
+generations intact and `eqxrl.pbt.resume(run_dir)` continues exactly as the
+uninterrupted run would have.
 """
 
 import csv
@@ -13,28 +12,26 @@ import dataclasses
 import io
 import json
 import pathlib
-import zlib
+import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..agents import agent_name, class_path
-from ..core import __version__, figure, is_key, keys_as_data, png_bytes
+from ..core import __version__, figure, png_bytes
 from ..runs import agent_config, atomic_write_bytes
+from ._checkpoint import CHECKPOINTS, CheckpointWriter, load_records
 from ._generation import EvaluationReturn
-from ._population import History, Population, gather, history_from_records
+from ._population import History, Population, history_from_records
 
-__all__ = ["CHECKPOINT", "CONFIG", "HISTORY", "PLOT", "RunDirectory", "load_checkpoint", "module_spec", "pbt_config", "plot_history", "read_history_csv", "save_checkpoint", "write_history_csv"]
+__all__ = ["CONFIG", "HISTORY", "PLOT", "RunDirectory", "module_spec", "pbt_config", "plot_history", "read_history_csv", "write_history_csv"]
 
 CONFIG = "pbt.json"
 HISTORY = "history.csv"
 PLOT = "history.png"
-CHECKPOINT = "population.eqx"
-_MAGIC = b"eqxrl-population-1\n"
 
 
 def module_spec(m: eqx.Module) -> dict[str, Any]:
@@ -68,68 +65,6 @@ def pbt_config(pbt: Any, total_steps: int) -> dict[str, Any]:
         "processes": jax.process_count(),
         "eqxrl_version": __version__,
     }
-
-
-def _record_template(pbt: Any, generations: int) -> dict[str, np.ndarray]:
-    size = pbt.population_size
-    out = {"fitness": np.zeros((generations, size), np.float32), "train_return": np.zeros((generations, size), np.float32)}
-    out["source"] = np.zeros((generations, size), np.int32)
-    for name in pbt.space:
-        out[f"hp/{name}"] = np.zeros((generations, size), np.float32)
-    if pbt.eval_every:
-        out["eval_return"] = np.zeros((generations, size), np.float32)
-    return out
-
-
-def save_checkpoint(path: Any, pbt: Any, total_steps: int, population: Population, records: Sequence[Mapping[str, np.ndarray]]) -> None:
-    """Write `population` and the generation records to one file, atomically."""
-    generations = pbt.num_generations(total_steps)
-    padded = _record_template(pbt, generations)
-    for g, r in enumerate(records):
-        for k in padded:
-            padded[k][g] = np.asarray(r[k])
-    arrays, _ = eqx.partition((population.agent, population.state, population.key, population.generation), eqx.is_array)
-    host = jax.tree.map(gather, keys_as_data(arrays))
-    buffer = io.BytesIO()
-    eqx.tree_serialise_leaves(buffer, (host, padded))
-    payload = buffer.getvalue()
-    if jax.process_index() == 0:
-        # A header of the format's name and the payload's CRC-32: a resume checks both.
-        atomic_write_bytes(pathlib.Path(path), _MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload)
-
-
-def load_checkpoint(path: Any, pbt: Any, total_steps: int) -> tuple[Population, list[dict[str, np.ndarray]]]:
-    """**Returns:** the population and the records saved by `save_checkpoint`."""
-    path = pathlib.Path(path)
-    template = eqx.filter_eval_shape(pbt.init, jax.random.key(0))
-    is_leaf_array = lambda x: isinstance(x, jax.ShapeDtypeStruct) or eqx.is_array(x)  # noqa: E731
-    arrays, static = eqx.partition((template.agent, template.state, template.key, template.generation), is_leaf_array)
-    like = jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, arrays)
-    like = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), like)
-    padded = _record_template(pbt, pbt.num_generations(total_steps))
-    data = path.read_bytes()
-    header = len(_MAGIC) + 4
-    if not data.startswith(_MAGIC):
-        raise ValueError(f"{path} is not an eqxrl PBT checkpoint (damaged, or written by eqxrl before 0.2): it cannot be resumed")
-    if zlib.crc32(data[header:]) != int.from_bytes(data[len(_MAGIC) : header], "big"):
-        raise ValueError(f"{path} is damaged (its CRC-32 does not match): it cannot be resumed")
-    try:
-        host, records = eqx.tree_deserialise_leaves(io.BytesIO(data[header:]), (like, padded))
-    except Exception as e:  # equinox raises RuntimeError/ValueError/EOFError for a mismatch
-        raise ValueError(f"{path} does not match this PBT configuration: {' '.join(str(e).split())}") from None
-    keyed = jax.tree.map(
-        lambda t, x: jax.random.wrap_key_data(x, impl=getattr(t.dtype, "_impl", None)) if is_key(t) else x,
-        arrays,
-        host,
-        is_leaf=lambda x: x is None,
-    )
-    sharding = pbt.sharding()
-    if sharding is not None:
-        keyed = jax.tree.map(lambda x: jax.device_put(x, sharding) if eqx.is_array(x) and x.ndim else x, keyed)
-    agent, state, key, generation = eqx.combine(keyed, static)
-    population = Population(agent, state, key, jnp.asarray(generation, jnp.int32))
-    done = int(generation)
-    return population, [{k: v[g] for k, v in records.items()} for g in range(done)]
 
 
 def write_history_csv(path: Any, history: History) -> None:
@@ -189,10 +124,11 @@ def plot_history(path: Any, history: History, title: str | None = None) -> None:
 
 
 class RunDirectory:
-    """Writes a PBT run to `run_dir`: `PBT.run(..., run_dir=...)` calls it after every generation.
+    """Writes a PBT run to `run_dir`: `PBT.run(..., run_dir=...)` calls it after every
+    generation and `close`s it when the run ends.
 
     **Arguments:** the `run_dir`, the `pbt` configuration, the run's `total_steps`, and
-    `checkpoint` (also write `population.eqx`, which `resume` needs).
+    `checkpoint` (also write `population/<generation>/`, which `resume` needs).
     """
 
     def __init__(self, run_dir: Any, pbt: Any, total_steps: int, checkpoint: bool = True):
@@ -200,23 +136,42 @@ class RunDirectory:
         self.pbt = pbt
         self.total_steps = total_steps
         self.checkpoint = checkpoint
+        self.writer: CheckpointWriter | None = None
 
     def start(self, population: Population) -> list[dict[str, np.ndarray]]:
-        """Prepare the directory for a new run (writes `pbt.json`), or read a resumed
-        one's records. **Returns:** the records of the generations done so far."""
+        """Prepare the directory for a new run (writes `pbt.json`; removes the checkpoints
+        of an earlier run there), or read a resumed one's records. **Returns:** the records
+        of the generations done so far."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if int(population.generation) == 0:
+        done = int(population.generation)
+        if done == 0:
             if jax.process_index() == 0:
                 atomic_write_bytes(self.run_dir / CONFIG, (json.dumps(pbt_config(self.pbt, self.total_steps), indent=2) + "\n").encode())
-            return []
-        return load_checkpoint(self.run_dir / CHECKPOINT, self.pbt, self.total_steps)[1]
+                if self.checkpoint and (self.run_dir / CHECKPOINTS).is_dir():
+                    shutil.rmtree(self.run_dir / CHECKPOINTS)
+            if jax.process_count() > 1:
+                from jax.experimental import multihost_utils
+
+                multihost_utils.sync_global_devices("eqxrl-pbt-start")
+            records = []
+        else:
+            records = load_records(self.run_dir, self.pbt, self.total_steps, done)
+        if self.checkpoint:
+            self.writer = CheckpointWriter(self.run_dir, self.pbt, self.total_steps)
+        return records
 
     def __call__(self, population: Population, records: Sequence[Mapping[str, np.ndarray]]) -> None:
-        """Write the history (CSV and plot) and, with `checkpoint`, the population."""
+        """Write the history (CSV and plot) and, with `checkpoint`, start writing the population."""
         pbt = self.pbt
         history = history_from_records(pbt, records)
         if jax.process_index() == 0:
             write_history_csv(self.run_dir / HISTORY, history)
             plot_history(self.run_dir / PLOT, history, title=f"PBT {type(pbt.agent).__name__} on {pbt.agent.env.name}")
-        if self.checkpoint:
-            save_checkpoint(self.run_dir / CHECKPOINT, pbt, self.total_steps, population, records)
+        if self.writer is not None:
+            self.writer.submit(population, records)
+
+    def close(self) -> None:
+        """Wait for the last checkpoint to be written (`CheckpointError` if it failed)."""
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer.close()

@@ -26,6 +26,7 @@ from ..agents import agent_name as agent_name
 from ._checkpoint import CheckpointError as CheckpointError
 from ._checkpoint import CheckpointWriter as CheckpointWriter
 from ._checkpoint import checkpoint_steps as checkpoint_steps
+from ._checkpoint import crc32_of as crc32_of
 from ._checkpoint import load_checkpoint as load_checkpoint
 from ._checkpoint import run_record as run_record
 from ._saved import load as load
@@ -73,6 +74,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointWriter",
     "checkpoint_steps",
+    "crc32_of",
     "load_checkpoint",
     "run_record",
     "load",
