@@ -148,7 +148,8 @@ def train_run(
       in `metrics.csv`, TensorBoard and the learning curve; see `eqxrl.train`).
       Evaluations fall on chunk boundaries, so it is rounded down to a multiple of
       the chunk length (`config.json` records the value used, and `--resume` keeps
-      it); each evaluated state is written as a checkpoint, and the best by mean
+      it); an evaluated state that beats the best so far is written as a
+      checkpoint (waiting for the disk if need be), and the best by mean
       evaluation return is kept (`load_run(run_dir, checkpoint="best")`).
 
     **Returns:** `(state, metrics, info, evaluation summary)`.
@@ -195,19 +196,22 @@ def train_run(
     writer = CheckpointWriter(run_dir, agent, run_record(config), config.get("keep_checkpoints", keep_checkpoints))
     board = TensorBoard(run_dir, done, done * per_iteration + 1 if done else 0) if tensorboard else None
     last_saved = [done]
+    best = [max((c["eval_return"] for c in checkpoint_steps(run_dir) if c["eval_return"] is not None), default=-math.inf)]
 
     def on_chunk(checkpoint: Checkpoint) -> None:
         if board is not None:
             board.write(checkpoint.metrics, checkpoint.iteration)
         final = checkpoint.iteration == checkpoint.num_iterations
         # A checkpoint at the first chunk boundary past each multiple of `every` iterations
-        # (skipped while the previous one is being written), and at every evaluation
-        # (never skipped: it may be the best).
+        # (skipped while the previous one is being written), and at every evaluation that
+        # beats the best so far (never skipped: it is the new best).
         due = checkpoint.iteration // every > last_saved[0] // every
-        evaluated = eval_return_at(checkpoint) is not None
-        if final or due or evaluated:
-            if writer.submit(checkpoint, wait=final or evaluated):
+        value = eval_return_at(checkpoint)
+        better = value is not None and value > best[0]
+        if final or due or better:
+            if writer.submit(checkpoint, wait=final or better):
                 last_saved[0] = checkpoint.iteration
+                best[0] = max(best[0], value) if value is not None else best[0]
 
     try:
         try:
