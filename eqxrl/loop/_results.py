@@ -2,6 +2,7 @@
 non-finite error, and the per-iteration metrics brought to the host."""
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import equinox as eqx
@@ -11,7 +12,7 @@ from jaxtyping import PyTree
 
 from ._chunk import guarded_leaves
 
-__all__ = ["Checkpoint", "HostMetrics", "NonFiniteError", "TrainInfo", "nonfinite_report"]
+__all__ = ["Checkpoint", "HostMetrics", "NonFiniteError", "LazyMetrics", "TrainInfo", "nonfinite_report"]
 
 
 class TrainInfo(eqx.Module):
@@ -54,7 +55,7 @@ class Checkpoint:
     iteration: int
     num_iterations: int
     chunk_iterations: int
-    metrics: dict[str, np.ndarray]
+    metrics: Mapping[str, np.ndarray]
 
     def copy(self) -> "Checkpoint":
         """**Returns:** a checkpoint with its own copy of the state (a callback's
@@ -141,6 +142,34 @@ class HostMetrics:
         out = self.iterations_first(upto)
         out.pop("nonfinite", None)
         return {k: np.moveaxis(v, 0, 1) for k, v in out.items()} if self.batched else out
+
+
+class LazyMetrics(Mapping):
+    """`HostMetrics.view(upto)` as a read-only mapping that moves the metrics to the host
+    on first access: a callback that never looks at them (a checkpoint writer with
+    nothing due, say) leaves the next chunk free to start before this one's metrics
+    arrive. Rows `[:upto]` never change, so a late first access sees the same values."""
+
+    def __init__(self, host: HostMetrics, upto: int):
+        self._host, self._upto = host, upto
+        self._data: dict[str, np.ndarray] | None = None
+
+    def _metrics(self) -> dict[str, np.ndarray]:
+        if self._data is None:
+            self._data = self._host.view(self._upto)
+        return self._data
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._metrics()[name]
+
+    def __iter__(self):
+        return iter(self._metrics())
+
+    def __len__(self) -> int:
+        return len(self._metrics())
+
+    def __repr__(self) -> str:
+        return f"LazyMetrics({self._metrics()!r})"
 
 
 def nonfinite_report(state: PyTree, metrics: dict[str, np.ndarray], row: int, batched: bool) -> list[str]:

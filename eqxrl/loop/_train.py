@@ -17,7 +17,7 @@ from ._chunk import compile_chunk, compile_train, run_chunk, run_init
 from ._keys import as_keys, batch_and_keys, eval_iterations_for, num_iterations_for
 from ._pure import TrainFunction
 from ._progress import Progress
-from ._results import Checkpoint, HostMetrics, NonFiniteError, TrainInfo, listing, nonfinite_report
+from ._results import Checkpoint, HostMetrics, LazyMetrics, NonFiniteError, TrainInfo, listing, nonfinite_report
 
 __all__ = ["train"]
 
@@ -139,6 +139,7 @@ def train(
     done_iters = done_before
     stopped_at: int | None = None
 
+    bar_from, bar_time = done_before, -math.inf
     leaves = program.leaves(state)  # the loop passes array leaves (FlatChunk: no per-call partition)
     try:
         for start in starts:
@@ -156,20 +157,24 @@ def train(
                     f"(env step {steps_at:,} per member): {listing(quantities)}",
                     it + 1, steps_at, quantities, last_good,
                 )
-            if progress:  # (the chunk's metrics come to the host once, for the bar and the callbacks)
+            # The bar is redrawn at most every 0.1 s (and at the end): a redraw brings the
+            # metrics to the host, which waits for the chunk; between redraws chunks queue up.
+            if progress and (time.perf_counter() - bar_time >= 0.1 or done_iters == num_iterations):
                 rows = host.iterations_first(done_iters)
-                recent = rows["episode_return"][start:done_iters]
+                recent = rows["episode_return"][bar_from:done_iters]
                 shown = {"ret": f"{nanmean(recent):.1f}"}
                 if every:
-                    evals = rows["eval_return"][start:done_iters]
+                    evals = rows["eval_return"][bar_from:done_iters]
                     evaluated = np.isfinite(evals).reshape(len(evals), -1).any(axis=1)
                     if evaluated.any():
                         last_eval = nanmean(evals[np.nonzero(evaluated)[0][-1]])
                     if not math.isnan(last_eval):
                         shown["eval"] = f"{last_eval:.1f}"  # the latest evaluation, beside the training return
                 bar.update(done_iters * per_iter, show_rate=True, **shown)
+                bar_from, bar_time = done_iters, time.perf_counter()
             if callbacks:
-                last_good = Checkpoint(program.state(leaves), done_iters, num_iterations, length, host.view(done_iters))
+                # (the metrics come to the host only if a callback looks at them)
+                last_good = Checkpoint(program.state(leaves), done_iters, num_iterations, length, LazyMetrics(host, done_iters))
                 # Every callback sees every chunk; any of them returning True stops the run.
                 stop = [_wants_stop(call(last_good)) for call in callbacks]
                 if any(stop) and done_iters < num_iterations:

@@ -196,6 +196,7 @@ def train_run(
     writer = CheckpointWriter(run_dir, agent, run_record(config), config.get("keep_checkpoints", keep_checkpoints))
     board = TensorBoard(run_dir, done, done * per_iteration + 1 if done else 0) if tensorboard else None
     last_saved = [done]
+    evaluating = config.get("eval_every") is not None
     best = [max((c["eval_return"] for c in checkpoint_steps(run_dir) if c["eval_return"] is not None), default=-math.inf)]
 
     def on_chunk(checkpoint: Checkpoint) -> None:
@@ -206,7 +207,7 @@ def train_run(
         # (skipped while the previous one is being written), and at every evaluation that
         # beats the best so far (never skipped: it is the new best).
         due = checkpoint.iteration // every > last_saved[0] // every
-        value = eval_return_at(checkpoint)
+        value = eval_return_at(checkpoint) if evaluating else None  # (reads the metrics: a device sync)
         better = value is not None and value > best[0]
         if final or due or better:
             if writer.submit(checkpoint, wait=final or better):
