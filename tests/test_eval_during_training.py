@@ -12,7 +12,7 @@ import pytest
 
 import eqxrl
 from eqxrl.agents import PPO
-from eqxrl.loop import EVAL_STREAM, Checkpoint, EvalLogger, HostMetrics, StopAtReturn, eval_key_at, latest_value
+from eqxrl.loop import EVAL_STREAM, Checkpoint, EvalLogger, HostMetrics, LazyMetrics, StopAtReturn, eval_key_at, latest_value
 from eqxrl.runs import load_metrics, plot_learning_curve, save_metrics
 
 SMALL = dict(num_envs=4, rollout_length=16, num_epochs=1, num_minibatches=2, hidden_sizes=(16,))
@@ -195,6 +195,16 @@ def test_host_metrics_continue_a_resumed_run():
     host.add({"x": np.array([3.0, 4.0], np.float32), "nonfinite": np.zeros(2, bool)}, 2)
     out = host.view(4)
     assert out["x"].tolist() == [1.0, 2.0, 3.0, 4.0] and "nonfinite" not in out
+
+
+def test_lazy_metrics_move_to_the_host_only_when_read():
+    host = HostMetrics(4, {}, 0, batched=False)
+    host.add({"x": jax.numpy.arange(2.0)}, 0)
+    lazy = LazyMetrics(host, 2)
+    host.add({"x": jax.numpy.arange(2.0, 4.0)}, 2)
+    assert len(host.pending) == 2  # nothing has crossed yet
+    assert lazy["x"].tolist() == [0.0, 1.0] and list(lazy) == ["x"] and len(lazy) == 1  # its own rows only
+    assert not host.pending and dict(lazy).keys() == {"x"}
 
 
 # ----------------------------------------------------------------- callbacks on given metrics

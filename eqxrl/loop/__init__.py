@@ -34,6 +34,7 @@ from ._keys import num_iterations_for as num_iterations_for
 from ._progress import Progress as Progress
 from ._results import Checkpoint as Checkpoint
 from ._results import HostMetrics as HostMetrics
+from ._results import LazyMetrics as LazyMetrics
 from ._results import NonFiniteError as NonFiniteError
 from ._results import TrainInfo as TrainInfo
 from ._pure import TrainFunction as TrainFunction
