@@ -433,25 +433,33 @@ def test_a_continued_schedule_goes_on_from_the_new_progress(getkey):
 # ----------------------------------------------------------------------- save / load
 def test_save_and_load_without_a_run_directory(tmp_path, getkey):
     agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
-    state, _ = eqxrl.train(agent, jax.random.split(getkey(), 2), 2 * STEPS, progress=False)
+    state = agent.init(getkey())  # any state of the agent (trained ones below, in the slow test)
     path = eqxrl.save(tmp_path / "ppo", agent, state)
     loaded_agent, loaded_state = eqxrl.load(path)
     assert loaded_agent == agent
     _assert_same(state, loaded_state)
-    np.testing.assert_array_equal(
-        eqxrl.evaluate(agent, state, jax.random.key(1), 2), eqxrl.evaluate(loaded_agent, loaded_state, jax.random.key(1), 2)
-    )
     with pytest.raises(ValueError, match=r"save\(path\): '.*ppo' already exists; pass overwrite=True to replace it"):
         eqxrl.save(path, agent, state)
     eqxrl.save(path, agent, state, overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ppo"]  # no temporary directory left
-    with pytest.raises(ValueError, match=r"save\(state\) does not match DQN \(OffPolicyState, a batch of 2\)"):
+    with pytest.raises(ValueError, match=r"save\(state\) does not match DQN \(OffPolicyState, one run\)"):
         eqxrl.save(tmp_path / "other", eqxrl.agents.DQN("CartPole-v1", hidden_sizes=(8,)), state)
     with pytest.raises(ValueError, match=r"load\(path\): '.*nowhere' is not an eqxrl save \(no agent.json\)"):
         eqxrl.load(tmp_path / "nowhere")
     _flip_a_bit(_largest_file(path / "state"))
     with pytest.raises(ValueError, match=r"state is damaged"):
         eqxrl.load(path)
+
+
+@pytest.mark.slow
+def test_save_and_load_trained_seeds_and_a_sweep(tmp_path, getkey):
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
+    state, _ = eqxrl.train(agent, jax.random.split(getkey(), 2), 2 * STEPS, progress=False)
+    loaded_agent, loaded_state = eqxrl.load(eqxrl.save(tmp_path / "seeds", agent, state))
+    _assert_same(state, loaded_state)
+    np.testing.assert_array_equal(
+        eqxrl.evaluate(agent, state, jax.random.key(1), 2), eqxrl.evaluate(loaded_agent, loaded_state, jax.random.key(1), 2)
+    )
     # A stack and its state round-trip too; the env can be given for one `make` cannot build.
     sweep = eqxrl.sweep(agent, {"learning_rate": [1e-3, 3e-3]})
     states, _ = eqxrl.train(sweep, getkey(), STEPS, progress=False)
