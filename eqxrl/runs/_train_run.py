@@ -136,9 +136,10 @@ def train_run(
     - `total_steps`, `seed`, `num_seeds`: the budget per seed/member and the keys
       (`seed_keys(seed, num_seeds)`; a sweep uses one seed per member).
     - `checkpoint_every`: env steps between checkpoints (default: about 10 per run).
-      Checkpoints are written in the background, one at a time: a checkpoint due
-      while the previous one is still being written is skipped (training never
-      waits for the disk); the final one is always written.
+      Checkpoints are taken at chunk boundaries (a chunk is at least 1/200 of the
+      run, so a shorter interval acts as that) and written in the background, one
+      at a time: a checkpoint due while the previous one is still being written is
+      skipped (training never waits for the disk); the final one is always written.
     - `keep_checkpoints`: the newest checkpoints kept (besides the best evaluated one).
     - `nan_guard`, `progress`: as for `eqxrl.train`; `tensorboard`: write event files
       under `RUN_DIR/tensorboard`.
@@ -166,7 +167,10 @@ def train_run(
     num_iterations = num_iterations_for("train_run", batch.agent, total_steps)
     if _resume is None:
         every = max(1, num_iterations // 10) if checkpoint_every is None else max(1, int(checkpoint_every) // per_iteration)
-        chunk = max(1, min(math.ceil(num_iterations / 50), every))
+        # About 50 chunks, fewer iterations where checkpoints are due more often, but at
+        # least 1/200 of the run: a chunk is a host round trip (a few ms), and checkpoints
+        # come no faster than the disk writes them anyway.
+        chunk = max(1, math.ceil(num_iterations / 200), min(math.ceil(num_iterations / 50), every))
         evals = None
         if eval_every is not None:
             # Evaluations fall on chunk boundaries, so that each evaluated state is a checkpoint
