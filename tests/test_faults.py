@@ -492,3 +492,16 @@ def test_the_best_evaluated_checkpoint_is_kept_and_restored(tmp_path, capsys):
     assert code == 0 and f"from {run_dir} (best checkpoint)" in out
     with pytest.raises(ValueError, match=r"checkpoint must be 'last', 'best' or an env step \(int\), got 'worst'"):
         runs.load_run(run_dir, checkpoint="worst")
+
+
+def test_read_meta_checks_the_record_against_its_own_crc(tmp_path):
+    (tmp_path / "meta").mkdir()
+    meta = {"iteration": 4, "eval_return": 1.5}
+    meta["meta_crc32"] = runs.meta_crc32(meta)
+    (tmp_path / "meta" / "metadata").write_text(json.dumps(meta))
+    assert runs.read_meta(tmp_path) == meta
+    (tmp_path / "meta" / "metadata").write_text(json.dumps({**meta, "eval_return": 2.5}))  # a flipped digit
+    with pytest.raises(runs.CheckpointError, match=r"is damaged \(its meta record does not match its CRC-32\): delete"):
+        runs.read_meta(tmp_path)
+    with pytest.raises(runs.CheckpointError, match=r"is damaged \(its meta record is not an eqxrl checkpoint's\): fix it"):
+        runs.read_meta(tmp_path, counter="generation", remedy="fix it")

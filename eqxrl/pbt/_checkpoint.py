@@ -14,7 +14,6 @@ Run directories of eqxrl before these checkpoints (`population.eqx`) resume no m
 """
 
 import contextlib
-import json
 import logging
 import os
 import pathlib
@@ -32,7 +31,7 @@ from jax.sharding import PartitionSpec as P
 
 from ..agents import agent_name
 from ..core import __version__, is_key, keys_as_data, one_line
-from ..runs import CheckpointError, crc32_of
+from ..runs import CheckpointError, crc32_of, meta_crc32, read_meta
 from ._population import Population
 
 __all__ = ["CHECKPOINTS", "KEEP", "CheckpointWriter", "checkpoint_generations", "load_checkpoint", "load_records", "save_checkpoint"]
@@ -137,12 +136,6 @@ class _Shard:
         self.data, self.index = data, index
 
 
-def _meta_crc(meta: Mapping[str, Any]) -> str:
-    """A CRC-32 of the meta record itself (every field but this one)."""
-    body = json.dumps({k: v for k, v in meta.items() if k != "meta_crc32"}, sort_keys=True)
-    return f"{zlib.crc32(body.encode()):08x}"
-
-
 def _stacked_records(pbt: Any, records: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
     template = _record_template(pbt, len(records))
     for g, r in enumerate(records):
@@ -230,7 +223,7 @@ class CheckpointWriter:
             "records": sorted(named),
             "records_crc32": crc32_of(stacked),
         }
-        meta["meta_crc32"] = _meta_crc(meta)
+        meta["meta_crc32"] = meta_crc32(meta)
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(arrays), records=ocp.args.StandardSave(stacked), meta=ocp.args.JsonSave(meta)
         )
@@ -276,15 +269,7 @@ def save_checkpoint(run_dir: Any, pbt: Any, total_steps: int, population: Popula
 
 
 def _read_meta(path: pathlib.Path) -> dict[str, Any]:
-    try:
-        meta = json.loads((path / "meta" / "metadata").read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path} is damaged ({one_line(e)[:200]}): {_remedy(path)}") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("generation"), int):
-        raise CheckpointError(f"{path} is damaged (its meta record is not an eqxrl PBT checkpoint's): {_remedy(path)}")
-    if meta.get("meta_crc32") != _meta_crc(meta):
-        raise CheckpointError(f"{path} is damaged (its meta record does not match its CRC-32): {_remedy(path)}")
-    return meta
+    return read_meta(path, counter="generation", remedy=_remedy(path))
 
 
 def _choose(run_dir: Any, generation: int | None) -> pathlib.Path:

@@ -28,6 +28,8 @@ from ._checkpoint import CheckpointWriter as CheckpointWriter
 from ._checkpoint import checkpoint_steps as checkpoint_steps
 from ._checkpoint import crc32_of as crc32_of
 from ._checkpoint import load_checkpoint as load_checkpoint
+from ._checkpoint import meta_crc32 as meta_crc32
+from ._checkpoint import read_meta as read_meta
 from ._checkpoint import run_record as run_record
 from ._saved import load as load
 from ._saved import save as save
@@ -76,6 +78,8 @@ __all__ = [
     "checkpoint_steps",
     "crc32_of",
     "load_checkpoint",
+    "meta_crc32",
+    "read_meta",
     "run_record",
     "load",
     "save",

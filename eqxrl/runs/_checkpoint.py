@@ -31,7 +31,7 @@ from ._config import config_mismatch, load_config, member_configs
 from ._files import CHECKPOINTS, CONFIG, PathLike
 from ._state import unflatten_state
 
-__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "eval_return_at", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
+__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
 
 DEFAULT_KEEP = 2
 """Checkpoints kept besides the best: the newest, and one before it in case the newest is damaged."""
@@ -114,7 +114,7 @@ class _Payload:
             "state_crc32": crc32_of(self.state),
             "metrics_crc32": crc32_of(self.metrics),
         }
-        self.meta["meta_crc32"] = _meta_crc(self.meta)
+        self.meta["meta_crc32"] = meta_crc32(self.meta)
 
 
 def _write(manager: Any, payload: _Payload) -> None:
@@ -240,22 +240,29 @@ def run_record(config: dict[str, Any]) -> dict[str, Any]:
     return {k: config.get(k) for k in ("env", "seed", "seeds")}
 
 
-def _meta_crc(meta: dict[str, Any]) -> str:
-    """A CRC-32 of the meta record itself (every field but this one), so that a flipped
-    bit in the JSON cannot pass for another value."""
+def meta_crc32(meta: dict[str, Any]) -> str:
+    """A CRC-32 of a checkpoint's meta record itself (every field but `meta_crc32`), so
+    that a flipped bit in the JSON cannot pass for another value."""
     body = json.dumps({k: v for k, v in meta.items() if k != "meta_crc32"}, sort_keys=True)
     return f"{zlib.crc32(body.encode()):08x}"
 
 
-def _read_meta(path: pathlib.Path) -> dict[str, Any]:
+def read_meta(path: pathlib.Path, counter: str = "iteration", remedy: str | None = None) -> dict[str, Any]:
+    """The JSON meta record of the checkpoint at `path` (single runs and PBT alike),
+    checked: it parses, holds the int `counter`, and matches its own CRC-32.
+
+    Raises `CheckpointError` naming `path` and `remedy` (default: delete it to resume
+    from the checkpoint before it) when it does not.
+    """
+    remedy = _remedy(path) if remedy is None else remedy
     try:
         meta = json.loads((path / "meta" / "metadata").read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path} is damaged ({one_line(e)}): {_remedy(path)}") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("iteration"), int):
-        raise CheckpointError(f"{path} is damaged (its meta record is not an eqxrl checkpoint's): {_remedy(path)}")
-    if meta.get("meta_crc32") != _meta_crc(meta):
-        raise CheckpointError(f"{path} is damaged (its meta record does not match its CRC-32): {_remedy(path)}")
+        raise CheckpointError(f"{path} is damaged ({one_line(e)[:200]}): {remedy}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get(counter), int):
+        raise CheckpointError(f"{path} is damaged (its meta record is not an eqxrl checkpoint's): {remedy}")
+    if meta.get("meta_crc32") != meta_crc32(meta):
+        raise CheckpointError(f"{path} is damaged (its meta record does not match its CRC-32): {remedy}")
     return meta
 
 
@@ -276,7 +283,7 @@ def checkpoint_steps(run_dir: PathLike) -> list[dict[str, Any]]:
             if not (p / "commit_success.txt").is_file() and not (p / "_CHECKPOINT_METADATA").is_file():
                 continue  # an unfinished write
             try:
-                meta = _read_meta(p)
+                meta = read_meta(p)
             except CheckpointError:
                 meta = {"iteration": None, "eval_return": None}
             out.append({"step": int(p.name), "iteration": meta["iteration"], "eval_return": meta.get("eval_return"), "path": p})
@@ -325,7 +332,7 @@ def load_checkpoint(
     if num_seeds is None:
         num_seeds = load_config(run_dir)["seeds"]
     path = _choose(run_dir, which)
-    meta = _read_meta(path)
+    meta = read_meta(path)
     mismatch = config_mismatch(meta.get("agent"), meta.get("members", []), agent, "the checkpoint")
     if mismatch is not None:
         raise ValueError(f"{path} does not match the agent: {mismatch}")
