@@ -505,3 +505,17 @@ def test_read_meta_checks_the_record_against_its_own_crc(tmp_path):
         runs.read_meta(tmp_path)
     with pytest.raises(runs.CheckpointError, match=r"is damaged \(its meta record is not an eqxrl checkpoint's\): fix it"):
         runs.read_meta(tmp_path, counter="generation", remedy="fix it")
+
+
+def test_a_stranded_pbt_directory_is_reused_and_a_started_one_is_not(tmp_path, capsys):
+    parser = cli.build_parser()
+    run_dir = tmp_path / "p"
+    (run_dir / "population" / "1.orbax-checkpoint-tmp-5").mkdir(parents=True)  # killed during its first write
+    (run_dir / "pbt.json").write_text("{}")
+    assert common_module.prepare_run_dir(parser, str(run_dir), "pbt") == run_dir and not any(run_dir.iterdir())
+    assert "reusing" in capsys.readouterr().out
+    (run_dir / "population" / "1").mkdir(parents=True)  # a finished generation: not to be thrown away
+    (run_dir / "pbt.json").write_text("{}")
+    with pytest.raises(SystemExit):
+        common_module.prepare_run_dir(parser, str(run_dir), "pbt")
+    assert (run_dir / "population" / "1").is_dir()

@@ -47,12 +47,15 @@ def prepare_run_dir(parser: argparse.ArgumentParser, run_dir: str | None, stem: 
 
 def stranded(path: pathlib.Path) -> bool:
     """Whether `path` holds only what a run killed before its first checkpoint leaves:
-    a `config.json` saying "running" (and perhaps TensorBoard events or a PBT's
-    `pbt.json`), with no checkpoint, state or metrics."""
+    a `config.json` saying "running" (and perhaps TensorBoard events), or a PBT's
+    `pbt.json`, with no finished checkpoint, state or metrics."""
     names = {p.name for p in path.iterdir()}
-    if not names & {CONFIG, "pbt.json"} or names - {CONFIG, "pbt.json", TENSORBOARD, CHECKPOINTS}:
+    if not names & {CONFIG, "pbt.json"} or names - {CONFIG, "pbt.json", TENSORBOARD, CHECKPOINTS, "population"}:
         return False
     if checkpoint_steps(path):
+        return False
+    population = path / "population"  # a PBT run's checkpoints, one directory per finished generation
+    if population.is_dir() and any(p.name.isdigit() for p in population.iterdir()):
         return False
     if CONFIG in names:
         try:
