@@ -382,6 +382,12 @@ def test_python_api_bounds(getkey):
         eqxrl.train(agent, getkey(), 10**13)
     with pytest.raises(ValueError, match=r"evaluate\(num_episodes\) must be at most 100,000 \(the episodes run in parallel\)"):
         eqxrl.evaluate(agent, agent.init(getkey()), getkey(), num_episodes=10**6)
+    with pytest.raises(ValueError, match=r"train\(eval_episodes\) must be at most 100,000 \(the episodes run in parallel\), got 1,000,000"):
+        eqxrl.train(agent, getkey(), 64, eval_every=32, eval_episodes=10**6)
+    with pytest.raises(ValueError, match=r"PPO\(n\) must be a positive int, got 0"):
+        eqxrl.loop.check_eval_episodes("PPO", "n", 0)
+    assert eqxrl.loop.check_eval_episodes("evaluate", "num_episodes", 3) == 3
+    assert eqxrl.loop.default_eval_steps(agent) == 500  # CartPole's time limit
     with pytest.raises(ValueError, match=r"DQN\(learning_rate\) must be a finite number > 0, got inf"):
         eqxrl.agents.DQN("CartPole-v1", learning_rate=float("inf"))
 
@@ -519,3 +525,11 @@ def test_a_stranded_pbt_directory_is_reused_and_a_started_one_is_not(tmp_path, c
     with pytest.raises(SystemExit):
         common_module.prepare_run_dir(parser, str(run_dir), "pbt")
     assert (run_dir / "population" / "1").is_dir()
+
+
+def test_remove_temporary_leaves_finished_checkpoints(tmp_path):
+    (tmp_path / "8.orbax-checkpoint-tmp-17").mkdir()
+    (tmp_path / "4").mkdir()
+    runs.remove_temporary(tmp_path)
+    runs.remove_temporary(tmp_path / "missing")  # nothing to do
+    assert [p.name for p in tmp_path.iterdir()] == ["4"]

@@ -19,13 +19,15 @@ from ._chunk import init_state as init_state
 from ._chunk import placeholder as placeholder
 from ._chunk import run_chunk as run_chunk
 from ._chunk import run_init as run_init
-from ._evaluate import MAX_EVAL_EPISODES as MAX_EVAL_EPISODES
+from ._evaluate import default_eval_steps as default_eval_steps
 from ._evaluate import episode_returns as episode_returns
 from ._evaluate import evaluate as evaluate
 from ._evaluate import rollout as rollout
 from ._evaluate import state_batch as state_batch
 from ._keys import EVAL_STREAM as EVAL_STREAM
+from ._keys import MAX_EVAL_EPISODES as MAX_EVAL_EPISODES
 from ._keys import MAX_TOTAL_STEPS as MAX_TOTAL_STEPS
+from ._keys import check_eval_episodes as check_eval_episodes
 from ._keys import as_keys as as_keys
 from ._keys import batch_and_keys as batch_and_keys
 from ._keys import eval_iterations_for as eval_iterations_for

@@ -35,7 +35,11 @@ def latest_value(checkpoint: Checkpoint, metric: str = "eval_return", window: in
     **Returns:** `(iteration, value)` with `iteration` 1-based (the latest row used),
     or None when no row has a value yet.
     """
-    values = _rows(checkpoint, metric, "latest_value")
+    return _latest(_rows(checkpoint, metric, "latest_value"), window)
+
+
+def _latest(values: np.ndarray, window: int) -> tuple[int, float] | None:
+    """`latest_value` of the `(members, iterations)` rows `values`."""
     rows = np.nonzero(np.isfinite(values).any(axis=0))[0]
     if rows.size == 0:
         return None
@@ -76,8 +80,7 @@ class StopAtReturn:
 
     def __call__(self, checkpoint: Checkpoint) -> bool:
         """**Returns:** True (stop) when the latest value reaches the threshold."""
-        _rows(checkpoint, self.metric, "StopAtReturn")
-        latest = latest_value(checkpoint, self.metric, self.window)
+        latest = _latest(_rows(checkpoint, self.metric, "StopAtReturn"), self.window)
         if latest is not None and latest[1] >= self.threshold:
             self.stopped_at = latest
             return True

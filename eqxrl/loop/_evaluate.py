@@ -12,12 +12,14 @@ from jaxtyping import Array, PyTree
 from ..agents import AbstractAgent, Batch
 from ..core import Key, check_positive_int, tree_mismatch
 from ..envs import AutoReset, VectorEnv
-from ._keys import as_keys
+from ._keys import as_keys, check_eval_episodes
 
-__all__ = ["MAX_EVAL_EPISODES", "episode_returns", "evaluate", "rollout", "state_batch"]
+__all__ = ["default_eval_steps", "episode_returns", "evaluate", "rollout", "state_batch"]
 
-MAX_EVAL_EPISODES = 100_000
-"""The most evaluation episodes per member (they run in parallel, one env each)."""
+
+def default_eval_steps(agent: AbstractAgent) -> int:
+    """Where an evaluation episode is cut by default: the eval env's time limit, or 10,000 steps."""
+    return agent.eval_env.max_episode_steps or 10_000
 
 
 def episode_returns(
@@ -109,14 +111,10 @@ def evaluate(
     key = as_keys(key)
     if key.ndim != 0:
         raise ValueError(f"evaluate(key) must be a single key of shape (), got shape {key.shape}")
-    check_positive_int("evaluate", "num_episodes", num_episodes)
-    if num_episodes > MAX_EVAL_EPISODES:
-        raise ValueError(
-            f"evaluate(num_episodes) must be at most {MAX_EVAL_EPISODES:,} (the episodes run in parallel), got {num_episodes:,}"
-        )
+    check_eval_episodes("evaluate", "num_episodes", num_episodes)
     batch = state_batch("evaluate", agent, state)
     if max_steps is None:
-        max_steps = batch.agent.eval_env.max_episode_steps or 10_000
+        max_steps = default_eval_steps(batch.agent)
     if batch.batched:
         key = jax.random.split(key, batch.size)
     return _evaluate(batch, state, key, num_episodes, bool(deterministic), int(max_steps))

@@ -8,11 +8,15 @@ import numpy as np
 from jaxtyping import Array
 
 from ..agents import Batch
+from ..core import check_positive_int
 
-__all__ = ["EVAL_STREAM", "MAX_TOTAL_STEPS", "as_keys", "batch_and_keys", "eval_iterations_for", "eval_key_at", "num_iterations_for"]
+__all__ = ["EVAL_STREAM", "MAX_EVAL_EPISODES", "MAX_TOTAL_STEPS", "as_keys", "check_eval_episodes", "batch_and_keys", "eval_iterations_for", "eval_key_at", "num_iterations_for"]
 
 MAX_TOTAL_STEPS = 2**31 - 1
 """The largest env-step budget per member: env steps and iterations are counted in int32."""
+
+MAX_EVAL_EPISODES = 100_000
+"""The most evaluation episodes per member (they run in parallel, one env each)."""
 
 
 def as_keys(key: Any, name: str = "key") -> Array:
@@ -101,11 +105,21 @@ def eval_key_at(key: Any, iteration: Any) -> Array:
     return one(key) if key.ndim == 0 else jax.vmap(one)(key)
 
 
+def check_eval_episodes(owner: str, name: str, value: Any) -> int:
+    """`value` as evaluation episodes per member: a positive int of at most
+    `MAX_EVAL_EPISODES`; a `ValueError` naming `owner(name)` otherwise."""
+    check_positive_int(owner, name, value)
+    if value > MAX_EVAL_EPISODES:
+        raise ValueError(f"{owner}({name}) must be at most {MAX_EVAL_EPISODES:,} (the episodes run in parallel), got {value:,}")
+    return int(value)
+
+
 def eval_iterations_for(owner: str, agent: Any, total_steps: int, eval_every: Any, eval_episodes: Any) -> int:
     """`eval_every` env steps (per member) as whole iterations, 0 for `None` (no evaluation).
 
     Raises a `ValueError` naming `owner` when `eval_every` is not an int between one
-    iteration's env steps and `total_steps`, or `eval_episodes` is not a positive int.
+    iteration's env steps and `total_steps`, or `eval_episodes` is not a positive int of
+    at most `MAX_EVAL_EPISODES`.
     """
     if eval_every is None:
         return 0
@@ -119,6 +133,5 @@ def eval_iterations_for(owner: str, agent: Any, total_steps: int, eval_every: An
         raise ValueError(
             f"{owner}(eval_every={eval_every}) must be at most total_steps={total_steps} (no evaluation would run)"
         )
-    if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, (int, np.integer)) or eval_episodes < 1:
-        raise ValueError(f"{owner}(eval_episodes) must be a positive int, got {eval_episodes!r}")
+    check_eval_episodes(owner, "eval_episodes", eval_episodes)
     return int(eval_every) // per_iteration

@@ -13,6 +13,7 @@ from jaxtyping import Array, PyTree
 
 from ..agents import Batch
 from ._chunk import Chunk, chunk, init_state
+from ._evaluate import default_eval_steps
 from ._keys import batch_and_keys, eval_iterations_for, num_iterations_for
 
 __all__ = ["TrainFunction", "make_train"]
@@ -43,7 +44,7 @@ class TrainFunction(eqx.Module):
         """The `Chunk` of `length` iterations from iteration `start` (iterations past the
         budget are skipped; `guard`: the non-finite guard of `train(nan_guard=True)`)."""
         batch, keys = batch_and_keys(self.agent, key)
-        max_steps = batch.agent.eval_env.max_episode_steps or 10_000
+        max_steps = default_eval_steps(batch.agent)
         # A concrete start as a NumPy scalar: `jnp.asarray` would dispatch a conversion
         # per chunk (measurable with 1-iteration chunks).
         index = lambda x: np.asarray(x, np.int32) if isinstance(x, (int, np.integer)) else jnp.asarray(x, jnp.int32)  # noqa: E731

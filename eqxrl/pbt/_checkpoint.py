@@ -17,7 +17,6 @@ import contextlib
 import logging
 import os
 import pathlib
-import shutil
 import warnings
 import zlib
 from collections.abc import Mapping, Sequence
@@ -31,7 +30,7 @@ from jax.sharding import PartitionSpec as P
 
 from ..agents import agent_name
 from ..core import __version__, is_key, keys_as_data, one_line
-from ..runs import CheckpointError, crc32_of, meta_crc32, read_meta
+from ..runs import CheckpointError, crc32_of, meta_crc32, read_meta, remove_temporary
 from ._population import Population
 
 __all__ = ["CHECKPOINTS", "KEEP", "CheckpointWriter", "checkpoint_generations", "load_checkpoint", "load_records", "save_checkpoint"]
@@ -157,14 +156,6 @@ def _write_error(path: pathlib.Path, error: BaseException, previous: int | None)
     )
 
 
-def _remove_temporary(directory: pathlib.Path) -> None:
-    """Remove what a failed write left: orbax's temporary directories."""
-    if jax.process_index() == 0 and directory.is_dir():
-        for p in directory.iterdir():
-            if ".orbax-checkpoint-tmp" in p.name:
-                shutil.rmtree(p, ignore_errors=True)
-
-
 def _save(manager: Any, generation: int, args: Any) -> None:
     """Start orbax's write of one generation (returns once the arrays are copied to the host)."""
     manager.save(generation, args=args, force=True)
@@ -198,7 +189,7 @@ class CheckpointWriter:
         try:
             self.manager.wait_until_finished()
         except BaseException as e:
-            _remove_temporary(self.directory)
+            remove_temporary(self.directory)
             raise _write_error(self.directory / str(generation), e, self.last_written) from None
         self.last_written = generation
 
@@ -232,7 +223,7 @@ class CheckpointWriter:
         except BaseException as e:
             with contextlib.suppress(BaseException):
                 self.manager.wait_until_finished()
-            _remove_temporary(self.directory)
+            remove_temporary(self.directory)
             raise _write_error(self.directory / str(generation), e, self.last_written) from None
         self._pending = generation
 

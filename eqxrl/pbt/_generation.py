@@ -10,7 +10,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from ..agents import AbstractAgent, Batch, Stacked
 from ..core import Key, get_path, is_key
-from ..loop import EVAL_STREAM, Chunk, chunk, episode_returns, init_state
+from ..loop import EVAL_STREAM, Chunk, chunk, default_eval_steps, episode_returns, init_state
 from ._population import Population
 
 __all__ = ["EvaluationReturn", "exploit_and_explore", "generation", "init_population", "refresh_keys", "run_generation", "run_init_population"]
@@ -25,7 +25,7 @@ class EvaluationReturn(eqx.Module):
     max_steps: int | None = eqx.field(static=True, default=None)
 
     def __call__(self, agent: AbstractAgent, state: PyTree, key: Key) -> Float[Array, ""]:
-        max_steps = self.max_steps or agent.eval_env.max_episode_steps or 10_000
+        max_steps = self.max_steps or default_eval_steps(agent)
         returns = episode_returns(agent, state, key, self.num_episodes, self.deterministic, max_steps)
         return jnp.mean(returns)
 
@@ -111,7 +111,7 @@ def generation(config: tuple, agent: Stacked, state: PyTree, key: Key, generatio
     every = pbt.eval_iterations
     # In-training evaluation keys: a stream of PBT's key that no training draw uses.
     eval_keys = jax.random.split(jax.random.fold_in(key, EVAL_STREAM), size) if every else None
-    max_steps = pbt.max_eval_steps or agent.agent.eval_env.max_episode_steps or 10_000
+    max_steps = pbt.max_eval_steps or default_eval_steps(agent.agent)
     chunk_config = Chunk(
         Batch.of(agent), start, jnp.asarray(total_iterations, jnp.int32), iterations,
         eval_every=every, eval_episodes=pbt.eval_episodes, eval_max_steps=max_steps, eval_keys=eval_keys,

@@ -30,6 +30,7 @@ from ._checkpoint import crc32_of as crc32_of
 from ._checkpoint import load_checkpoint as load_checkpoint
 from ._checkpoint import meta_crc32 as meta_crc32
 from ._checkpoint import read_meta as read_meta
+from ._checkpoint import remove_temporary as remove_temporary
 from ._checkpoint import run_record as run_record
 from ._saved import load as load
 from ._saved import save as save
@@ -80,6 +81,7 @@ __all__ = [
     "load_checkpoint",
     "meta_crc32",
     "read_meta",
+    "remove_temporary",
     "run_record",
     "load",
     "save",

@@ -31,7 +31,7 @@ from ._config import config_mismatch, load_config, member_configs
 from ._files import CHECKPOINTS, CONFIG, PathLike
 from ._state import unflatten_state
 
-__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
+__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "remove_temporary", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
 
 DEFAULT_KEEP = 2
 """Checkpoints kept besides the best: the newest, and one before it in case the newest is damaged."""
@@ -129,9 +129,10 @@ def _write(manager: Any, payload: _Payload) -> None:
     manager.wait_until_finished()
 
 
-def _remove_temporary(directory: pathlib.Path) -> None:
-    """Remove what a failed write left: orbax's temporary directories."""
-    if directory.is_dir():
+def remove_temporary(directory: pathlib.Path) -> None:
+    """Remove what a failed orbax write left in `directory`: its temporary directories
+    (`<step>.orbax-checkpoint-tmp-*`), by process 0 of a multi-host run."""
+    if jax.process_index() == 0 and directory.is_dir():
         for p in directory.iterdir():
             if ".orbax-checkpoint-tmp" in p.name:
                 shutil.rmtree(p, ignore_errors=True)
@@ -184,7 +185,7 @@ class CheckpointWriter:
         try:
             future.result()
         except BaseException as e:
-            _remove_temporary(self.directory)
+            remove_temporary(self.directory)
             raise _write_error(self.directory, step, e, self.last_written) from None
         self.last_written = step
         self.written += 1

@@ -70,18 +70,17 @@ def load_state(run_dir: PathLike, agent: Any, num_seeds: int | None = None) -> P
     return deserialise_state(path, path, agent, num_seeds)
 
 
-def deserialise_state(source: Any, path: Any, agent: Any, num_seeds: int) -> PyTree:
-    """Read a state written by `save_state` (from a path or a file object `source`) for
-    `agent` and `num_seeds`; a `ValueError` naming `path` when it does not match."""
+def _key_data_template(agent: Any, num_seeds: int) -> tuple[Batch, PyTree, PyTree]:
+    """The batch, the state's template, and the template with PRNG keys as their key data
+    (what `save_state` and `state_arrays` write)."""
     batch = _batch(agent, num_seeds)
     template = batch.template_state()
-    like = jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
-    name = batch.name
-    try:
-        data = eqx.tree_deserialise_leaves(source, like)
-    except (RuntimeError, ValueError, OSError, EOFError) as e:
-        cause = "" if e.__cause__ is None or one_line(e.__cause__) in one_line(e) else f": {one_line(e.__cause__)}"
-        raise ValueError(f"{path} does not match {name} with {num_seeds} seed(s): {one_line(e)}{cause}") from None
+    return batch, template, jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
+
+
+def _wrap_keys(path: Any, template: PyTree, data: PyTree) -> PyTree:
+    """`data` with the key data at the template's PRNG-key leaves wrapped as keys; a
+    `ValueError` naming `path` when a key's type is not the agent's."""
 
     def unwrap(t: Any, x: Any) -> Any:
         if not is_key(t):
@@ -94,12 +93,22 @@ def deserialise_state(source: Any, path: Any, agent: Any, num_seeds: int) -> PyT
     return jax.tree.map(unwrap, template, data)
 
 
+def deserialise_state(source: Any, path: Any, agent: Any, num_seeds: int) -> PyTree:
+    """Read a state written by `save_state` (from a path or a file object `source`) for
+    `agent` and `num_seeds`; a `ValueError` naming `path` when it does not match."""
+    batch, template, like = _key_data_template(agent, num_seeds)
+    try:
+        data = eqx.tree_deserialise_leaves(source, like)
+    except (RuntimeError, ValueError, OSError, EOFError) as e:
+        cause = "" if e.__cause__ is None or one_line(e.__cause__) in one_line(e) else f": {one_line(e.__cause__)}"
+        raise ValueError(f"{path} does not match {batch.name} with {num_seeds} seed(s): {one_line(e)}{cause}") from None
+    return _wrap_keys(path, template, data)
+
+
 def unflatten_state(leaves: list[Any], path: Any, agent: Any, num_seeds: int) -> PyTree:
     """The state of `agent` (and `num_seeds`) from its array leaves in `jax.tree.leaves`
     order, PRNG keys given as key data; a `ValueError` naming `path` when they do not fit."""
-    batch = _batch(agent, num_seeds)
-    template = batch.template_state()
-    like = jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
+    batch, template, like = _key_data_template(agent, num_seeds)
     flat, treedef = jax.tree.flatten(like)
     slots = [i for i, x in enumerate(flat) if hasattr(x, "shape")]  # array leaves (the rest is static)
     if len(slots) != len(leaves):
@@ -112,7 +121,4 @@ def unflatten_state(leaves: list[Any], path: Any, agent: Any, num_seeds: int) ->
                 f"{got.dtype}{list(got.shape)} where {want.dtype}{list(want.shape)} was expected"
             )
         flat[i] = jax.numpy.asarray(got)
-    data = jax.tree.unflatten(treedef, flat)
-
-    # The key data takes the template's key implementation (its dtype was checked above).
-    return jax.tree.map(lambda t, x: jax.random.wrap_key_data(x, impl=t.dtype._impl) if is_key(t) else x, template, data)
+    return _wrap_keys(path, template, jax.tree.unflatten(treedef, flat))
