@@ -42,13 +42,23 @@ CONFIGS = {
         learning_rate=1e-3, discounting=0.99, reward_scaling=1.0, tau=0.005, min_replay_size=1024,
         max_replay_size=100_000, normalize_observations=True, hidden=(256, 256), activation="relu",
     ),
+    # brax's published SAC settings for ant (brax training colab), at GPU scale: `gpu_scale.py`
+    "ant": dict(
+        env="ant", episode_length=1000, num_envs=128, grad_updates_per_step=64, batch_size=512,
+        learning_rate=3e-4, discounting=0.97, reward_scaling=10.0, tau=0.005, min_replay_size=8192,
+        max_replay_size=1_048_576, normalize_observations=True, hidden=(256, 256), activation="relu",
+    ),
 }
+
+# Pairs whose peer is brax's own SAC trainer.
+BRAX_PAIRS = ("brax", "ant")
 
 PAIR_NAMES = {
     "sac": ("SAC", "Pendulum-v1", "rejax"),
     "td3": ("TD3", "Pendulum-v1", "rejax"),
     "dqn": ("DQN", "CartPole-v1", "rejax"),
     "brax": ("SAC", "brax/inverted_pendulum", "brax"),
+    "ant": ("SAC", "brax/ant", "brax"),
 }
 
 # Env-step budgets per run: (default, --quick). rejax's configs train SAC and
@@ -58,6 +68,7 @@ BUDGETS = {
     "td3": (10_000, 2_000),
     "dqn": (100_000, 10_000),
     "brax": (32_768, 4_096),
+    "ant": (131_072, 16_384),
 }
 
 
@@ -107,7 +118,7 @@ def make_eqxrl(pair: str, brax_backend: str = "generalized"):
             exploration_fraction=c["exploration_fraction"], max_grad_norm=c["max_grad_norm"],
             normalize_observations=c["normalize_observations"],
         )
-    if pair == "brax":
+    if pair in BRAX_PAIRS:
         env = eqxrl.envs.make("brax/" + c["env"], backend=brax_backend, episode_length=c["episode_length"])
         return SAC(
             env, num_envs=c["num_envs"], rollout_length=1,
@@ -123,13 +134,13 @@ def make_eqxrl(pair: str, brax_backend: str = "generalized"):
 
 def peer(pair: str) -> str:
     """The peer's trainer, for the record."""
-    return "`brax.training.agents.sac.train`" if pair == "brax" else f"`rejax.{PAIR_NAMES[pair][0]}`"
+    return "`brax.training.agents.sac.train`" if pair in BRAX_PAIRS else f"`rejax.{PAIR_NAMES[pair][0]}`"
 
 
 def config_line(pair: str, steps: int, brax_backend: str) -> str:
     c = dict(CONFIGS[pair])
     env = c.pop("env")
-    if pair == "brax":
+    if pair in BRAX_PAIRS:
         env = f"brax {env}, backend {brax_backend!r}"
     fields = ", ".join(f"{k}={v}" for k, v in c.items())
     return f"- **{pair}** ({PAIR_NAMES[pair][0]}, {env}; eqxrl vs {peer(pair)}; {steps:,} env steps per run): {fields}"
@@ -149,7 +160,7 @@ def check_same_networks(pairs, brax_backend: str) -> dict[str, str]:
     for pair in pairs:
         agent = make_eqxrl(pair, brax_backend)
         counts = _eqxrl_counts(agent, pair)
-        if pair == "brax":
+        if pair in BRAX_PAIRS:
             from peers import brax_sac
 
             peer_counts = brax_sac.param_counts(CONFIGS[pair], agent.obs_size, agent.action_size)

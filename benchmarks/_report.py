@@ -54,6 +54,8 @@ def versions(*extra: str) -> str:
 def git_rev() -> str:
     """``"commit abc1234"``, noting uncommitted changes under ``eqxrl/``."""
     root = BENCHMARKS.parent
+    if os.environ.get("EQXRL_BENCH_REV"):  # a copy without .git (a lent GPU machine): the caller says
+        return f"commit {os.environ['EQXRL_BENCH_REV']}"
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "eqxrl"], cwd=root, capture_output=True, text=True)
@@ -153,7 +155,7 @@ class Report:
             "",
             f"- date: {datetime.date.today().isoformat()}",
             f"- versions: {versions(*packages)}; eqxrl at {git_rev()}",
-            f"- machine: {jax.default_backend()} backend, nproc = {nproc()} ({cpu_model()}); shared machine, "
+            f"- machine: {jax.default_backend()} backend ({jax.devices()[0].device_kind}), nproc = {nproc()} ({cpu_model()}); shared machine, "
             f"timings are noisy (1/5/15-min load average at start {self.load_start}, at end {load_average()})",
             f"- command: `{self.command}`",
             f"- wall time of the whole benchmark: {duration(self.elapsed)}{wall}",

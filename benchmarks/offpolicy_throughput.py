@@ -139,7 +139,7 @@ def time_eqxrl(pair: str, total_steps: int, seed: int, brax_backend: str) -> dic
 def run_one(lib: str, pair: str, steps: int, seed: int, brax_backend: str) -> dict:
     if lib == "eqxrl":
         return time_eqxrl(pair, steps, seed, brax_backend)
-    if pair == "brax":
+    if pair in pairs_.BRAX_PAIRS:
         from peers import brax_sac
 
         return brax_sac.time_train(CONFIGS[pair], steps, seed, brax_backend, EVAL_EPISODES)
@@ -150,7 +150,7 @@ def run_one(lib: str, pair: str, steps: int, seed: int, brax_backend: str) -> di
 
 def main(argv=None) -> None:
     p = parser(__doc__, "offpolicy_throughput", runs=3, quick="smoke test: 1 run, small step budgets")
-    p.add_argument("--pairs", default="sac,td3,dqn,brax", help="comma-separated subset of sac,td3,dqn,brax")
+    p.add_argument("--pairs", default="sac,td3,dqn,brax", help="comma-separated subset of sac,td3,dqn,brax (and ant: brax/ant at GPU scale, see gpu_scale.py)")
     p.add_argument("--brax-backend", default="generalized", help="brax physics backend for both sides")
     p.add_argument(
         "--breakdown", action="store_true",
@@ -171,8 +171,8 @@ def main(argv=None) -> None:
         steps = getattr(a, f"{pair}_steps") or BUDGETS[pair][1 if a.quick else 0]
         unit = pairs_.iteration_steps(pair)
         steps = steps // unit * unit
-        if pair == "brax":
-            steps = max(steps, CONFIGS["brax"]["min_replay_size"] + unit)
+        if pair in pairs_.BRAX_PAIRS:
+            steps = max(steps, CONFIGS[pair]["min_replay_size"] + unit)
         budgets[pair] = steps
 
     nets = pairs_.check_same_networks(pairs, a.brax_backend)

@@ -72,6 +72,14 @@ HYPERS = dict(
 SHAPE = dict(num_envs=4, num_epochs=4, num_minibatches=4)  # and 128 steps per rollout
 
 
+def set_shape(num_envs: int, num_minibatches: int) -> None:
+    """Another rollout shape for both libraries (``--num-envs``, ``--num-minibatches``; ``gpu_scale.py``
+    runs 2048 envs): every function here reads `SHAPE` and `ROLLOUT` when it runs."""
+    global ROLLOUT
+    SHAPE.update(num_envs=num_envs, num_minibatches=num_minibatches)
+    ROLLOUT = num_envs * 128
+
+
 def make_eqxrl() -> PPO:
     return PPO(
         eqxrl.envs.make(ENV_ID), rollout_length=128, hidden_sizes=(64, 64), activation="tanh", grad_clip="value",
@@ -179,7 +187,12 @@ def main(argv=None) -> None:
         help="passed to eqxrl.train(chunk_iterations=...); default: eqxrl's own (about 50 chunks per run)",
     )  # fmt: skip
     p.add_argument("--no-returns", action="store_true", help="skip the final-return comparison")
+    p.add_argument("--num-envs", type=int, default=4, help="envs per seed on both sides (PureJaxRL's config: 4)")
+    p.add_argument("--num-minibatches", type=int, default=4, help="minibatches per epoch on both sides")
     a = p.parse_args(argv)
+    if a.num_envs < 1 or a.num_minibatches < 1 or (a.num_envs * 128) % a.num_minibatches:
+        p.error("--num-envs and --num-minibatches must be >= 1, with num_envs * 128 divisible by num_minibatches")
+    set_shape(a.num_envs, a.num_minibatches)
     report = Report(__file__, argv)
     if a.quick:
         a.runs, a.steps, a.seeds, a.seed_steps = 1, 2**14, 4, 2**12
@@ -224,7 +237,7 @@ def main(argv=None) -> None:
 def render(report, a, settings, results, returns, net) -> str:
     lines = report.header("PPO on gymnax CartPole-v1: eqxrl vs rejax", packages=("rejax", "flax"))
     lines += [
-        f"- config: 4 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 constant, per-element grad clip 0.5, "
+        f"- config: {SHAPE['num_envs']} envs x 128 steps, 4 epochs x {SHAPE['num_minibatches']} minibatches, lr 2.5e-4 constant, per-element grad clip 0.5, "
         f"gamma 0.99, GAE 0.95, clip 0.2, ent 0.01, vf 0.5; networks: {net}; "
         "eqxrl `PPO(grad_clip=\"value\", anneal_lr=False)`; rejax periodic evaluation disabled "
         "(`eval_freq=total_timesteps`, `skip_initial_evaluation=True`, no-op `eval_callback`)",
