@@ -7,6 +7,7 @@ see `_chunk.py`); PBT traces the same `chunk` into its generation program.
 from ._callbacks import EvalLogger as EvalLogger
 from ._callbacks import StopAtReturn as StopAtReturn
 from ._callbacks import latest_value as latest_value
+from ._chunk import MEMBER_AXIS as MEMBER_AXIS
 from ._chunk import REQUIRED_METRICS as REQUIRED_METRICS
 from ._chunk import Chunk as Chunk
 from ._chunk import FlatChunk as FlatChunk
@@ -16,9 +17,11 @@ from ._chunk import compile_chunk as compile_chunk
 from ._chunk import compile_train as compile_train
 from ._chunk import guarded_leaves as guarded_leaves
 from ._chunk import init_state as init_state
+from ._chunk import member_sharding as member_sharding
 from ._chunk import placeholder as placeholder
 from ._chunk import run_chunk as run_chunk
 from ._chunk import run_init as run_init
+from ._chunk import shard_state as shard_state
 from ._evaluate import default_eval_steps as default_eval_steps
 from ._evaluate import episode_returns as episode_returns
 from ._evaluate import evaluate as evaluate

@@ -14,6 +14,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Int, PyTree
 
 from ..agents import Batch, Clock
@@ -21,7 +23,7 @@ from ..components import BufferState
 from ._evaluate import episode_returns
 from ._keys import eval_key_at
 
-__all__ = ["REQUIRED_METRICS", "Chunk", "FlatChunk", "check_metrics", "chunk", "compile_train", "guarded_leaves", "init_state", "placeholder", "run_chunk", "run_init"]
+__all__ = ["MEMBER_AXIS", "REQUIRED_METRICS", "Chunk", "FlatChunk", "check_metrics", "chunk", "compile_train", "guarded_leaves", "init_state", "member_sharding", "placeholder", "run_chunk", "run_init", "shard_state"]
 
 
 class Chunk(eqx.Module):
@@ -36,6 +38,8 @@ class Chunk(eqx.Module):
       `train(eval_every=)`), each of `eval_episodes` episodes cut at `eval_max_steps`
       steps, keyed by `eval_key_at(eval_keys, iteration)` (`eval_keys`: the run's key,
       or one per member).
+    - `sharding`: the member axis's sharding over devices (`member_sharding`), or None
+      (one device); the state keeps it through every iteration.
     """
 
     batch: Batch
@@ -47,6 +51,70 @@ class Chunk(eqx.Module):
     eval_episodes: int = eqx.field(static=True, default=10)
     eval_max_steps: int = eqx.field(static=True, default=10_000)
     eval_keys: Any = None
+    sharding: Any = eqx.field(static=True, default=None)
+
+
+MEMBER_AXIS = "members"
+"""The mesh axis name of `member_sharding` (seeds or sweep members)."""
+
+
+def member_sharding(batch: Batch, shard: Any = None, owner: str = "train") -> NamedSharding | None:
+    """The sharding of a batch's member axis over all devices (`jax.devices()`), as PBT
+    shards its population.
+
+    - `shard=None` (automatic): shard a batch of seeds or a sweep whose size is a
+      multiple of the device count, when there is more than one device.
+    - `shard=True`: require it (a `ValueError` if the size is not a multiple).
+    - `shard=False`, one device, or an unbatched run: None (one device).
+    """
+    if shard is not None and not isinstance(shard, (bool, np.bool_)):
+        raise ValueError(f"{owner}(shard) must be None (automatic), True or False, got {shard!r}")
+    devices = jax.devices()
+    if shard is False or len(devices) == 1 or not batch.batched:
+        return None
+    if batch.size % len(devices):
+        if shard:
+            raise ValueError(
+                f"{owner}(shard=True): the {batch.size} seeds/members must be a multiple of the {len(devices)} "
+                "devices to shard them (or pass shard=None to run on one device when they are not)"
+            )
+        return None
+    return NamedSharding(Mesh(np.array(devices), (MEMBER_AXIS,)), P(MEMBER_AXIS))
+
+
+def _replicated(sharding: NamedSharding) -> NamedSharding:
+    return NamedSharding(sharding.mesh, P())
+
+
+def shard_state(state: PyTree, sharding: NamedSharding | None) -> PyTree:
+    """`state` (every array leaf member-leading) placed with `sharding` (None: as it is)."""
+    if sharding is None:
+        return state
+    return jax.tree.map(lambda x: jax.device_put(x, sharding if x.ndim else _replicated(sharding)) if eqx.is_array(x) else x, state)
+
+
+def _shard_config(config: "Chunk") -> "Chunk":
+    """The chunk configuration's arrays placed for `config.sharding`: a sweep's stacked
+    hyperparameters and per-member evaluation keys along the member axis, the rest
+    replicated."""
+    sharding = config.sharding
+    if sharding is None:
+        return config
+    rep = _replicated(sharding)
+    put = lambda tree, members: jax.tree.map(  # noqa: E731
+        lambda x: jax.device_put(x, sharding if members and x.ndim else rep) if eqx.is_array(x) else x, tree
+    )
+    batch = eqx.tree_at(lambda b: b.agent, config.batch, put(config.batch.agent, config.batch.stacked))
+    keys = config.eval_keys
+    return eqx.tree_at(
+        lambda c: (c.batch, c.eval_keys), config, (batch, put(keys, True)), is_leaf=lambda x: x is None
+    )
+
+
+def _constrain(state: PyTree, sharding: NamedSharding | None) -> PyTree:
+    if sharding is None:
+        return state
+    return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, sharding) if eqx.is_array(x) and x.ndim else x, state)
 
 
 def _is_buffer(x: Any) -> bool:
@@ -118,6 +186,7 @@ def chunk(config: Chunk, state: PyTree) -> tuple[PyTree, dict[str, Array]]:
 
     def body(carry, i):
         state, stopped = carry
+        state = _constrain(state, config.sharding)  # members stay on their devices
         clock = Clock(jnp.asarray(config.start) + i, jnp.asarray(config.num_iterations))
         # A nested jit: `eval_shape` traces it once and `cond` reuses that trace
         # (tracing a whole iteration twice was a third of the compile time).
@@ -149,7 +218,7 @@ def chunk(config: Chunk, state: PyTree) -> tuple[PyTree, dict[str, Array]]:
                 state,
             )
             metrics = dict(metrics, eval_return=returns)
-        return (state, stopped), metrics
+        return (_constrain(state, config.sharding), stopped), metrics
 
     steps = jnp.arange(config.length, dtype=jnp.int32)
     (state, _), metrics = jax.lax.scan(body, (state, jnp.asarray(False)), steps)
@@ -250,6 +319,8 @@ class FlatChunk:
     """
 
     def __init__(self, config: Chunk, state: PyTree, fn: Callable | None = None):
+        config = _shard_config(config)
+        self.sharding = config.sharding
         config_leaves, config_def = jax.tree.flatten(config)
         paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(config)[0]]
         dynamic = [i for i, leaf in enumerate(config_leaves) if eqx.is_array(leaf)]
@@ -274,7 +345,13 @@ class FlatChunk:
         return leaves
 
     def lower(self, state_leaves: list, start: int = 0) -> Any:
-        """The chunk lowered for these leaves (`.compile()` puts it in JAX's cache)."""
+        """The chunk lowered for these leaves (`.compile()` puts it in JAX's cache); with a
+        member sharding, for the leaves placed that way."""
+        if self.sharding is not None:
+            rep = _replicated(self.sharding)
+            state_leaves = [
+                jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.sharding if x.ndim else rep) for x in state_leaves
+            ]
         return _flat_chunk.lower(self.static, self._config(start), state_leaves)
 
     def __call__(self, start: int, state_leaves: list) -> tuple[list, dict[str, Array]]:

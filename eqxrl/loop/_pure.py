@@ -40,9 +40,10 @@ class TrainFunction(eqx.Module):
         """**Returns:** the initial training state (a stack splits a single key per member)."""
         return init_state(*batch_and_keys(self.agent, key))
 
-    def chunk_config(self, key: Array, start: Any, length: int, guard: bool = False) -> Chunk:
+    def chunk_config(self, key: Array, start: Any, length: int, guard: bool = False, sharding: Any = None) -> Chunk:
         """The `Chunk` of `length` iterations from iteration `start` (iterations past the
-        budget are skipped; `guard`: the non-finite guard of `train(nan_guard=True)`)."""
+        budget are skipped; `guard`: the non-finite guard of `train(nan_guard=True)`;
+        `sharding`: the member axis's, see `eqxrl.loop.member_sharding`)."""
         batch, keys = batch_and_keys(self.agent, key)
         max_steps = default_eval_steps(batch.agent)
         # A concrete start as a NumPy scalar: `jnp.asarray` would dispatch a conversion
@@ -50,7 +51,7 @@ class TrainFunction(eqx.Module):
         index = lambda x: np.asarray(x, np.int32) if isinstance(x, (int, np.integer)) else jnp.asarray(x, jnp.int32)  # noqa: E731
         return Chunk(
             batch, index(start), index(self.num_iterations), length, guard,
-            self.eval_every, self.eval_episodes, max_steps, keys if self.eval_every else None,
+            self.eval_every, self.eval_episodes, max_steps, keys if self.eval_every else None, sharding,
         )  # fmt: skip
 
     def run(self, state: PyTree, key: Array, start: Any, length: int) -> tuple[PyTree, dict[str, Array]]:

@@ -13,7 +13,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..core import Key, check_positive_int, nanmean
-from ._chunk import compile_chunk, compile_train, run_chunk, run_init
+from ._chunk import compile_chunk, compile_train, member_sharding, run_chunk, run_init, shard_state
 from ._keys import as_keys, batch_and_keys, eval_iterations_for, num_iterations_for
 from ._pure import TrainFunction
 from ._progress import Progress
@@ -58,6 +58,7 @@ def train(
     resume: Any = None,
     eval_every: Any = None,
     eval_episodes: Any = 10,
+    shard: Any = None,
 ) -> tuple[PyTree, dict[str, np.ndarray]] | tuple[PyTree, dict[str, np.ndarray], TrainInfo]:
     """Train an agent, a batch of seeds, or a stacked sweep.
 
@@ -93,6 +94,11 @@ def train(
       iteration, `eval_episodes` episodes of `agent.eval_env` (as `eqxrl.evaluate`,
       with the key `eqxrl.loop.eval_key_at(key, iteration)`), their mean logged as the
       metric `eval_return` (NaN on the other rows). Training is unchanged by it.
+    - `shard`: spread a batch of seeds or a sweep over all devices (`jax.devices()`),
+      members split along a one-axis mesh as PBT splits its population. None
+      (default): whenever there is more than one device and the batch size is a
+      multiple of their count; True: require it; False: one device. The numbers are
+      those of a one-device run (members never interact). One run is not split.
 
     **Returns:** `(state, metrics)` (and `info`): the final training state and a
     dict of per-iteration NumPy arrays (`env_steps`, `episode_return`, losses,
@@ -115,15 +121,17 @@ def train(
     starts = list(range(done_before, num_iterations, length))
 
     guard = bool(nan_guard)
-    config = lambda start: pure.chunk_config(key, start, length, guard)  # noqa: E731
+    sharding = member_sharding(batch, shard)
+    config = lambda start: pure.chunk_config(key, start, length, guard, sharding)  # noqa: E731
     t0 = time.perf_counter()
     if resume is None:
         program = compile_train(batch, key, config(0), run_chunk)
         compile_seconds = time.perf_counter() - t0
-        state = run_init(batch, key)
+        state = shard_state(run_init(batch, key), sharding)
         before: dict[str, np.ndarray] = {}
     else:
         state = jax.tree.map(lambda x: jnp.asarray(x).copy() if eqx.is_array(x) else x, resume.state)  # (donated below)
+        state = shard_state(state, sharding)
         program = compile_chunk(config(starts[0] if starts else done_before), state, run_chunk)
         compile_seconds = time.perf_counter() - t0
         before = dict(resume.metrics)

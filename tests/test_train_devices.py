@@ -1,0 +1,42 @@
+"""`eqxrl.train` across devices: seeds and sweeps sharded over 4 forced CPU devices give
+the one-device numbers (`train_devices_worker.py`, in a subprocess: the device count must
+be set before jax is imported)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import pytest
+
+import eqxrl
+from eqxrl.agents import PPO
+from eqxrl.loop import member_sharding
+
+WORKER = pathlib.Path(__file__).with_name("train_devices_worker.py")
+
+
+@pytest.mark.slow
+def test_sharded_seeds_and_sweeps_match_one_device():
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PYTHONPATH"] = os.pathsep.join([str(WORKER.parent.parent), *filter(None, [env.get("PYTHONPATH")])])
+    out = subprocess.run([sys.executable, str(WORKER)], env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), (out.stdout + out.stderr)[-4000:]
+
+
+def test_one_device_and_unbatched_runs_are_not_sharded():
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=8, num_minibatches=2, num_epochs=1, hidden_sizes=(8,))
+    batch, _ = eqxrl.loop.batch_and_keys(agent, jax.random.split(jax.random.key(0), 4))
+    assert member_sharding(batch, None) is None  # one device here
+    assert member_sharding(batch, True) is None
+    single, _ = eqxrl.loop.batch_and_keys(agent, jax.random.key(0))
+    assert member_sharding(single, True) is None
+
+
+def test_bad_shard_value_is_named():
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=8, num_minibatches=2, num_epochs=1, hidden_sizes=(8,))
+    with pytest.raises(ValueError, match=r"train\(shard\) must be None \(automatic\), True or False, got 'yes'"):
+        eqxrl.train(agent, jax.random.key(0), 16, progress=False, shard="yes")
