@@ -1,11 +1,16 @@
 """Shared fixtures. jaxtyping + beartype checks are switched on by pytest's addopts (pyproject.toml)."""
 
 import itertools
+import os
 
 import jax
 import pytest
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+# The CLI's persistent compilation cache stays off in tests (in-process `main()` calls and the
+# subprocesses they start), so no test writes to the user's cache home; test_compile_cache.py
+# switches it on in a temporary directory.
+os.environ.setdefault("EQXRL_COMPILE_CACHE", "off")
 
 
 @pytest.hookimpl(wrapper=True)

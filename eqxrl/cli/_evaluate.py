@@ -6,7 +6,7 @@ from typing import Any
 from ..core import one_line
 from ..loop import MAX_EVAL_EPISODES, evaluate
 from ..runs import eval_key, load_run, summarize_returns
-from ._common import print_returns
+from ._common import NO_COMPILE_CACHE_HELP, print_returns
 from ._flags import DEFAULT_EVAL_EPISODES
 from ._parse import parse_int, parse_seed, positive
 
@@ -35,6 +35,7 @@ def add_evaluate_command(commands: Any) -> None:
         "--seed", type=parse_seed, default=None, metavar="S",
         help="evaluation seed (default: the run's seed, which reproduces eval.json)",
     )  # fmt: skip
+    ev.add_argument("--no-compile-cache", action="store_true", help=NO_COMPILE_CACHE_HELP)
 
 
 def parse_checkpoint(text: str) -> str | int:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from ..agents import AGENTS, agent_name, import_agent
 from ..core import __version__, one_line
+from ._common import use_compile_cache
 from ._evaluate import add_evaluate_command, evaluate_command
 from ._flags import DEFAULT_AGENT
 from ._pbt import add_pbt_command, pbt_command
@@ -51,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         build_parser().error(one_line(e))
     args = build_parser().parse_args(argv)
+    use_compile_cache(getattr(args, "no_compile_cache", False))
     try:
         if args.command == "train":
             return train_command(args, argv)

@@ -12,7 +12,7 @@ from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError
 from ..runs import CONFIG, MAX_SEED, CheckpointError, agent_from_config, checkpoint_steps, load_config, resume_run, train_run
-from ._common import disk_error, prepare_run_dir, print_returns
+from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
 
@@ -68,6 +68,7 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         "eval_return in metrics.csv, the learning curve and TensorBoard; default: none)",
     )  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--no-compile-cache", action="store_true", help=NO_COMPILE_CACHE_HELP)
     run.add_argument(
         "--checkpoint-every", type=positive_int, default=None, metavar="STEPS",
         help="env steps between checkpoints in the run directory (default: about 10 per run)",
