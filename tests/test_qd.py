@@ -239,6 +239,17 @@ def test_history_csv_columns_round_trip_and_old_files(tmp_path):
     assert list(old.hyperparameters) == ["lr"] and old.episode_returns is None and old.descriptor is None
 
 
+def test_history_from_records_without_episode_returns_reads_nan():
+    # Records from before PBT kept per-episode returns (or written by hand).
+    record = {"fitness": np.array([1.0, 2.0], np.float32), "train_return": np.zeros(2, np.float32),
+              "source": np.array([0, 1], np.int32), "hp/actor_learning_rate": np.ones(2, np.float32)}  # fmt: skip
+    pbt = _sac_point(population_size=2)
+    history = history_from_records(pbt, [record, record])
+    assert history.episode_returns.shape == (2, 2, 2) and np.isnan(history.episode_returns).all()
+    with_returns = dict(record, episode_returns=np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    np.testing.assert_array_equal(history_from_records(pbt, [with_returns]).episode_returns, [[[1.0, 2.0], [3.0, 4.0]]])
+
+
 # ----------------------------------------------------------------------- CLI
 def test_parse_fitness():
     assert parse_fitness("return") is None

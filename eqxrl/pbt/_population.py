@@ -88,6 +88,12 @@ def gather(x: Array) -> np.ndarray:
     return np.asarray(x)
 
 
+def _episode_returns(records: list[Mapping[str, np.ndarray]], size: int, episodes: int) -> np.ndarray:
+    """The records' `episode_returns`; NaN for records from before PBT kept them."""
+    nan = np.full((size, episodes), np.nan)
+    return np.stack([np.asarray(r["episode_returns"]) if "episode_returns" in r else nan for r in records]).astype(np.float64) if records else np.zeros((0, size, episodes))
+
+
 def history_from_records(pbt: Any, records: list[Mapping[str, np.ndarray]]) -> History:
     """**Returns:** the `History` of a run from its per-generation records (see `PBT.step`)."""
     size = pbt.population_size
@@ -103,6 +109,6 @@ def history_from_records(pbt: Any, records: list[Mapping[str, np.ndarray]]) -> H
         parent=parent,
         hyperparameters={n: stack(f"hp/{n}").astype(np.float64) for n in pbt.space},
         eval_return=stack("eval_return").astype(np.float64) if getattr(pbt, "eval_every", None) else None,
-        episode_returns=stack("episode_returns", evaluator.num_episodes).astype(np.float64) if evaluator is not None else None,
+        episode_returns=_episode_returns(records, size, evaluator.num_episodes) if evaluator is not None else None,
         descriptor=stack("descriptor", describe.size).astype(np.float64) if describe is not None else None,
     )
