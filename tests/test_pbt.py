@@ -363,7 +363,7 @@ def test_run_calls_the_callback_after_every_generation(tmp_path):
 
     _, history = pbt.run(jax.random.key(3), 3 * 32, progress=False, callback=callback)
     assert [(g, n) for g, n, _ in seen] == [(1, 1), (2, 2), (3, 3)]
-    assert seen[0][2] == sorted(["fitness", "train_return", "source", "hp/learning_rate", "hp/ent_coef"])
+    assert seen[0][2] == sorted(["fitness", "train_return", "source", "hp/learning_rate", "hp/ent_coef", "episode_returns"])
     assert history.num_generations == 3
     # The run directory is the same mechanism: a RunDirectory callback beside the user's.
     pbt.run(jax.random.key(3), 32, progress=False, run_dir=tmp_path / "r", callback=callback)

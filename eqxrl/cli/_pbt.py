@@ -13,11 +13,33 @@ from ..agents import AGENTS, AbstractAgent
 from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES
-from ..pbt import PBT, LogUniform, pbt_from_config, resume
+from ..pbt import PBT, LogUniform, Novelty, pbt_from_config, resume
 from ..runs import CheckpointError
 from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir
 from ._flags import add_field_flags, build_agent, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_seed, parse_tune, positive, parse_int
+
+
+DESCRIPTOR_NAMES = ("auto", "observation", "xy")
+
+
+def parse_fitness(text: str) -> Novelty | None:
+    """`--fitness`: `return` (None: the mean evaluation return) or
+    `novelty[:K[:RETURN_WEIGHT]]` (`Novelty(k=K, return_weight=RETURN_WEIGHT)`)."""
+    kind, _, rest = text.partition(":")
+    if kind == "return" and not rest:
+        return None
+    if kind == "novelty":
+        parts = rest.split(":") if rest else []
+        try:
+            if len(parts) > 2:
+                raise ValueError("too many fields")
+            k = int(parts[0]) if parts else 3
+            weight = float(parts[1]) if len(parts) > 1 else 0.0
+            return Novelty(k=k, return_weight=weight)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{text!r}: {one_line(e)}") from None
+    raise argparse.ArgumentTypeError(f"expected return or novelty[:K[:RETURN_WEIGHT]], got {text!r}")
 
 
 def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
@@ -50,6 +72,13 @@ def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
     run.add_argument("--eval-episodes", type=positive(parse_int, MAX_EVAL_EPISODES), default=8, metavar="N", help="episodes per fitness evaluation (default: 8)")
     run.add_argument("--eval-every", type=positive_int, default=None, metavar="STEPS",
                      help="env steps per member between in-training evaluations (eval_return in the history; default: none)")  # fmt: skip
+    run.add_argument("--eval-descriptor", choices=DESCRIPTOR_NAMES, default=None,
+                     help="record each member's mean final state descriptor (descriptor/<j> in the history): "
+                          "auto (DADS's own, brax torso x-y, Point2D position), xy or observation (default: none)")  # fmt: skip
+    run.add_argument("--fitness", type=parse_fitness, default=None, metavar="KIND",
+                     help="return (mean evaluation return, the default) or novelty[:K[:RETURN_WEIGHT]]: mean distance "
+                          "to the K nearest members' descriptors (default K=3), plus RETURN_WEIGHT x the return (default 0); "
+                          "needs --eval-descriptor")  # fmt: skip
     run.add_argument("--seed", type=parse_seed, default=0, metavar="S", help="seed (default: 0)")
     run.add_argument("--run-dir", default=None, metavar="PATH", help="where to save (default: runs/pbt-<agent>-<env>-<timestamp>)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -90,6 +119,8 @@ def print_pbt_summary(pbt: Any, history: Any, run_dir: Any, seconds: float) -> N
     print(f"  fitness after the last generation: best {fitness:.2f} (member {best}), median {np.nanmedian(last):.2f}")
     for name, values in history.hyperparameters.items():
         print(f"  {name:<24s} best member: {values[-1, best]:.4g}")
+    if history.descriptor is not None:
+        print(f"  descriptor       best member: {np.array2string(history.descriptor[-1, best], precision=3)}")
     if run_dir is not None:
         print(f"  run directory    {run_dir}")
 
@@ -119,7 +150,7 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
         pbt = PBT(
             agent, space, population_size=args.population, ready=args.ready, exploit=args.exploit,
             resample_probability=args.resample_probability, eval_episodes=args.eval_episodes,
-            eval_every=args.eval_every,
+            eval_every=args.eval_every, descriptor=args.eval_descriptor, fitness=args.fitness,
         )  # fmt: skip
         generations = pbt.num_generations(args.total_steps)
     except ValueError as e:

@@ -22,7 +22,11 @@ from ._chunk import placeholder as placeholder
 from ._chunk import run_chunk as run_chunk
 from ._chunk import run_init as run_init
 from ._chunk import shard_state as shard_state
+from ._evaluate import EpisodeDescriptor as EpisodeDescriptor
+from ._evaluate import EvalResult as EvalResult
 from ._evaluate import default_eval_steps as default_eval_steps
+from ._evaluate import episode_descriptor as episode_descriptor
+from ._evaluate import episode_outcomes as episode_outcomes
 from ._evaluate import episode_returns as episode_returns
 from ._evaluate import evaluate as evaluate
 from ._evaluate import rollout as rollout

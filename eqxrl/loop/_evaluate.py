@@ -1,25 +1,207 @@
-"""Running a trained policy: evaluation episodes (`evaluate`, and `episode_returns`
-traced inside larger programs such as PBT's fitness) and trajectories (`rollout`)."""
+"""Running a trained policy: evaluation episodes (`evaluate`, and `episode_returns` /
+`episode_outcomes` traced inside larger programs such as PBT's fitness), each
+episode's final state descriptor for quality-diversity (`EpisodeDescriptor`,
+`EvalResult`), and trajectories (`rollout`)."""
 
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, PyTree
+from jaxtyping import Array, Float, PyTree
 
 from ..agents import AbstractAgent, Batch
-from ..core import Key, check_positive_int, tree_mismatch
-from ..envs import AutoReset, VectorEnv
+from ..core import EnvState, Key, check_positive_int, tree_mismatch
+from ..envs import (
+    AbstractEnv,
+    AbstractWrapper,
+    AutoReset,
+    ClipAction,
+    DescriptorWrapper,
+    EpisodeStatistics,
+    RescaleAction,
+    SkillWrapper,
+    TimeLimit,
+    VectorEnv,
+    brax_xy,
+    innermost_state,
+    resolve_descriptor,
+)
 from ._keys import as_keys, check_eval_episodes
 
-__all__ = ["default_eval_steps", "episode_returns", "evaluate", "rollout", "state_batch"]
+__all__ = [
+    "EpisodeDescriptor",
+    "EvalResult",
+    "default_eval_steps",
+    "episode_descriptor",
+    "episode_outcomes",
+    "episode_returns",
+    "evaluate",
+    "rollout",
+    "state_batch",
+]
+
+# Wrappers that keep the flat observation of the env below as its prefix: a
+# DescriptorWrapper below them still has its descriptor at the same offset.
+_PREFIX_KEEPING = (SkillWrapper, TimeLimit, RescaleAction, ClipAction, AutoReset, EpisodeStatistics)
+
+
+def _flat_observation(state: EnvState, obs: Array) -> Float[Array, " n"]:
+    del state
+    return jnp.asarray(obs, jnp.float32).reshape(-1)
+
+
+class EpisodeDescriptor(eqx.Module):
+    """How an evaluation reads a state descriptor from one env's state and observation
+    (built by `episode_descriptor`; traced inside the evaluation loop).
+
+    - `fn`: `(innermost env state, observation) -> vector`, or None to read the slice
+      `[start, start + size)` of the flat observation (the descriptor a
+      `DescriptorWrapper` in the env appended, as DADS's env has).
+    - `size`: the descriptor's length; `kind`: its name (`"xy"`, `"observation"`,
+      the callable's name, or the wrapper's kind).
+    """
+
+    fn: Callable[[Any, Array], Array] | None = eqx.field(static=True)
+    start: int = eqx.field(static=True)
+    size: int = eqx.field(static=True)
+    kind: str = eqx.field(static=True)
+
+    def __call__(self, state: EnvState, obs: Array) -> Float[Array, " descriptor"]:
+        """The descriptor of one (unbatched) env `state` and its observation `obs`."""
+        if self.fn is None:
+            return jnp.asarray(obs, jnp.float32).reshape(-1)[self.start : self.start + self.size]
+        return jnp.asarray(self.fn(innermost_state(state), obs), jnp.float32).reshape(-1)
+
+
+def _descriptor_wrapper(env: AbstractEnv) -> tuple[DescriptorWrapper | None, AbstractEnv | None]:
+    """The first `DescriptorWrapper` in `env`'s wrapper chain, and the first wrapper above
+    it that does not keep the flat observation as a prefix (None when all do)."""
+    blocker = None
+    while isinstance(env, AbstractWrapper):
+        if isinstance(env, DescriptorWrapper):
+            return env, blocker
+        if blocker is None and not isinstance(env, _PREFIX_KEEPING):
+            blocker = env
+        env = env.env
+    return None, None
+
+
+def episode_descriptor(env: Any, descriptor: Any = "auto", owner: str = "evaluate") -> EpisodeDescriptor:
+    """Resolve a descriptor name for an evaluation env (an agent's `eval_env`).
+
+    **Arguments:**
+
+    - `env`: the env episodes run in.
+    - `descriptor`: `"auto"` (the descriptor of a `DescriptorWrapper` inside `env`,
+      e.g. DADS's; else `"xy"` for brax envs and `"observation"` for `Point2D`),
+      `"xy"` (a brax env's torso x-y), `"observation"` (the flat observation the
+      policy sees), or a callable `(state, obs) -> vector` given the innermost env
+      state (below eqxrl's wrappers) and the observation, as `DescriptorWrapper` takes.
+    - `owner`: the name in error messages (`owner(descriptor)`).
+
+    **Returns:** an `EpisodeDescriptor`. Raises a `ValueError` naming `owner` for an
+    unknown name, `"xy"` on a non-brax env, `"auto"` on an env with no known descriptor,
+    or a callable that does not return a non-empty vector.
+    """
+    if not isinstance(env, AbstractEnv):
+        raise ValueError(f"{owner}(descriptor) needs an eqxrl env, got {env!r}")
+    if descriptor is None or (not callable(descriptor) and not isinstance(descriptor, str)):
+        raise ValueError(
+            f"{owner}(descriptor) must be one of ['auto', 'observation', 'xy'] or a callable (state, obs) -> vector, "
+            f"got {descriptor!r}"
+        )
+    if descriptor == "auto":
+        wrapper, blocker = _descriptor_wrapper(env)
+        if wrapper is not None:
+            if blocker is not None:
+                raise ValueError(
+                    f"{owner}(descriptor='auto') reads the descriptor that env {env.name!r}'s DescriptorWrapper "
+                    f"appends to the observation, but {type(blocker).__name__} above it changes the observation; "
+                    "pass descriptor='xy' or a callable"
+                )
+            return EpisodeDescriptor(None, wrapper.base_obs_size, wrapper.descriptor_size, wrapper.kind)
+    if callable(descriptor):
+        fn, kind = descriptor, getattr(descriptor, "__name__", "callable")
+    else:
+        kind = resolve_descriptor(env, descriptor, owner=owner)
+        fn = brax_xy if kind == "xy" else _flat_observation
+    probe = EpisodeDescriptor(fn, 0, 0, kind)
+    out = jax.eval_shape(lambda k: probe(*_state_and_obs(env.reset(k))), jax.random.key(0))
+    if len(out.shape) != 1 or out.shape[0] < 1:
+        raise ValueError(f"{owner}(descriptor) must give a non-empty vector, got shape {out.shape} on env {env.name!r}")
+    return EpisodeDescriptor(fn, 0, int(out.shape[0]), kind)
+
+
+def _state_and_obs(reset: tuple) -> tuple[EnvState, Array]:
+    state, ts = reset
+    return state, ts.obs
+
+
+class EvalResult(eqx.Module):
+    """What `evaluate(..., descriptor=...)` returns.
+
+    - `returns`: the undiscounted return of each episode, `(num_episodes,)` or
+      `(batch, num_episodes)`.
+    - `descriptors`: each episode's final state descriptor (the state the episode
+      ended in, or was cut at `max_steps` in), `(..., num_episodes, descriptor_size)`.
+    """
+
+    returns: Float[Array, "*batch episodes"]
+    descriptors: Float[Array, "*batch episodes descriptor"]
+
+    @property
+    def descriptor(self) -> Float[Array, "*batch descriptor"]:
+        """The mean final descriptor over the episodes, `(..., descriptor_size)`."""
+        return jnp.mean(self.descriptors, axis=-2)
 
 
 def default_eval_steps(agent: AbstractAgent) -> int:
     """Where an evaluation episode is cut by default: the eval env's time limit, or 10,000 steps."""
     return agent.eval_env.max_episode_steps or 10_000
+
+
+def episode_outcomes(
+    agent: AbstractAgent,
+    state: PyTree,
+    key: Key,
+    num_episodes: int,
+    deterministic: bool,
+    max_steps: int,
+    descriptor: EpisodeDescriptor | None = None,
+) -> tuple[Float[Array, " episodes"], Float[Array, "episodes descriptor"] | None]:
+    """One member's evaluation, traceable inside a larger program (as PBT's fitness does).
+
+    **Returns:** `(returns, descriptors)`: the undiscounted returns of `num_episodes`
+    episodes run in parallel in `agent.eval_env`, each cut at `max_steps` steps, and
+    with a `descriptor` (from `episode_descriptor`) each episode's final descriptor,
+    `(num_episodes, descriptor.size)` (None without).
+    """
+    env = VectorEnv(agent.eval_env, num_episodes)
+    reset_key, key = jax.random.split(key)
+    env_state, ts = env.reset(reset_key)
+    describe = None if descriptor is None else jax.vmap(descriptor)
+    desc = None if describe is None else describe(env_state, ts.obs)
+    zeros = jnp.zeros((num_episodes,), jnp.float32)
+    carry = (env_state, ts.obs, zeros, jnp.zeros((num_episodes,), bool), key, jnp.zeros((), jnp.int32), desc)
+
+    def cond(c):
+        return (~jnp.all(c[3])) & (c[5] < max_steps)
+
+    def body(c):
+        env_state, obs, returns, done, key, t, desc = c
+        key, act_key, env_key = jax.random.split(key, 3)
+        action = agent.act(state, obs, act_key, deterministic=deterministic)
+        env_state, ts = env.step(env_key, env_state, action)
+        returns = returns + jnp.where(done, 0.0, ts.reward)
+        if describe is not None:  # the state each episode ended in: frozen once it is done
+            desc = jnp.where(done[:, None], desc, describe(env_state, ts.obs))
+        return env_state, ts.obs, returns, done | ts.done, key, t + 1, desc
+
+    out = jax.lax.while_loop(cond, body, carry)
+    return out[2], out[6]
 
 
 def episode_returns(
@@ -30,30 +212,13 @@ def episode_returns(
     **Returns:** the undiscounted returns of `num_episodes` episodes run in parallel
     in `agent.eval_env`, each cut at `max_steps` steps.
     """
-    env = VectorEnv(agent.eval_env, num_episodes)
-    reset_key, key = jax.random.split(key)
-    env_state, ts = env.reset(reset_key)
-    zeros = jnp.zeros((num_episodes,), jnp.float32)
-    carry = (env_state, ts.obs, zeros, jnp.zeros((num_episodes,), bool), key, jnp.zeros((), jnp.int32))
-
-    def cond(c):
-        return (~jnp.all(c[3])) & (c[5] < max_steps)
-
-    def body(c):
-        env_state, obs, returns, done, key, t = c
-        key, act_key, env_key = jax.random.split(key, 3)
-        action = agent.act(state, obs, act_key, deterministic=deterministic)
-        env_state, ts = env.step(env_key, env_state, action)
-        returns = returns + jnp.where(done, 0.0, ts.reward)
-        return env_state, ts.obs, returns, done | ts.done, key, t + 1
-
-    return jax.lax.while_loop(cond, body, carry)[2]
+    return episode_outcomes(agent, state, key, num_episodes, deterministic, max_steps)[0]
 
 
 @eqx.filter_jit
-def _evaluate(batch: Batch, state, key, num_episodes: int, deterministic: bool, max_steps: int):
+def _evaluate(batch: Batch, state, key, num_episodes: int, deterministic: bool, max_steps: int, descriptor=None):
     def single(agent: AbstractAgent, state, key, _):
-        return episode_returns(agent, state, key, num_episodes, deterministic, max_steps)
+        return episode_outcomes(agent, state, key, num_episodes, deterministic, max_steps, descriptor)
 
     return batch.vmap(single)(state, key)
 
@@ -94,7 +259,8 @@ def evaluate(
     num_episodes: int = 10,
     deterministic: bool = True,
     max_steps: int | None = None,
-) -> Array:
+    descriptor: Any = None,
+) -> Array | EvalResult:
     """Run complete evaluation episodes with a trained policy.
 
     **Arguments:**
@@ -104,20 +270,29 @@ def evaluate(
     - `num_episodes`: episodes per member, run in parallel.
     - `deterministic`: act with the policy's mode (True) or sample (False).
     - `max_steps`: cap on episode length (defaults to the env's time limit, or 10,000).
+    - `descriptor`: also record each episode's final state descriptor, for
+      quality-diversity: `"auto"` (the descriptor a `DescriptorWrapper` in
+      `agent.eval_env` appends, e.g. DADS's; else a brax env's torso x-y or
+      `Point2D`'s position), `"xy"`, `"observation"`, or a callable `(state, obs) ->
+      vector` (see `episode_descriptor`). Default None: returns only.
 
     **Returns:** the undiscounted return of each episode, shape `(num_episodes,)`
-    or `(batch, num_episodes)`.
+    or `(batch, num_episodes)`; with `descriptor`, an `EvalResult` holding those
+    `returns` and the `descriptors` of the episodes' final states (`.descriptor`:
+    their mean over episodes).
     """
     key = as_keys(key)
     if key.ndim != 0:
         raise ValueError(f"evaluate(key) must be a single key of shape (), got shape {key.shape}")
     check_eval_episodes("evaluate", "num_episodes", num_episodes)
     batch = state_batch("evaluate", agent, state)
+    describe = None if descriptor is None else episode_descriptor(batch.agent.eval_env, descriptor, "evaluate")
     if max_steps is None:
         max_steps = default_eval_steps(batch.agent)
     if batch.batched:
         key = jax.random.split(key, batch.size)
-    return _evaluate(batch, state, key, num_episodes, bool(deterministic), int(max_steps))
+    returns, descriptors = _evaluate(batch, state, key, num_episodes, bool(deterministic), int(max_steps), describe)
+    return returns if describe is None else EvalResult(returns, descriptors)
 
 
 @eqx.filter_jit

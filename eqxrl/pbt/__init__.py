@@ -28,6 +28,8 @@ from ._generation import EvaluationReturn as EvaluationReturn
 from ._generation import exploit_and_explore as exploit_and_explore
 from ._generation import generation as generation
 from ._generation import init_population as init_population
+from ._generation import Novelty as Novelty
+from ._generation import novelty as novelty
 from ._generation import run_generation as run_generation
 from ._generation import run_init_population as run_init_population
 from ._pbt import PBT as PBT

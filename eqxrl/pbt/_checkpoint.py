@@ -48,6 +48,11 @@ def _record_template(pbt: Any, generations: int) -> dict[str, np.ndarray]:
         out[f"hp/{name}"] = np.zeros((generations, size), np.float32)
     if getattr(pbt, "eval_every", None):  # PBT(eval_every=) (on main since the eval-train merge)
         out["eval_return"] = np.zeros((generations, size), np.float32)
+    evaluator, describe = pbt.evaluator(), pbt.episode_descriptor()
+    if evaluator is not None:
+        out["episode_returns"] = np.zeros((generations, size, evaluator.num_episodes), np.float32)
+    if describe is not None:
+        out["descriptor"] = np.zeros((generations, size, describe.size), np.float32)
     return out
 
 
@@ -280,11 +285,17 @@ def _records(path: pathlib.Path, pbt: Any, meta: Mapping[str, Any], restored: Ma
     stacked = {k: np.asarray(v) for k, v in restored.items()}
     if crc32_of(stacked) != meta.get("records_crc32"):
         raise CheckpointError(f"{path} is damaged (its generation records do not match their CRC-32): {_remedy(path)}")
-    names, expected = meta.get("records"), sorted(_stacked_records(pbt, []))
-    if names != expected or len(names) != len(stacked):
+    template = _stacked_records(pbt, [])
+    names, expected = meta.get("records"), sorted(template)
+    # A checkpoint written before PBT kept per-episode returns: they read as NaN.
+    older = sorted(k for k in expected if k != "episode_returns")
+    if (names != expected and names != older) or names is None or len(names) != len(stacked):
         raise ValueError(f"{path} does not match this PBT configuration: records {names}, expected {expected}")
     named = {k: stacked[f"{i:03d}"] for i, k in enumerate(names)}
-    return [{k: v[g] for k, v in named.items()} for g in range(meta["generation"])]
+    generations = meta["generation"]
+    for k in set(expected) - set(names):
+        named[k] = np.full((generations, *template[k].shape[1:]), np.nan, template[k].dtype)
+    return [{k: v[g] for k, v in named.items()} for g in range(generations)]
 
 
 def _restore(path: pathlib.Path, **items: Any) -> dict[str, Any]:

@@ -9,11 +9,21 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
 from ..agents import AbstractAgent, Batch, Stacked
-from ..core import Key, get_path, is_key
-from ..loop import EVAL_STREAM, Chunk, chunk, default_eval_steps, episode_returns, init_state
+from ..core import Key, get_path, is_key, is_positive_int
+from ..loop import EVAL_STREAM, Chunk, EpisodeDescriptor, chunk, default_eval_steps, episode_outcomes, init_state
 from ._population import Population
 
-__all__ = ["EvaluationReturn", "exploit_and_explore", "generation", "init_population", "refresh_keys", "run_generation", "run_init_population"]
+__all__ = [
+    "EvaluationReturn",
+    "Novelty",
+    "exploit_and_explore",
+    "generation",
+    "init_population",
+    "novelty",
+    "refresh_keys",
+    "run_generation",
+    "run_init_population",
+]
 
 
 class EvaluationReturn(eqx.Module):
@@ -24,10 +34,71 @@ class EvaluationReturn(eqx.Module):
     deterministic: bool = eqx.field(static=True, default=True)
     max_steps: int | None = eqx.field(static=True, default=None)
 
-    def __call__(self, agent: AbstractAgent, state: PyTree, key: Key) -> Float[Array, ""]:
+    def episodes(
+        self, agent: AbstractAgent, state: PyTree, key: Key, descriptor: EpisodeDescriptor | None = None
+    ) -> tuple[Float[Array, " episodes"], Float[Array, "episodes descriptor"] | None]:
+        """**Returns:** `(returns, descriptors)` of the evaluation episodes (see `eqxrl.loop.episode_outcomes`)."""
         max_steps = self.max_steps or default_eval_steps(agent)
-        returns = episode_returns(agent, state, key, self.num_episodes, self.deterministic, max_steps)
-        return jnp.mean(returns)
+        return episode_outcomes(agent, state, key, self.num_episodes, self.deterministic, max_steps, descriptor)
+
+    def __call__(self, agent: AbstractAgent, state: PyTree, key: Key) -> Float[Array, ""]:
+        return jnp.mean(self.episodes(agent, state, key)[0])
+
+
+def novelty(descriptors: Float[Array, "population descriptor"], k: int) -> Float[Array, " population"]:
+    """Each member's novelty: the mean Euclidean distance of its descriptor to the `k`
+    nearest descriptors of the other members. A member whose descriptor is not finite
+    gets NaN; the others ignore it while `k` finite neighbours remain."""
+    d = jnp.sqrt(jnp.sum(jnp.square(descriptors[:, None, :] - descriptors[None, :, :]), axis=-1))
+    size = descriptors.shape[0]
+    d = jnp.where(jnp.eye(size, dtype=bool), jnp.inf, d)
+    d = jnp.where(jnp.isnan(d), jnp.inf, d)  # a non-finite neighbour is never among the nearest
+    nearest = jnp.sort(d, axis=1)[:, :k]
+    score = jnp.mean(nearest, axis=1)
+    finite = jnp.all(jnp.isfinite(descriptors), axis=1)
+    return jnp.where(finite & jnp.isfinite(score), score, jnp.nan)
+
+
+class Novelty(eqx.Module):
+    """A quality-diversity fitness from PBT's evaluation (needs `PBT(descriptor=...)`):
+
+    `fitness_i = return_weight * mean_return_i + novelty_weight * novelty_i`
+
+    with `mean_return_i` member `i`'s mean evaluation return (the default fitness) and
+    `novelty_i` the mean Euclidean distance of its descriptor (the mean final
+    descriptor of its evaluation episodes) to the `k` nearest descriptors of the other
+    members of the population (novelty search, Lehman & Stanley 2011, with the current
+    population as the archive). The default, `return_weight=0`, is pure novelty;
+    `return_weight=1` adds the return (novelty search with reward). A term with weight
+    0 is left out; NaN (an unfinished or non-finite evaluation) counts as the worst.
+    """
+
+    k: Any = eqx.field(static=True, default=3)
+    novelty_weight: Any = eqx.field(static=True, default=1.0)
+    return_weight: Any = eqx.field(static=True, default=0.0)
+
+    def __check_init__(self):
+        if not is_positive_int(self.k):
+            raise ValueError(f"Novelty(k) must be a positive int, got {self.k!r}")
+        for name in ("novelty_weight", "return_weight"):
+            w = getattr(self, name)
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf"):
+                raise ValueError(f"Novelty({name}) must be a finite number >= 0, got {w!r}")
+        if self.novelty_weight == 0 and self.return_weight == 0:
+            raise ValueError("Novelty(novelty_weight, return_weight) must not both be 0")
+
+    def score(
+        self, returns: Float[Array, "population episodes"], descriptor: Float[Array, "population descriptor"]
+    ) -> Float[Array, " population"]:
+        """**Returns:** each member's fitness from its evaluation's per-episode `returns`
+        and mean final `descriptor` (traceable)."""
+        k = min(self.k, descriptor.shape[0] - 1)
+        fitness = jnp.zeros(descriptor.shape[0], jnp.float32)
+        if self.novelty_weight:
+            fitness = fitness + jnp.float32(self.novelty_weight) * novelty(descriptor, k)
+        if self.return_weight:
+            fitness = fitness + jnp.float32(self.return_weight) * jnp.mean(returns, axis=1)
+        return fitness
 
 
 def refresh_keys(state: PyTree, replaced: Array, key: Key) -> PyTree:
@@ -101,8 +172,11 @@ def generation(config: tuple, agent: Stacked, state: PyTree, key: Key, generatio
     `agent` and `state`, PBT's `key` and the `generation` index.
 
     **Returns:** `(agent, state, key, generation + 1, record)`, the record one
-    value per member: `fitness`, `train_return`, `source`, `hp/<name>`, and
-    `eval_return` (the last in-training evaluation, NaN if none) with `pbt.eval_every`.
+    value per member: `fitness`, `train_return`, `source`, `hp/<name>`,
+    `eval_return` (the last in-training evaluation, NaN if none) with `pbt.eval_every`,
+    `episode_returns` (each evaluation episode's return, `(members, episodes)`) when
+    PBT evaluates (`pbt.evaluator()`), and `descriptor` (the mean final descriptor of
+    the evaluation episodes, `(members, descriptor_size)`) with `pbt.descriptor`.
     """
     pbt, fitness_fn, total_iterations, sharding = config
     size = agent.size
@@ -119,7 +193,24 @@ def generation(config: tuple, agent: Stacked, state: PyTree, key: Key, generatio
     state, metrics = chunk(chunk_config, state)
 
     key, fit_key, select_key = jax.random.split(key, 3)
-    fitness = eqx.filter_vmap(fitness_fn)(agent.agent, state, jax.random.split(fit_key, size))
+    fit_keys = jax.random.split(fit_key, size)
+    evaluator, describe = pbt.evaluator(), pbt.episode_descriptor()
+    evaluated = {}
+    if evaluator is not None:
+        # PBT's own evaluation: per-episode returns and final descriptors. The built-in
+        # fitnesses read it (with the keys the default fitness always used); a custom
+        # fitness keeps those keys and the evaluation draws from another stream.
+        eval_keys_fit = fit_keys if isinstance(fitness_fn, (EvaluationReturn, Novelty)) else jax.random.split(jax.random.fold_in(fit_key, 1), size)
+        ep_returns, ep_desc = eqx.filter_vmap(lambda a, s, k: evaluator.episodes(a, s, k, describe))(agent.agent, state, eval_keys_fit)
+        evaluated["episode_returns"] = jnp.asarray(ep_returns, jnp.float32)
+        if describe is not None:
+            evaluated["descriptor"] = jnp.mean(ep_desc, axis=1)
+    if isinstance(fitness_fn, Novelty):
+        fitness = fitness_fn.score(evaluated["episode_returns"], evaluated["descriptor"])
+    elif isinstance(fitness_fn, EvaluationReturn):
+        fitness = jnp.mean(evaluated["episode_returns"], axis=1)
+    else:
+        fitness = eqx.filter_vmap(fitness_fn)(agent.agent, state, fit_keys)
     fitness = jnp.asarray(fitness, jnp.float32)
     returns = metrics["episode_return"]  # (iterations, members)
     finite = jnp.isfinite(returns)
@@ -132,7 +223,7 @@ def generation(config: tuple, agent: Stacked, state: PyTree, key: Key, generatio
     agent, state, source = exploit_and_explore(pbt, select_key, agent, state, fitness, allow=~last)
 
     agent, state = _constrain((agent, state), sharding)
-    record = dict(fitness=fitness, train_return=train_return, source=source, **{f"hp/{n}": v for n, v in trained_with.items()})
+    record = dict(fitness=fitness, train_return=train_return, source=source, **{f"hp/{n}": v for n, v in trained_with.items()}, **evaluated)
     if every:
         # Each member's last evaluation of the generation (the rows evaluated are the same for all).
         rows = jnp.arange(iterations, dtype=jnp.int32)

@@ -25,9 +25,9 @@ from jaxtyping import Array, Float, PyTree
 
 from ..agents import AbstractAgent, Stacked, hyperparameter_hint
 from ..core import Key, check_positive_int, is_positive_int, resolve_path
-from ..loop import Progress, as_keys
+from ..loop import EpisodeDescriptor, Progress, as_keys, episode_descriptor
 from ._exploit import Exploit, Truncation
-from ._generation import EvaluationReturn, run_generation, run_init_population
+from ._generation import EvaluationReturn, Novelty, run_generation, run_init_population
 from ._population import History, Population, gather, history_from_records
 from ._rundir import RunDirectory
 from ._spaces import Domain
@@ -85,8 +85,16 @@ class PBT(eqx.Module):
     - `resample_probability`: chance that explore resamples a hyperparameter
       from its domain instead of perturbing it.
     - `fitness`: `fitness(agent, state, key) -> scalar` per member (default: the
-      mean return of `eval_episodes` evaluation episodes, deterministic policy).
-    - `eval_episodes`, `max_eval_steps`: for the default fitness.
+      mean return of `eval_episodes` evaluation episodes, deterministic policy), or
+      the built-in quality-diversity fitness `Novelty(k, novelty_weight, return_weight)`
+      (needs `descriptor`), computed from PBT's evaluation over the whole population.
+    - `eval_episodes`, `max_eval_steps`: for PBT's evaluation (the default fitness).
+    - `descriptor`: also record each member's descriptor (the mean final state
+      descriptor of its evaluation episodes) in the history: `"auto"` (DADS's own,
+      a brax env's torso x-y, `Point2D`'s position), `"xy"`, `"observation"`, or a
+      callable `(state, obs) -> vector` (see `eqxrl.loop.episode_descriptor`).
+      Default None. With a custom `fitness` callable it adds an evaluation of
+      `eval_episodes` episodes per member and generation.
     - `shard`: shard the population over all devices (`jax.devices()`) when there
       are several (default True).
     - `eval_every`: env steps per member (whole iterations, counted over the run)
@@ -104,11 +112,12 @@ class PBT(eqx.Module):
     ready: Any = eqx.field(static=True, default=10_000)
     exploit: Any = eqx.field(static=True, default=None)
     resample_probability: Any = eqx.field(static=True, default=0.25)
-    fitness: Fitness | None = eqx.field(static=True, default=None)
+    fitness: Any = eqx.field(static=True, default=None)  # None, Novelty or a Fitness callable
     eval_episodes: Any = eqx.field(static=True, default=8)
     max_eval_steps: Any = eqx.field(static=True, default=None)
     shard: bool = eqx.field(static=True, default=True)
     eval_every: Any = eqx.field(static=True, default=None)
+    descriptor: Any = eqx.field(static=True, default=None)
 
     def __post_init__(self):
         if isinstance(self.agent, Stacked) or not isinstance(self.agent, AbstractAgent):
@@ -172,6 +181,19 @@ class PBT(eqx.Module):
             )
         if self.max_eval_steps is not None and not is_positive_int(self.max_eval_steps):
             raise ValueError(f"PBT(max_eval_steps) must be a positive int or None, got {self.max_eval_steps!r}")
+        if self.fitness is not None and not isinstance(self.fitness, Novelty) and not callable(self.fitness):
+            raise ValueError(
+                f"PBT(fitness) must be None, Novelty(...) or a callable fitness(agent, state, key) -> scalar, got {self.fitness!r}"
+            )
+        if self.descriptor is not None:
+            episode_descriptor(self.agent.eval_env, self.descriptor, owner="PBT")  # raises naming PBT(descriptor)
+        if isinstance(self.fitness, Novelty):
+            if self.descriptor is None:
+                raise ValueError("PBT(fitness=Novelty(...)) needs PBT(descriptor=...), e.g. descriptor='auto'")
+            if self.fitness.k > self.population_size - 1:
+                raise ValueError(
+                    f"PBT(fitness=Novelty(k={self.fitness.k})) must have k <= population_size - 1 = {self.population_size - 1}"
+                )
 
     # ----------------------------------------------------------------- structure
     @property
@@ -213,11 +235,28 @@ class PBT(eqx.Module):
             )
         return NamedSharding(Mesh(np.array(devices), (AXIS,)), P(AXIS))
 
-    def fitness_fn(self) -> Fitness:
+    def fitness_fn(self) -> Fitness | Novelty:
         """**Returns:** the fitness `run` evaluates: `fitness`, or the default `EvaluationReturn`."""
         if self.fitness is not None:
             return self.fitness
         return EvaluationReturn(self.eval_episodes, True, self.max_eval_steps)
+
+    def evaluator(self) -> EvaluationReturn | None:
+        """**Returns:** the evaluation PBT runs every generation, whose per-episode returns
+        (and descriptors) the records keep: `fitness` if it is an `EvaluationReturn`, else
+        `EvaluationReturn(eval_episodes, True, max_eval_steps)`; None with a custom
+        fitness callable and no `descriptor` (nothing to evaluate beyond the fitness)."""
+        if isinstance(self.fitness, EvaluationReturn):
+            return self.fitness
+        if self.fitness is None or isinstance(self.fitness, Novelty) or self.descriptor is not None:
+            return EvaluationReturn(self.eval_episodes, True, self.max_eval_steps)
+        return None
+
+    def episode_descriptor(self) -> EpisodeDescriptor | None:
+        """**Returns:** `descriptor` resolved on the agent's eval env (None without one)."""
+        if self.descriptor is None:
+            return None
+        return episode_descriptor(self.agent.eval_env, self.descriptor, owner="PBT")
 
     # ----------------------------------------------------------------- API
     def init(self, key: Any) -> Population:
@@ -235,8 +274,10 @@ class PBT(eqx.Module):
         after the last generation).
 
         **Returns:** the next population and this generation's record
-        (`fitness`, `train_return`, `source`, `hp/<name>`, and `eval_return` with
-        `eval_every`; NumPy arrays, one value per member).
+        (`fitness`, `train_return`, `source`, `hp/<name>`, `eval_return` with
+        `eval_every`, `episode_returns` `(members, episodes)` when `evaluator()` is
+        not None, `descriptor` `(members, descriptor_size)` with `descriptor`; NumPy
+        arrays, one row per member).
         """
         total_iterations = self.num_generations(total_steps) * self.ready_iterations
         config = (self, self.fitness_fn(), total_iterations, self.sharding())

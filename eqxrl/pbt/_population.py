@@ -52,6 +52,11 @@ class History:
     - `hyperparameters[name][g, i]`: the value member `i` trained with in generation `g`.
     - `eval_return[g, i]`: with `PBT(eval_every=...)`, member `i`'s last in-training
       evaluation return in generation `g` (NaN if none fell in it); None without.
+    - `episode_returns[g, i, k]`: the return of episode `k` of member `i`'s evaluation
+      after generation `g`'s training (the default fitness is their mean); None when
+      PBT ran no evaluation of its own (a custom fitness callable and no descriptor).
+    - `descriptor[g, i, :]`: with `PBT(descriptor=...)`, member `i`'s descriptor after
+      generation `g`: the mean final state descriptor of those episodes; None without.
     """
 
     env_steps: np.ndarray
@@ -60,6 +65,8 @@ class History:
     parent: np.ndarray
     hyperparameters: dict[str, np.ndarray]
     eval_return: np.ndarray | None = None
+    episode_returns: np.ndarray | None = None
+    descriptor: np.ndarray | None = None
 
     @property
     def num_generations(self) -> int:
@@ -81,11 +88,18 @@ def gather(x: Array) -> np.ndarray:
     return np.asarray(x)
 
 
+def _episode_returns(records: list[Mapping[str, np.ndarray]], size: int, episodes: int) -> np.ndarray:
+    """The records' `episode_returns`; NaN for records from before PBT kept them."""
+    nan = np.full((size, episodes), np.nan)
+    return np.stack([np.asarray(r["episode_returns"]) if "episode_returns" in r else nan for r in records]).astype(np.float64) if records else np.zeros((0, size, episodes))
+
+
 def history_from_records(pbt: Any, records: list[Mapping[str, np.ndarray]]) -> History:
     """**Returns:** the `History` of a run from its per-generation records (see `PBT.step`)."""
     size = pbt.population_size
     g = len(records)
-    stack = lambda k: np.stack([np.asarray(r[k]) for r in records]) if g else np.zeros((0, size))  # noqa: E731
+    evaluator, describe = pbt.evaluator(), pbt.episode_descriptor()
+    stack = lambda k, *tail: np.stack([np.asarray(r[k]) for r in records]) if g else np.zeros((0, size, *tail))  # noqa: E731
     source = stack("source").astype(np.int64)
     parent = np.concatenate([np.full((min(g, 1), size), -1, np.int64), source[:-1]], axis=0) if g else source
     return History(
@@ -95,4 +109,6 @@ def history_from_records(pbt: Any, records: list[Mapping[str, np.ndarray]]) -> H
         parent=parent,
         hyperparameters={n: stack(f"hp/{n}").astype(np.float64) for n in pbt.space},
         eval_return=stack("eval_return").astype(np.float64) if getattr(pbt, "eval_every", None) else None,
+        episode_returns=_episode_returns(records, size, evaluator.num_episodes) if evaluator is not None else None,
+        descriptor=stack("descriptor", describe.size).astype(np.float64) if describe is not None else None,
     )

@@ -8,6 +8,7 @@ from typing import Any
 from ..core import one_line
 from ..runs import agent_from_config
 from ._exploit import Tournament, Truncation
+from ._generation import Novelty
 from ._pbt import PBT
 from ._population import History, Population
 from ._checkpoint import load_checkpoint
@@ -28,12 +29,24 @@ def _module_from_spec(spec: Mapping[str, Any], known: Mapping[str, type], what: 
     return known[name](**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()})
 
 
-def pbt_from_config(config: Mapping[str, Any], fitness: Any = None) -> PBT:
-    """Rebuild the `PBT` of a run directory's `pbt.json` (a custom fitness must be passed again)."""
-    if config.get("fitness", {}).get("type") == "custom" and fitness is None:
+def pbt_from_config(config: Mapping[str, Any], fitness: Any = None, descriptor: Any = None) -> PBT:
+    """Rebuild the `PBT` of a run directory's `pbt.json` (a custom fitness or descriptor
+    callable must be passed again)."""
+    spec = config.get("fitness", {})
+    if spec.get("type") == "custom" and fitness is None:
         raise ValueError(
             f"this run used a custom fitness ({config['fitness'].get('repr')}); pass it again: resume(run_dir, fitness=...)"
         )
+    if spec.get("type") == "Novelty" and fitness is None:
+        fitness = _module_from_spec(spec, {"Novelty": Novelty}, "fitness")
+    saved = config.get("descriptor")
+    if isinstance(saved, Mapping):  # a custom callable
+        if descriptor is None:
+            raise ValueError(
+                f"this run used a custom descriptor ({saved.get('repr')}); pass it again: resume(run_dir, descriptor=...)"
+            )
+    elif descriptor is None:
+        descriptor = saved
     agent = agent_from_config(config)
     space = {name: _module_from_spec(spec, _DOMAINS, "domain") for name, spec in config["space"].items()}
     return PBT(
@@ -47,16 +60,17 @@ def pbt_from_config(config: Mapping[str, Any], fitness: Any = None) -> PBT:
         eval_episodes=config["eval_episodes"],
         max_eval_steps=config.get("max_eval_steps"),
         eval_every=config.get("eval_every"),
+        descriptor=descriptor,
     )
 
 
-def resume(run_dir: Any, *, fitness: Any = None, progress: bool = True) -> tuple[Population, History]:
+def resume(run_dir: Any, *, fitness: Any = None, descriptor: Any = None, progress: bool = True) -> tuple[Population, History]:
     """Continue an interrupted PBT run from its run directory, exactly where it stopped
     (its newest checkpoint, `RUN_DIR/population/<generation>/`; in a multi-host run every
     process calls it and reads its own shards).
 
     **Arguments:** `run_dir` (written by `PBT.run(..., run_dir=...)` or `eqxrl pbt`),
-    the custom `fitness` if the run had one, `progress`.
+    the custom `fitness` and `descriptor` callables if the run had them, `progress`.
 
     **Returns:** `(population, history)` as the uninterrupted `PBT.run` would have.
     """
@@ -71,7 +85,7 @@ def resume(run_dir: Any, *, fitness: Any = None, progress: bool = True) -> tuple
     if not isinstance(config, dict):
         raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
     try:
-        pbt = pbt_from_config(config, fitness)
+        pbt = pbt_from_config(config, fitness, descriptor)
         total_steps = config["total_steps"]
     except KeyError as e:
         raise ValueError(f"{path} is missing the key {e.args[0]!r}: it was not written by `eqxrl pbt`, or was edited") from None

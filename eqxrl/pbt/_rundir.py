@@ -24,7 +24,7 @@ from ..agents import agent_name, class_path
 from ..core import __version__, figure, png_bytes
 from ..runs import agent_config, atomic_write_bytes
 from ._checkpoint import CHECKPOINTS, CheckpointWriter, load_records
-from ._generation import EvaluationReturn
+from ._generation import EvaluationReturn, Novelty
 from ._population import History, Population, history_from_records
 
 __all__ = ["CONFIG", "HISTORY", "PLOT", "RunDirectory", "module_spec", "pbt_config", "plot_history", "read_history_csv", "write_history_csv"]
@@ -42,10 +42,15 @@ def module_spec(m: eqx.Module) -> dict[str, Any]:
 
 def pbt_config(pbt: Any, total_steps: int) -> dict[str, Any]:
     """**Returns:** the JSON description of a PBT run (agent, env, space, exploit, budget)."""
-    if pbt.fitness is not None and not isinstance(pbt.fitness, EvaluationReturn):
+    if isinstance(pbt.fitness, Novelty):
+        fitness = module_spec(pbt.fitness)
+    elif pbt.fitness is not None and not isinstance(pbt.fitness, EvaluationReturn):
         fitness = {"type": "custom", "repr": repr(pbt.fitness)}
     else:
         fitness = {"type": "EvaluationReturn", "num_episodes": pbt.eval_episodes}
+    descriptor = pbt.descriptor
+    if callable(descriptor):
+        descriptor = {"type": "custom", "repr": repr(descriptor)}
     return {
         "agent": agent_name(pbt.agent),
         "agent_class": class_path(type(pbt.agent)),
@@ -60,6 +65,7 @@ def pbt_config(pbt: Any, total_steps: int) -> dict[str, Any]:
         "max_eval_steps": pbt.max_eval_steps,
         "eval_every": pbt.eval_every,
         "fitness": fitness,
+        "descriptor": descriptor,
         "total_steps": int(total_steps),
         "devices": jax.device_count(),
         "processes": jax.process_count(),
@@ -67,38 +73,63 @@ def pbt_config(pbt: Any, total_steps: int) -> dict[str, Any]:
     }
 
 
+_FIXED = ("generation", "member", "env_steps", "fitness", "train_return", "parent")
+EPISODE_RETURN = "episode_return"
+DESCRIPTOR = "descriptor"
+
+
 def write_history_csv(path: Any, history: History) -> None:
-    """One row per (generation, member): env_steps, fitness, train_return, parent, hyperparameters."""
+    """One row per (generation, member): `env_steps`, `fitness`, `train_return`, `parent`,
+    one column per hyperparameter, then when the history has them `eval_return`,
+    `episode_return/<k>` (the return of evaluation episode `k`) and `descriptor/<j>`
+    (component `j` of the member's mean final descriptor)."""
     names = list(history.hyperparameters)
+    extra: list[tuple[str, np.ndarray]] = []  # (column, values[g, i])
+    if history.eval_return is not None:
+        extra.append(("eval_return", history.eval_return))
+    for prefix, values in ((EPISODE_RETURN, history.episode_returns), (DESCRIPTOR, history.descriptor)):
+        if values is not None:
+            extra += [(f"{prefix}/{k}", values[..., k]) for k in range(values.shape[-1])]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["generation", "member", "env_steps", "fitness", "train_return", "parent", *names])
+    writer.writerow([*_FIXED, *names, *(c for c, _ in extra)])
     for g in range(history.num_generations):
         for i in range(history.fitness.shape[1]):
             writer.writerow(
                 [g, i, int(history.env_steps[g]), repr(float(history.fitness[g, i])),
                  repr(float(history.train_return[g, i])), int(history.parent[g, i]),
-                 *(repr(float(history.hyperparameters[n][g, i])) for n in names)]
+                 *(repr(float(history.hyperparameters[n][g, i])) for n in names),
+                 *(repr(float(v[g, i])) for _, v in extra)]
             )  # fmt: skip
     atomic_write_bytes(pathlib.Path(path), buffer.getvalue().encode())
 
 
 def read_history_csv(path: Any) -> History:
-    """**Returns:** the `History` of a `history.csv`."""
+    """**Returns:** the `History` of a `history.csv` (also one written before the
+    `eval_return`, `episode_return/<k>` and `descriptor/<j>` columns existed)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
         raise ValueError(f"{path} has no rows")
-    names = [k for k in rows[0] if k not in ("generation", "member", "env_steps", "fitness", "train_return", "parent")]
+    columns = list(rows[0])
+    names = [k for k in columns if k not in _FIXED and k != "eval_return" and "/" not in k]
     g = max(int(r["generation"]) for r in rows) + 1
     p = max(int(r["member"]) for r in rows) + 1
     grid = lambda k, t: np.array([t(r[k]) for r in rows]).reshape(g, p)  # noqa: E731
+
+    def stacked(prefix: str) -> np.ndarray | None:
+        cols = sorted((int(c.split("/", 1)[1]), c) for c in columns if c.startswith(prefix + "/"))
+        return np.stack([grid(c, float) for _, c in cols], axis=-1) if cols else None
+
     return History(
         env_steps=grid("env_steps", int)[:, 0],
         fitness=grid("fitness", float),
         train_return=grid("train_return", float),
         parent=grid("parent", int),
         hyperparameters={n: grid(n, float) for n in names},
+        eval_return=grid("eval_return", float) if "eval_return" in columns else None,
+        episode_returns=stacked(EPISODE_RETURN),
+        descriptor=stacked(DESCRIPTOR),
     )
 
 
