@@ -185,7 +185,7 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
         with _foreign_promotion():
             obs, state = self.jaxmarl_env.reset(key)
-        return state, self._timestep(obs, jnp.zeros((len(self.agent_list),), jnp.float32), False)
+        return state, self._timestep(obs, jnp.zeros((len(self.agent_list),), jnp.float32), jnp.zeros((), bool))
 
     def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
         actions = {a: action[i] for i, a in enumerate(self.agent_list)}

@@ -17,6 +17,7 @@ a wrapper that changes the team reward without touching `info["agent_rewards"]`
 """
 
 import abc
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -32,7 +33,7 @@ class MultiAgentSpace(AbstractSpace):
     """The joint space of `num_agents` agents that each use `space`: elements have shape
     `(num_agents, *space.shape)`, one row per agent."""
 
-    space: AbstractSpace
+    space: Any
     num_agents: int = eqx.field(static=True)
 
     def __check_init__(self):
@@ -97,7 +98,7 @@ class AbstractMultiAgentEnv(AbstractEnv):
         return MultiAgentSpace(self.agent_action_space, self.num_agents)
 
 
-def is_multi_agent(env: AbstractEnv) -> bool:
+def is_multi_agent(env: Any) -> bool:
     """Whether `env` (perhaps wrapped) follows the multi-agent protocol: both of its spaces are
     `MultiAgentSpace`s of the same number of agents."""
     if not isinstance(env, AbstractEnv):
