@@ -28,8 +28,6 @@ def test_ippo_is_a_ppo_with_a_team_env():
     "kwargs, match",
     [
         (dict(env="CartPole-v1"), r"^IPPO\(env\) must be a multi-agent env"),
-        (dict(share_parameters=1), r"^IPPO\(share_parameters\) must be True or False, got 1"),
-        (dict(agent_ids="yes"), r"^IPPO\(agent_ids\) must be True or False, got 'yes'"),
         (dict(gamma=1.5), r"^IPPO\(gamma\) must be in \[0, 1\], got 1.5"),
         (dict(num_minibatches=3), r"^IPPO\(num_minibatches=3\) must divide num_envs \* rollout_length = 16"),
     ],
