@@ -47,6 +47,7 @@ def load() -> types.ModuleType:
     _stub_modules()
     module = types.ModuleType("ippo_ff_mpe")
     module.__file__ = f"{MIRROR}:{SCRIPT}"
+    sys.modules[module.__name__] = module  # dataclasses (flax modules) look their module up there
     exec(compile(_show(SCRIPT), module.__file__, "exec"), module.__dict__)
     return module
 
