@@ -9,13 +9,14 @@ from ._base import AbstractAgent
 from ._dads import DADS
 from ._ddpg import DDPG
 from ._dqn import DQN
+from ._ippo import IPPO
 from ._mpo import MPO
 from ._ppo import PPO
 from ._sac import SAC
 from ._stack import Batch
 from ._td3 import TD3
 
-AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "mpo": MPO, "dads": DADS}
+AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "mpo": MPO, "dads": DADS, "ippo": IPPO}
 """The agents known by name (`"ppo"` → `PPO`); `register_agent` adds one."""
 
 

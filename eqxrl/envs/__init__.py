@@ -1,4 +1,4 @@
-"""Environments: one functional protocol, gymnax and brax adapters, wrappers."""
+"""Environments: one functional protocol (and its multi-agent form), gymnax, brax and JaxMARL adapters, wrappers."""
 
 from ..core import tree_select as tree_select
 from ._base import AbstractEnv as AbstractEnv
@@ -14,9 +14,15 @@ from ._descriptor import brax_xy as brax_xy
 from ._descriptor import innermost_state as innermost_state
 from ._descriptor import resolve_descriptor as resolve_descriptor
 from ._gymnax import GymnaxEnv as GymnaxEnv
+from ._jaxmarl import JaxMARLEnv as JaxMARLEnv
 from ._make import make as make
 from ._make import register as register
 from ._make import registered as registered
+from ._multi_agent import AbstractMultiAgentEnv as AbstractMultiAgentEnv
+from ._multi_agent import MultiAgentSpace as MultiAgentSpace
+from ._multi_agent import agent_names as agent_names
+from ._multi_agent import agent_rewards as agent_rewards
+from ._multi_agent import is_multi_agent as is_multi_agent
 from ._point import Point2D as Point2D
 from ._point import PointState as PointState
 from ._spaces import AbstractSpace as AbstractSpace

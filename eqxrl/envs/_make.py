@@ -6,6 +6,7 @@ from typing import Any
 
 from ._base import AbstractEnv
 from ._check import check_env
+from ._jaxmarl import PREFIX as JAXMARL_PREFIX
 from ._point import point2d
 from ._wrappers import TimeLimit
 
@@ -38,8 +39,10 @@ def _brax_ids() -> list[str]:
 
 
 def registered() -> list[str]:
-    """Every name `make` accepts: gymnax ids, `brax/<env>` and user registrations."""
-    return _gymnax_ids() + _brax_ids() + list(_registry)
+    """Every name `make` accepts: gymnax ids, `brax/<env>`, `jaxmarl/<env>` and user registrations."""
+    from ._jaxmarl import jaxmarl_ids
+
+    return _gymnax_ids() + _brax_ids() + jaxmarl_ids() + list(_registry)
 
 
 def make(name: str, **kwargs: Any) -> AbstractEnv:
@@ -48,10 +51,12 @@ def make(name: str, **kwargs: Any) -> AbstractEnv:
     **Arguments:**
 
     - `name`: a gymnax id (`"CartPole-v1"`, `"Pendulum-v1"`, ...), `"brax/<env>"`
-      (`"brax/ant"`), or a name given to `eqxrl.envs.register`.
+      (`"brax/ant"`), `"jaxmarl/<id>"` (`"jaxmarl/MPE_simple_spread_v3"`: a multi-agent
+      `JaxMARLEnv`), or a name given to `eqxrl.envs.register`.
     - `**kwargs`: for gymnax, overrides of the env's `EnvParams` fields (for
       example `max_steps_in_episode=200`); for brax, `backend=`,
-      `episode_length=` (default 1000) and the env constructor's keywords.
+      `episode_length=` (default 1000) and the env constructor's keywords; for JaxMARL,
+      `truncation=` (see `JaxMARLEnv`) and the env constructor's keywords.
 
     **Returns:** an `AbstractEnv` (brax envs come wrapped in a `TimeLimit`), checked
     by `check_env` (its `reset` and `step` outputs match its spaces).
@@ -72,6 +77,11 @@ def _make(name: str, **kwargs: Any) -> AbstractEnv:
 
         episode_length = kwargs.pop("episode_length", 1000)
         return TimeLimit(BraxEnv(name[len(_BRAX_PREFIX) :], **kwargs), episode_length)
+    if name.startswith(JAXMARL_PREFIX):
+        from ._jaxmarl import JaxMARLEnv, jaxmarl_ids
+
+        if name in jaxmarl_ids():
+            return JaxMARLEnv(name[len(JAXMARL_PREFIX) :], **kwargs)
     if name in _gymnax_ids():
         from ._gymnax import GymnaxEnv
 

@@ -1,0 +1,134 @@
+"""IPPO: configuration, the seat views of a team env, acting, metrics, and learning on MPE."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqxrl
+from eqxrl.agents import IPPO, PPO
+from eqxrl.envs import make
+
+SPREAD = "jaxmarl/MPE_simple_spread_v3"
+TINY = dict(num_envs=2, rollout_length=8, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
+seats = __import__("eqxrl.agents._ippo_envs", fromlist=["AgentSeat"])
+
+
+def test_ippo_is_a_ppo_with_a_team_env():
+    agent = IPPO(SPREAD, **TINY)
+    assert isinstance(agent, PPO) and agent.share_parameters and agent.agent_ids
+    assert agent.team_env == make(SPREAD) and agent.env.name == SPREAD and agent.num_agents == 3
+    assert agent.eval_env == make(SPREAD) and agent.steps_per_iteration == 2 * 8
+    assert agent.learner.num_envs == 6  # every agent of the 2 team envs is one of PPO's envs
+    assert IPPO(SPREAD, **TINY, share_parameters=False).learner.num_envs == 2
+    assert "learning_rate" in agent.hyperparameters() and agent.config()["env"] == SPREAD
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(env="CartPole-v1"), r"^IPPO\(env\) must be a multi-agent env"),
+        (dict(gamma=1.5), r"^IPPO\(gamma\) must be in \[0, 1\], got 1.5"),
+        (dict(num_minibatches=3), r"^IPPO\(num_minibatches=3\) must divide num_envs \* rollout_length = 16"),
+    ],
+)
+def test_ippo_names_bad_configuration(kwargs, match):
+    kwargs = {"env": SPREAD, **TINY, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        IPPO(**kwargs)
+
+
+def test_agent_ids_need_flat_box_observations():
+    with pytest.raises(ValueError, match=r"IPPO\(agent_ids=True\) needs 1-D Box observations per agent"):
+        seats.seat_space(eqxrl.envs.Discrete(3), 2, True)
+    assert seats.seat_space(eqxrl.envs.Discrete(3), 2, False) == eqxrl.envs.Discrete(3)
+
+
+def test_a_seat_outside_ippos_vmap_is_agent_0_with_every_agent_taking_its_action():
+    team = make(SPREAD)
+    seat = seats.AgentSeat(team, agent_ids=True)
+    assert seat.observation_space.shape == (21,) and seat.action_space == eqxrl.envs.Discrete(5)
+    key = jax.random.key(0)
+    s, ts = seat.reset(key)
+    ts_state, team_ts = team.reset(key)
+    np.testing.assert_array_equal(ts.obs, jnp.concatenate([team_ts.obs[0], jnp.array([1.0, 0.0, 0.0])]))
+    s, ts = seat.step(key, s, jnp.int32(2))
+    _, team_ts = team.step(key, ts_state, jnp.full((3,), 2, jnp.int32))
+    np.testing.assert_array_equal(ts.reward, team_ts.info["agent_rewards"][0])
+
+
+def test_seats_under_the_agent_axis_step_one_team_env_with_the_joint_action():
+    team = make(SPREAD)
+    seat = seats.AgentSeat(team)
+    keys = jax.random.split(jax.random.key(1), 3)  # different per lane: lane 0's is used
+    actions = jnp.array([0, 3, 4], jnp.int32)
+
+    def lane(key, action):
+        s, _ = seat.reset(key)
+        return seat.step(key, s, action)
+
+    states, ts = jax.vmap(lane, axis_name=seats.AGENT_AXIS)(keys, actions)
+    s0, _ = team.reset(keys[0])
+    want_state, want = team.step(keys[0], s0, actions)
+    for i in range(3):
+        np.testing.assert_array_equal(ts.obs[i], want.obs[i])
+        np.testing.assert_array_equal(ts.reward[i], want.info["agent_rewards"][i])
+        np.testing.assert_array_equal(states.p_pos[i], want_state.p_pos)
+
+
+def test_shared_seats_flatten_env_major_and_count_finished_episodes():
+    team = make(SPREAD)
+    env = seats.SharedSeats(team, 2, True)
+    state, ts = env.reset(jax.random.key(0))
+    assert ts.obs.shape == (6, 21) and ts.reward.shape == (6,)
+    np.testing.assert_array_equal(ts.obs[4, 18:], [0.0, 1.0, 0.0])  # env 1, agent 1
+    step = jax.jit(env.step)
+    total = jnp.zeros((3,))
+    for t in range(26):
+        state, ts = step(jax.random.key(t), state, jnp.zeros((6,), jnp.int32))
+        total = total + ts.reward.reshape(2, 3).sum(0)
+    assert bool(ts.truncated.all()) and float(state.finished) == 2.0
+    np.testing.assert_allclose(state.finished_return, total, rtol=1e-5)
+    np.testing.assert_allclose(ts.info["episode_return"].reshape(2, 3).sum(0), total, rtol=1e-5)
+    cleared = state.clear()
+    assert float(cleared.finished) == 0.0 and not np.any(np.asarray(cleared.finished_return))
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_act_gives_every_agent_an_action(share, getkey):
+    agent = IPPO(SPREAD, **TINY, share_parameters=share)
+    state = agent.init(getkey())
+    obs = jnp.zeros((4, 3, 18))
+    assert agent.act(state, obs, getkey()).shape == (4, 3)
+    assert agent.act(state, obs[0], deterministic=True).shape == (3,)
+    with pytest.raises(ValueError, match=r"IPPO: obs must have shape \(\*batch, 3, 18\), got \(4, 18\)"):
+        agent.act(state, obs[:, 0], getkey())
+    with pytest.raises(ValueError, match=r"IPPO.act\(key\) is required unless deterministic=True"):
+        agent.act(state, obs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", [True, False])
+def test_metrics_have_team_and_per_agent_returns(share, getkey):
+    agent = IPPO(SPREAD, **{**TINY, "rollout_length": 16}, share_parameters=share, agent_ids=not share)
+    state, metrics = eqxrl.train(agent, getkey(), 4 * agent.steps_per_iteration, progress=False)
+    np.testing.assert_array_equal(metrics["env_steps"], [32, 64, 96, 128])
+    per_agent = np.stack([metrics[f"episode_return_agent_{i}"] for i in range(3)])
+    done = ~np.isnan(metrics["episode_return"])
+    assert done.any() and np.all(np.isnan(metrics["episode_return"][~done]))
+    np.testing.assert_allclose(metrics["episode_return"][done], per_agent[:, done].sum(0), rtol=1e-5)
+    if not share:  # one network per agent
+        assert jax.tree.leaves(state.actor)[0].shape[0] == 3 and state.opt_state is not None
+    returns = eqxrl.evaluate(agent, state, getkey(), num_episodes=3)
+    assert returns.shape == (3,) and np.all(np.isfinite(returns))
+
+
+@pytest.mark.learning
+def test_ippo_learns_simple_spread_well_above_random(getkey):
+    agent = IPPO(SPREAD, num_envs=16, rollout_length=32, num_minibatches=2, hidden_sizes=(64, 64), learning_rate=1e-3)
+    key = getkey()
+    state, _ = eqxrl.train(agent, key, 150_000, progress=False)
+    untrained = eqxrl.evaluate(agent, agent.init(key), getkey(), num_episodes=32, deterministic=False).mean()
+    trained = eqxrl.evaluate(agent, state, getkey(), num_episodes=32).mean()
+    # Team returns are negative distances: closer to 0 is better.
+    assert trained > untrained + 0.15 * abs(untrained), (untrained, trained)

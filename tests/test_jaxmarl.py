@@ -1,0 +1,158 @@
+"""The multi-agent protocol (MultiAgentSpace, agent_rewards, ...) and the JaxMARL adapter
+against JaxMARL's own step."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqxrl
+from eqxrl.envs import (
+    AbstractWrapper,
+    Box,
+    Discrete,
+    JaxMARLEnv,
+    MultiAgentSpace,
+    TimeStep,
+    agent_names,
+    agent_rewards,
+    is_multi_agent,
+    make,
+)
+
+SPREAD = "jaxmarl/MPE_simple_spread_v3"
+
+
+# ----------------------------------------------------------------------- MultiAgentSpace
+def test_multi_agent_space_shape_sample_contains():
+    space = MultiAgentSpace(Discrete(5), 3)
+    assert space.shape == (3,) and space.dtype == jnp.int32
+    x = space.sample(jax.random.key(0))
+    assert x.shape == (3,) and bool(space.contains(x))
+    assert not bool(space.contains(jnp.array([0, 1, 5])))
+    assert not bool(space.contains(jnp.array([0, 1])))
+    box = MultiAgentSpace(Box(-1.0, 1.0, (2,)), 4)
+    assert box.shape == (4, 2) and box.sample(jax.random.key(1)).shape == (4, 2)
+
+
+@pytest.mark.parametrize(
+    "space, n, match",
+    [
+        ("x", 2, r"MultiAgentSpace\(space\) must be an eqxrl space"),
+        (Discrete(2), 0, r"MultiAgentSpace\(num_agents\) must be a positive int, got 0"),
+        (MultiAgentSpace(Discrete(2), 2), 2, r"must be one agent's space"),
+    ],
+)
+def test_multi_agent_space_rejects_bad_arguments(space, n, match):
+    with pytest.raises(ValueError, match=match):
+        MultiAgentSpace(space, n)
+
+
+def test_agent_rewards_split_a_wrappers_change_equally():
+    ts = TimeStep(jnp.zeros((2, 1)), jnp.float32(4.0), jnp.array(False), jnp.array(False), {"agent_rewards": jnp.array([1.0, 1.0])})
+    np.testing.assert_allclose(agent_rewards(ts), [2.0, 2.0])
+    unchanged = eqx.tree_at(lambda t: t.reward, ts, jnp.float32(2.0))
+    np.testing.assert_array_equal(agent_rewards(unchanged), [1.0, 1.0])
+    with pytest.raises(ValueError, match=r"agent_rewards\(ts\): a multi-agent timestep has info\['agent_rewards'\]"):
+        agent_rewards(eqx.tree_at(lambda t: t.info, ts, {}))
+
+
+class _Scale(AbstractWrapper):
+    env: object
+
+    def step(self, key, state, action):
+        state, ts = self.env.step(key, state, action)
+        return state, eqx.tree_at(lambda t: t.reward, ts, ts.reward * 2.0)
+
+
+def test_a_wrapped_multi_agent_env_is_still_one():
+    env = make(SPREAD)
+    wrapped = _Scale(env)
+    assert is_multi_agent(env) and is_multi_agent(wrapped)
+    assert agent_names(wrapped) == ("agent_0", "agent_1", "agent_2")
+    assert not is_multi_agent(make("CartPole-v1")) and not is_multi_agent("CartPole-v1")
+    with pytest.raises(ValueError, match=r"agent_names\(env\) needs a multi-agent env"):
+        agent_names(make("CartPole-v1"))
+
+
+# ----------------------------------------------------------------------- the adapter
+def _jaxmarl_rollout(name: str, steps: int):
+    """The adapter's and JaxMARL's own `step_env` from the same keys and actions."""
+    env = make("jaxmarl/" + name)
+    raw = env.jaxmarl_env
+    key = jax.random.key(3)
+    state, ts = jax.jit(env.reset)(key)
+    raw_obs, raw_state = jax.jit(raw.reset)(key)
+    step, raw_step = jax.jit(env.step), jax.jit(raw.step_env)
+    for i, a in enumerate(env.agents):
+        np.testing.assert_array_equal(ts.obs[i, : raw_obs[a].shape[0]], raw_obs[a])
+    out = []
+    for t in range(steps):
+        k = jax.random.fold_in(key, t)
+        action = env.action_space.sample(jax.random.fold_in(k, 1))
+        state, ts = step(k, state, action)
+        raw_obs, raw_state, rewards, dones, _ = raw_step(k, raw_state, {a: action[i] for i, a in enumerate(env.agents)})
+        out.append((env, ts, raw_obs, rewards, dones))
+    return out
+
+
+@pytest.mark.parametrize("name", ["MPE_simple_spread_v3", "MPE_simple_tag_v3", "MPE_simple_facmac_v1"])
+def test_adapter_matches_jaxmarls_own_step(name):
+    steps = _jaxmarl_rollout(name, 27)
+    for t, (env, ts, raw_obs, rewards, dones) in enumerate(steps):
+        want = np.array([rewards[a] for a in env.agents], np.float32)
+        np.testing.assert_array_equal(ts.info["agent_rewards"], want)
+        np.testing.assert_allclose(ts.reward, want.sum(), rtol=1e-6)
+        for i, a in enumerate(env.agents):
+            size = raw_obs[a].shape[0]
+            np.testing.assert_array_equal(ts.obs[i, :size], raw_obs[a])
+            np.testing.assert_array_equal(ts.obs[i, size:], 0.0)  # padded to the largest
+        # MPE ends episodes only by the time limit: a truncation, never a termination.
+        assert bool(ts.truncated) == bool(dones["__all__"]) and not bool(ts.terminated)
+        assert bool(ts.truncated) == (t + 1 == env.max_episode_steps)
+
+
+def test_make_builds_mpe_scenarios_with_their_spaces():
+    env = make(SPREAD)
+    assert isinstance(env, JaxMARLEnv) and env.name == SPREAD
+    assert env.agents == ("agent_0", "agent_1", "agent_2") and env.num_agents == 3
+    assert env.observation_space.shape == (3, 18) and env.action_space == MultiAgentSpace(Discrete(5), 3)
+    assert env.max_episode_steps == 26  # JaxMARL's max_steps=25 plus the step that sees it
+    tag = make("jaxmarl/MPE_simple_tag_v3")
+    assert tag.observation_space.shape == (4, 16)  # adversaries' 16 and the good agent's 14, padded
+    assert make("jaxmarl/MPE_simple_spread_v3", num_agents=2).observation_space.shape == (2, 12)
+    assert SPREAD in eqxrl.envs.registered()
+
+
+def test_jaxmarl_env_rejects_what_it_cannot_represent():
+    with pytest.raises(ValueError, match=r"every agent of 'MPE_simple_speaker_listener_v4' must have the same action space"):
+        make("jaxmarl/MPE_simple_speaker_listener_v4")
+    with pytest.raises(ValueError, match=r"JaxMARLEnv\(truncation\) must be given for 'switch_riddle'"):
+        make("jaxmarl/switch_riddle")
+    with pytest.raises(ValueError, match=r"JaxMARLEnv\(truncation\) must be True or False, got 1"):
+        JaxMARLEnv("MPE_simple_spread_v3", truncation=1)
+    with pytest.raises(ValueError, match=r"JaxMARLEnv\(env\): unknown JaxMARL id 'MPE_nope'"):
+        JaxMARLEnv("MPE_nope")
+    with pytest.raises(ValueError, match=r"JaxMARLEnv\(env\) must be a JaxMARL id or MultiAgentEnv, got 3"):
+        JaxMARLEnv(3)
+    with pytest.raises(ValueError, match=r"keyword arguments \['num_agents'\] need an env id"):
+        JaxMARLEnv(make(SPREAD).jaxmarl_env, num_agents=2)
+    with pytest.raises(ValueError, match=r"unknown environment 'jaxmarl/MPE_nope'"):
+        make("jaxmarl/MPE_nope")
+
+
+def test_termination_when_the_env_says_its_dones_are_terminal():
+    raw = make(SPREAD).jaxmarl_env
+    env = JaxMARLEnv(raw, truncation=False)
+    assert env.max_episode_steps is None and env.name == "jaxmarl/SimpleSpreadMPE"
+    state, _ = env.reset(jax.random.key(0))
+    step = jax.jit(env.step)
+    for t in range(26):
+        state, ts = step(jax.random.key(t), state, jnp.zeros((3,), jnp.int32))
+    assert bool(ts.terminated) and not bool(ts.truncated)
+
+
+def test_the_same_env_compiles_once():
+    assert make(SPREAD) == make(SPREAD)
+    assert make(SPREAD) != make(SPREAD, num_agents=2)
