@@ -2,6 +2,8 @@
 
 import itertools
 import os
+import shutil
+import tempfile
 
 import jax
 import pytest
@@ -11,6 +13,31 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 # subprocesses they start), so no test writes to the user's cache home; test_compile_cache.py
 # switches it on in a temporary directory.
 os.environ.setdefault("EQXRL_COMPILE_CACHE", "off")
+
+_CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
+_MIN_TIME_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
+
+
+def pytest_configure(config):
+    """One compilation cache for the whole run, in a temporary directory: the xdist workers and the
+    subprocesses that the tests start (the CLI, kill -9, several devices) inherit it through the
+    environment, so a program that several modules, workers or processes compile (the same agent
+    on the same env: identical HLO) is compiled once and read back after. Only programs that took
+    at least JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS are written. The run starts cold, as CI
+    does; a directory already set in the environment is used as it is and kept."""
+    if not hasattr(config, "workerinput") and not os.environ.get(_CACHE_ENV):
+        config._jax_cache_dir = tempfile.mkdtemp(prefix="eqxrl-tests-jax-cache-")
+        os.environ[_CACHE_ENV] = config._jax_cache_dir
+        os.environ.setdefault(_MIN_TIME_ENV, "0.2")
+    if os.environ.get(_CACHE_ENV):
+        jax.config.update("jax_compilation_cache_dir", os.environ[_CACHE_ENV])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", float(os.environ.get(_MIN_TIME_ENV, "1.0")))
+
+
+def pytest_unconfigure(config):
+    directory = getattr(config, "_jax_cache_dir", None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.hookimpl(wrapper=True)
