@@ -23,6 +23,7 @@ from eqxrl.components import (
     CNNTorso,
     ConstantSchedule,
     CosineSchedule,
+    ExponentialSchedule,
     L2Penalty,
     LinearSchedule,
     MLPTorso,
@@ -52,6 +53,7 @@ def test_presets():
     assert parse_learning_rate("3e-4") == 3e-4
     assert parse_learning_rate("cosine:3e-4:0.1") == CosineSchedule(3e-4, 0.1)
     assert parse_learning_rate("linear:1e-3") == LinearSchedule(1e-3)
+    assert parse_learning_rate("exponential:1e-3:1e-5") == ExponentialSchedule(1e-3, 1e-5)
     assert parse_learning_rate("constant:1e-3") == ConstantSchedule(1e-3)
     assert parse_learning_rate("warmup-cosine:1e-3:0.1:1e-5") == WarmupCosineSchedule(1e-3, 0.1, end_value=1e-5)
     assert parse_set("buffer.alpha=0.7") == ("buffer.alpha", 0.7)
@@ -72,6 +74,8 @@ def test_presets():
         (parse_optimizer, "adam:-1", r"learning_rate must be > 0, got -1.0"),
         (parse_loss_terms, "l1:0.1", r"unknown loss term 'l1:0.1'"),
         (parse_learning_rate, "cosine", r"expected cosine:VALUE"),
+        (parse_learning_rate, "exponential:1e-3", r"expected exponential:LR:END, got 'exponential:1e-3'"),
+        (parse_learning_rate, "exponential:1e-3:0", r"ExponentialSchedule\(end_value\) must be > 0, got 0"),
         (parse_learning_rate, "step:1e-3", r"unknown learning rate 'step:1e-3'"),
         (parse_learning_rate, '{"class": "eqxrl.components:CosineSchedule", "nope": 1}', r"CosineSchedule has no field 'nope'"),
     ],

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 
 import eqxrl
 from eqxrl.agents import DADS, SAC, DADSLearner, SkillReport, plot_skill_trajectories
-from eqxrl.components import SkillDynamics, dads_intrinsic_reward
+from eqxrl.components import Sample, SkillDynamics, Transition, dads_intrinsic_reward
 from eqxrl.envs import (
     DescriptorWrapper,
     Point2D,
@@ -284,6 +284,39 @@ def test_dads_wraps_the_env_and_builds_sac_from_its_fields():
     np.testing.assert_array_equal(desc, [2, 3])
 
 
+@pytest.mark.parametrize("dynamics_input", ["descriptor", "observation"])
+def test_omit_input_dynamics_dim_leaves_the_first_dimensions_out(dynamics_input, getkey):
+    # Point2D: observation = descriptor = (x, y). With the first dimension omitted the skill
+    # dynamics sees y only: moving both ends of a transition along x (the same change) leaves
+    # the intrinsic reward unchanged, as it does not without the option.
+    agents = {k: DADS("Point2D-v0", dynamics_input=dynamics_input, omit_input_dynamics_dim=k, **TINY) for k in (0, 1)}
+    assert agents[0].omit_input_dynamics_dim == 0  # the default keeps every dimension
+    learners = {k: agent.init_learner(getkey()) for k, agent in agents.items()}
+    assert learners[1].dynamics.input_size == 1 and learners[0].dynamics.input_size == 2
+    assert learners[1].input_stats.mean.shape == (1,)
+    position = jax.random.normal(getkey(), (16, 2))
+    move = 0.5 * jax.random.normal(getkey(), (16, 2))
+    skill = jax.nn.one_hot(jax.random.randint(getkey(), (16,), 0, 4), 4)
+    flat = lambda p: jnp.concatenate([p, p, skill], axis=-1)  # noqa: E731
+    shift = jnp.asarray([3.0, 0.0], jnp.float32)
+    for k, agent in agents.items():
+        inputs, delta, _ = agent._dynamics_data(flat(position), flat(position + move))
+        np.testing.assert_array_equal(inputs, position[:, k:])
+        np.testing.assert_allclose(delta, move, rtol=1e-5, atol=1e-6)
+        reward = lambda p: agent.intrinsic_reward(learners[k], flat(p), flat(p + move))[0]  # noqa: E731
+        same = np.allclose(reward(position), reward(position + shift), rtol=1e-5, atol=1e-6)
+        assert same == (k == 1), k
+    # one update trains the dynamics on the shortened input
+    agent, learner = agents[1], learners[1]
+    batch = Sample(
+        Transition(flat(position), jnp.zeros((16, 2)), jnp.zeros((16,)), jnp.full((16,), 0.99), flat(position + move)),
+        jnp.arange(16, dtype=jnp.int32), jnp.ones((16,)),
+    )
+    new, _, metrics = eqx.filter_jit(agent.update)(learner, batch, getkey(), jnp.zeros((), jnp.int32), jnp.float32(0.0))
+    assert np.isfinite(float(metrics["dynamics_loss"])) and float(new.input_stats.count) > 0
+    assert not np.allclose(new.dynamics.mlp.layers[0].weight, learner.dynamics.mlp.layers[0].weight)
+
+
 def test_dads_on_a_brax_env_uses_the_torso_xy():
     agent = DADS(make("brax/fast", episode_length=5), **TINY)
     assert agent.descriptor_env.kind == "xy" and agent.descriptor_env.descriptor_size == 2
@@ -302,6 +335,9 @@ def test_dads_on_a_brax_env_uses_the_torso_xy():
         ("Pendulum-v1", {}, r"DADS\(descriptor='auto'\) knows the descriptors of brax envs .*descriptor='observation'"),
         ("CartPole-v1", {}, r"DADS needs a 1-D Box action space, got Discrete"),
         ("Point2D-v0", dict(dynamics_input="state"), r"DADS\(dynamics_input\) must be one of \['descriptor', 'observation'\], got 'state'"),
+        ("Point2D-v0", dict(omit_input_dynamics_dim=2), r"DADS\(omit_input_dynamics_dim\) must be an int in \[0, 2\), got 2: the skill dynamics' input \(dynamics_input='descriptor'\) has 2 dimensions and at least one must remain"),
+        ("Point2D-v0", dict(omit_input_dynamics_dim=-1), r"DADS\(omit_input_dynamics_dim\) must be an int in \[0, 2\), got -1"),
+        ("Point2D-v0", dict(omit_input_dynamics_dim=True), r"DADS\(omit_input_dynamics_dim\) must be an int in \[0, 2\), got True"),
         ("Point2D-v0", dict(n_step=3), r"DADS\(n_step\) must be 1 \(the intrinsic reward is a function of one-step transitions\), got 3"),
         ("Point2D-v0", dict(num_experts=0), r"DADS\(num_experts\) must be a positive int, got 0"),
         ("Point2D-v0", dict(dynamics_update_period=0), r"DADS\(dynamics_update_period\) must be a positive int, got 0"),

@@ -330,6 +330,147 @@ def test_agent_update_moves_the_temperature_toward_its_bound(env, init_temperatu
     assert all(np.isfinite(np.asarray(v)) for v in metrics.values())
 
 
+def test_e_step_temperature_fixes_the_weights_but_not_the_temperature_loss():
+    # The loss at temperature t1 with the E-step's weights from t0: the policy sees t0's weights
+    # (same gradient and kl_nonparametric as a plain call at t0), the temperature its own loss at t1.
+    args = _gaussian_loss_args(jnp.full((4, 1), 0.1), jnp.full((4, 1), 0.9), q=3.0 * jnp.linspace(-1.0, 1.0, 6)[:, None] * jnp.ones((6, 4)))
+    t0, t1 = f32(0.5), f32(2.0)
+    loss = lambda loc, t, e=None: mpo_gaussian_loss(loc, *args[1:], t, f32(1.0), f32(1.0), 0.1, 1e-2, 1e-2, e)  # noqa: E731
+    _, fixed = loss(args[0], t1, t0)
+    _, at_t0 = loss(args[0], t0)
+    _, at_t1 = loss(args[0], t1)
+    assert float(fixed["kl_nonparametric"]) == pytest.approx(float(at_t0["kl_nonparametric"]), rel=1e-6)
+    assert float(fixed["kl_nonparametric"]) != pytest.approx(float(at_t1["kl_nonparametric"]), rel=1e-2)
+    assert float(fixed["temperature_loss"]) == pytest.approx(float(at_t1["temperature_loss"]), rel=1e-6)
+    grad = lambda t, e=None: jax.grad(lambda loc: loss(loc, t, e)[0])(args[0])  # noqa: E731
+    np.testing.assert_allclose(grad(t1, t0), grad(t0), rtol=1e-5)
+    assert not np.allclose(grad(t1), grad(t0), rtol=1e-2)
+    # the E-step temperature is a constant: the temperature's gradient is its own dual's
+    dt = lambda e: jax.grad(lambda t: loss(args[0], t, e)[0])(t1)  # noqa: E731
+    assert float(dt(t0)) == pytest.approx(float(dt(None)), rel=1e-5)
+    # categorical
+    logits, q = jnp.zeros((3, 2)), jnp.tile(f32([[0.0, 1.0]]), (3, 1))
+    cat = lambda t, e=None: mpo_categorical_loss(logits, logits, q, t, f32(1.0), 0.1, 0.01, e)[1]  # noqa: E731
+    assert float(cat(t1, t0)["kl_nonparametric"]) == pytest.approx(float(cat(t0)["kl_nonparametric"]), rel=1e-6)
+    assert float(cat(t1, t0)["temperature_loss"]) == pytest.approx(float(cat(t1)["temperature_loss"]), rel=1e-6)
+
+
+def _leaves(m):
+    return jax.tree.leaves(eqx.filter(m, eqx.is_array))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ["Pendulum-v1", "CartPole-v1"])
+def test_mstep_iterations_are_steps_on_one_batch(env, getkey):
+    # With the temperature frozen (so the E-step weights cannot move) and targets fixed, one update
+    # with mstep_iterations=3 steps the policy and the multipliers exactly as three updates with 1
+    # on the same batch and key (the critic between them does not enter the policy's loss).
+    kw = dict(hidden_sizes=(16,), num_action_samples=8, target_update_period=1000, temperature_lr_scale=0.0)
+    batch, key = _batch(MPO(env), 16, getkey()), getkey()
+    update = eqx.filter_jit(lambda agent, learner, i: agent.update(learner, batch, key, i, f32(0.0)))
+    one = MPO(env, **kw)
+    learner = one.init_learner(getkey())
+    stepped = learner
+    for i in range(3):
+        stepped, _, _ = update(one, stepped, jnp.asarray(i, jnp.int32))
+    three, _, metrics = update(MPO(env, **kw, mstep_iterations=3), learner, jnp.zeros((), jnp.int32))
+    for a, b in zip(_leaves((three.policy, three.duals)), _leaves((stepped.policy, stepped.duals))):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+    assert float(three.duals.temperature) == pytest.approx(float(learner.duals.temperature), rel=1e-6)
+    once, _, _ = update(one, learner, jnp.zeros((), jnp.int32))
+    assert not np.allclose(once.duals.alpha, three.duals.alpha, rtol=1e-4)
+    assert all(np.isfinite(np.asarray(v)) for v in metrics.values())
+
+
+@pytest.mark.slow
+def test_kl_bounds_hold_with_mstep_iterations():
+    """Five M-step iterations per update for 200 updates, on fresh batches, against a target
+    policy that never moves. After each update the policy's decoupled KLs from the target are
+    measured on the batch's states: over the last 100 updates their means are within 1.25x the
+    bounds (measured: 1.00x for the mean's, 1.09x for the std's; single batches reach about 3x);
+    with the bounds lifted (1e6), the same run ends more than 10x above them (19x, 177x)."""
+    eps_mean, eps_std = 2.5e-3, 1e-4
+
+    def run(bound_mean, bound_std):
+        agent = MPO(
+            "Pendulum-v1", hidden_sizes=(16,), num_action_samples=8, mstep_iterations=5,
+            target_update_period=10**6, kl_mean=bound_mean, kl_std=bound_std, dual_learning_rate=0.05,
+            policy_learning_rate=1e-3,
+        )
+        learner = agent.init_learner(jax.random.key(0))
+
+        def step(learner, i):
+            batch = _batch(agent, 32, jax.random.fold_in(jax.random.key(1), i))
+            learner, _, _ = agent.update(learner, batch, jax.random.fold_in(jax.random.key(2), i), i, f32(0.0))
+            obs = batch.data.next_obs
+            online = agent.policy_distribution(learner.policy, obs)
+            target = agent.policy_distribution(learner.target_policy, obs)
+            kl_mean = normal_kl(target.loc, target.scale, online.loc, target.scale)
+            kl_std = normal_kl(target.loc, target.scale, target.loc, online.scale)
+            return learner, jnp.stack([jnp.mean(kl_mean), jnp.mean(kl_std)])
+
+        _, kls = eqx.filter_jit(lambda l: jax.lax.scan(step, l, jnp.arange(200, dtype=jnp.int32)))(learner)
+        return np.asarray(kls)
+
+    constrained = run(eps_mean, eps_std).astype(np.float64)
+    assert constrained[-100:, 0].mean() <= 1.25 * eps_mean, constrained[-100:, 0].mean()
+    assert constrained[-100:, 1].mean() <= 1.25 * eps_std, constrained[-100:, 1].mean()
+    free = run(1e6, 1e6)
+    assert free[-1, 0] > 10 * eps_mean, free[-1]
+    assert free[-1, 1] > 10 * eps_std, free[-1]
+
+
+_dual_updates = eqx.filter_jit(
+    lambda agent, learner: jax.lax.scan(
+        lambda l, i: (lambda new: (new[0], (new[0].duals.alpha, new[2])))(
+            agent.update(l, _batch(agent, 16, jax.random.fold_in(jax.random.key(1), i)), jax.random.key(2), i, f32(0.0))
+        ),
+        learner,
+        jnp.arange(20, dtype=jnp.int32),
+    )
+)
+
+
+@pytest.mark.slow
+@settings(deadline=None, max_examples=8)
+@given(mean_max=st.floats(1e-6, 2.0), std_max=st.floats(1e-6, 20.0), cat_max=st.floats(1e-6, 2.0))
+def test_multipliers_never_exceed_their_maxima(mean_max, std_max, cat_max):
+    # Tiny KL bounds and a fast dual optimizer push the multipliers up every step (alpha_std starts
+    # at 10): after every update (and as used in it: the metrics) each stays at or below its maximum.
+    # Two M-step iterations per update: the bounds hold after every step, not only the last.
+    kw = dict(hidden_sizes=(8,), num_action_samples=4, mstep_iterations=2, kl_mean=1e-8, kl_std=1e-8,
+              kl_categorical=1e-8, dual_learning_rate=0.5, policy_learning_rate=1e-2)
+    for env, maxima in [("Pendulum-v1", [mean_max, std_max]), ("CartPole-v1", [cat_max])]:
+        agent = MPO(env, **kw, alpha_mean_max=mean_max, alpha_std_max=std_max, alpha_max=cat_max)
+        learner = agent.init_learner(jax.random.key(0))
+        assert np.all(np.asarray(learner.duals.alpha) <= np.float32(maxima))
+        _, (alphas, metrics) = _dual_updates(agent, learner)
+        assert np.all(np.asarray(alphas) <= np.float32(maxima)[None]), (np.asarray(alphas).max(axis=0), maxima)
+        used = [metrics["alpha_mean"], metrics["alpha_std"]] if env == "Pendulum-v1" else [metrics["alpha"]]
+        assert np.all(np.asarray(jnp.stack(used, axis=-1)) <= np.float32(maxima))
+        # the bound binds: a maximum below where the multiplier would go is reached
+        free, _ = _dual_updates(MPO(env, **kw), agent.init_learner(jax.random.key(0)))
+        reached = np.asarray(alphas[-1]) >= 0.99 * np.float32(maxima)
+        assert np.all(reached | (np.asarray(free.duals.alpha) < np.float32(maxima))), (alphas[-1], free.duals.alpha, maxima)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ["Pendulum-v1", "CartPole-v1"])
+def test_dual_lr_scales_multiply_each_duals_step(env, getkey):
+    batch, key = _batch(MPO(env), 16, getkey()), getkey()
+    update = eqx.filter_jit(lambda agent, learner: agent.update(learner, batch, key, jnp.zeros((), jnp.int32), f32(0.0))[0])
+    base = MPO(env, hidden_sizes=(16,), num_action_samples=8)
+    learner = base.init_learner(getkey())
+    raw = lambda d: np.concatenate([np.atleast_1d(np.asarray(d.raw_temperature)), np.asarray(d.raw_alpha)])  # noqa: E731
+    plain = raw(update(base, learner).duals) - raw(learner.duals)
+    scaled_agent = MPO(env, hidden_sizes=(16,), num_action_samples=8, temperature_lr_scale=0.5,
+                       alpha_mean_lr_scale=0.0, alpha_std_lr_scale=3.0, alpha_lr_scale=0.0)
+    scaled = raw(update(scaled_agent, learner).duals) - raw(learner.duals)
+    factors = [0.5, 0.0, 3.0] if env == "Pendulum-v1" else [0.5, 0.0]
+    assert np.all(np.abs(plain) > 1e-4)
+    np.testing.assert_allclose(scaled, np.float32(factors) * plain, rtol=1e-4, atol=1e-7)
+
+
 @pytest.mark.slow
 def test_agent_targets_follow_every_period(getkey):
     agent = MPO("Pendulum-v1", hidden_sizes=(16,), target_update_period=2, tau=1.0)
@@ -466,6 +607,12 @@ def test_chunk_compiles_once(getkey, monkeypatch):
         ("Pendulum-v1", dict(init_std=0.0), r"MPO\(init_std\) must be > 0, got 0"),
         ("Pendulum-v1", dict(min_std=-1.0), r"MPO\(min_std\) must be >= 0, got -1"),
         ("Pendulum-v1", dict(tau=1.5), r"MPO\(tau\) must be in \(0, 1\], got 1.5"),
+        ("Pendulum-v1", dict(mstep_iterations=0), r"MPO\(mstep_iterations\) must be a positive int, got 0"),
+        ("Pendulum-v1", dict(alpha_mean_max=0.0), r"MPO\(alpha_mean_max\) must be >= 1e-06 \(inf: unbounded\), got 0"),
+        ("Pendulum-v1", dict(alpha_std_max=1e-9), r"MPO\(alpha_std_max\) must be >= 1e-06 \(inf: unbounded\), got 1e-09"),
+        ("CartPole-v1", dict(alpha_max=-1.0), r"MPO\(alpha_max\) must be >= 1e-06 \(inf: unbounded\), got -1"),
+        ("Pendulum-v1", dict(temperature_lr_scale=-1.0), r"MPO\(temperature_lr_scale\) must be a finite number >= 0 \(0 freezes the dual\), got -1"),
+        ("Pendulum-v1", dict(alpha_std_lr_scale=float("inf")), r"MPO\(alpha_std_lr_scale\) must be a finite number >= 0 \(0 freezes the dual\), got inf"),
         ("Pendulum-v1", dict(max_grad_norm=0.0), r"MPO\(max_grad_norm\) must be > 0"),
         ("Pendulum-v1", dict(gamma=1.5), r"MPO\(gamma\) must be in \[0, 1\], got 1.5"),
         ("Pendulum-v1", dict(batch_size=64, buffer_size=32), r"MPO\(batch_size=64\) must not exceed buffer_size=32"),

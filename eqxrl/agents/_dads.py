@@ -9,7 +9,8 @@ stores these vectors in the replay buffer like any observation; DADS's
 skill, and the descriptor's change `delta = descriptor' - descriptor`. It then
 
 1. trains the skill dynamics `q(delta | x, z)` (a mixture of Gaussian experts,
-   `x` the descriptor or the observation) by maximum likelihood on the batch,
+   `x` the descriptor or the observation, less its first
+   `omit_input_dynamics_dim` dimensions) by maximum likelihood on the batch,
    every `dynamics_update_period`-th update;
 2. relabels the batch with the intrinsic reward
    `log q(delta|x,z) - log (1/L) sum_z' q(delta|x,z')` over all `L` skills
@@ -23,6 +24,7 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
@@ -76,8 +78,10 @@ class DADS(AbstractActorCriticAgent):
     must match.
 
     The skill dynamics predicts `delta` from `x` = the descriptor
-    (`dynamics_input="descriptor"`, DADS's x-y prior) or the observation, and is
-    updated once every `dynamics_update_period` SAC updates (1: on every
+    (`dynamics_input="descriptor"`, DADS's x-y prior) or the observation, with
+    its first `omit_input_dynamics_dim` dimensions left out (as DADS and QDax
+    leave out the x-y position: the predicted change then cannot depend on
+    where the agent is), and is updated once every `dynamics_update_period` SAC updates (1: on every
     sampled batch, before the SAC update that uses its rewards). With
     `normalize_dynamics`, its input and target are normalised by running
     statistics of the sampled batches (the reward does not change with the
@@ -103,6 +107,7 @@ class DADS(AbstractActorCriticAgent):
     descriptor: str = eqx.field(static=True, default="auto")
     descriptor_size: int | None = eqx.field(static=True, default=None)
     dynamics_input: str = eqx.field(static=True, default="descriptor")
+    omit_input_dynamics_dim: int = eqx.field(static=True, default=0)
     policy_sees_descriptor: bool = eqx.field(static=True, default=False)
     normalize_policy_observations: bool = eqx.field(static=True, default=False)
     normalize_dynamics: bool = eqx.field(static=True, default=True)
@@ -173,6 +178,13 @@ class DADS(AbstractActorCriticAgent):
             raise ValueError(f"DADS(env) must be an eqxrl AbstractEnv or an env name, got {self.env!r}")
         for name in ("num_experts", "num_critics", "dynamics_update_period"):
             check_positive_int("DADS", name, getattr(self, name))
+        width = self._full_dynamics_input_size
+        k = self.omit_input_dynamics_dim
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < width:
+            raise ValueError(
+                f"DADS(omit_input_dynamics_dim) must be an int in [0, {width}), got {k!r}: the skill dynamics' input "
+                f"(dynamics_input={self.dynamics_input!r}) has {width} dimensions and at least one must remain"
+            )
         if self.n_step != 1:
             raise ValueError(
                 f"DADS(n_step) must be 1 (the intrinsic reward is a function of one-step transitions), got {self.n_step!r}"
@@ -205,9 +217,13 @@ class DADS(AbstractActorCriticAgent):
         return o + d if self.policy_sees_descriptor else o
 
     @property
-    def _dynamics_input_size(self) -> int:
+    def _full_dynamics_input_size(self) -> int:
         o, d, _ = self._sizes
         return d if self.dynamics_input == "descriptor" else o
+
+    @property
+    def _dynamics_input_size(self) -> int:
+        return self._full_dynamics_input_size - self.omit_input_dynamics_dim
 
     @property
     def sac(self) -> SAC:
@@ -284,7 +300,7 @@ class DADS(AbstractActorCriticAgent):
         obs, desc, skill = self.split(x)
         _, next_desc, _ = self.split(next_x)
         inputs = desc if self.dynamics_input == "descriptor" else obs
-        return inputs, next_desc - desc, skill
+        return inputs[..., self.omit_input_dynamics_dim :], next_desc - desc, skill
 
     def _normalize_dynamics(self, learner: DADSLearner, inputs: Array, delta: Array) -> tuple[Array, Array]:
         if not self.normalize_dynamics:

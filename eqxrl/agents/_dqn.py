@@ -12,6 +12,7 @@ from ..components import (
     AbstractOptimizer,
     AbstractSchedule,
     DiscreteQHead,
+    ExponentialSchedule,
     OptState,
     Sample,
     add_loss_terms,
@@ -24,6 +25,9 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Discrete
 from ._off_policy import AbstractOffPolicyAgent
+
+
+EPSILON_DECAYS = ("linear", "exponential")
 
 
 class DQNLearner(eqx.Module):
@@ -40,8 +44,9 @@ class DQN(AbstractOffPolicyAgent):
     Double Q-learning (`double=True`: the online network picks the next
     action, the target network values it), proportional prioritized replay
     (`prioritized=True`), n-step returns (`n_step`), epsilon-greedy exploration
-    annealed linearly from `eps_start` to `eps_end` over the first
-    `exploration_fraction` of training, a target network updated every
+    annealed from `eps_start` to `eps_end` over the first `exploration_fraction`
+    of training (linearly, or with `epsilon_decay="exponential"` geometrically:
+    `ExponentialSchedule`), a target network updated every
     `target_update_period` updates by `target <- tau * online + (1 - tau) * target`
     (`tau=1` is a hard copy), Huber or squared TD loss, gradient clipping.
 
@@ -59,6 +64,7 @@ class DQN(AbstractOffPolicyAgent):
     double: bool = eqx.field(static=True, default=True)
     loss: str = eqx.field(static=True, default="mse")
     target_update_period: int = eqx.field(static=True, default=5)
+    epsilon_decay: str = eqx.field(static=True, default="linear")
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",), "critic_optimizer": ("learning_rate", "max_grad_norm")
     }
@@ -83,15 +89,24 @@ class DQN(AbstractOffPolicyAgent):
         check("eps_start", lambda v: 0 <= v <= 1, "in [0, 1]")
         check("eps_end", lambda v: 0 <= v <= 1, "in [0, 1]")
         check("exploration_fraction", lambda v: 0 < v <= 1, "in (0, 1]")
+        if self.epsilon_decay not in EPSILON_DECAYS:
+            raise ValueError(f"DQN(epsilon_decay) must be one of {list(EPSILON_DECAYS)}, got {self.epsilon_decay!r}")
+        if self.epsilon_decay == "exponential":
+            for name in ("eps_start", "eps_end"):
+                check(name, lambda v: 0 < v <= 1, "in (0, 1] with epsilon_decay='exponential'")
 
     @property
     def q_optimizer(self) -> AbstractOptimizer:
         """The Q-network's optimizer: `critic_optimizer`, or Adam with `learning_rate` and `max_grad_norm`."""
         return self.optimizer(self.critic_optimizer, self.learning_rate)
 
-    def epsilon(self, progress: Float[Array, ""]) -> Float[Array, ""]:
-        """The exploration rate at `progress` in [0, 1] of training."""
-        frac = jnp.clip(progress / self.exploration_fraction, 0.0, 1.0)
+    def epsilon(self, progress: Float[Array, ""] | float) -> Float[Array, ""]:
+        """The exploration rate at `progress` in [0, 1] of training: from `eps_start` to
+        `eps_end` over the first `exploration_fraction` (linearly, or geometrically with
+        `epsilon_decay="exponential"`: `ExponentialSchedule(eps_start, eps_end)`), then `eps_end`."""
+        frac = jnp.clip(jnp.asarray(progress, jnp.float32) / self.exploration_fraction, 0.0, 1.0)
+        if self.epsilon_decay == "exponential":
+            return ExponentialSchedule(self.eps_start, self.eps_end)(frac)
         return self.eps_start + (self.eps_end - self.eps_start) * frac
 
     def init_learner(self, key: Key) -> DQNLearner:

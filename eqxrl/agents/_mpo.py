@@ -6,6 +6,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
@@ -37,6 +38,14 @@ from ._actor_critic import AbstractActorCriticAgent, update_critics
 
 # Lower bound of the raw (pre-softplus) dual parameters: softplus(-18) ~ 1.5e-8 (acme's projection).
 _MIN_RAW_DUAL = -18.0
+# The smallest maximum a multiplier may be given (well above the floor of about 2.5e-8), as float32.
+_MIN_DUAL_MAX = float(np.float32(1e-6))
+
+
+def _raw_upper_bound(maximum: Float[Array, "*s"]) -> Float[Array, "*s"]:
+    """The raw parameter whose dual value `softplus(raw) + 1e-8` is just below `maximum`
+    (a relative margin of 1e-6 absorbs float32 rounding; `inf` gives `inf`)."""
+    return softplus_inverse(jnp.maximum(maximum * (1.0 - 1e-6) - 1e-8, 1e-12))
 
 
 class MPODuals(eqx.Module):
@@ -57,9 +66,15 @@ class MPODuals(eqx.Module):
     def alpha(self) -> Float[Array, " k"]:
         return jax.nn.softplus(self.raw_alpha) + 1e-8
 
-    def project(self) -> "MPODuals":
-        """**Returns:** the duals with raw parameters clipped from below (after an optimizer step)."""
-        return MPODuals(jnp.maximum(self.raw_temperature, _MIN_RAW_DUAL), jnp.maximum(self.raw_alpha, _MIN_RAW_DUAL))
+    def project(self, alpha_max: Float[Array, " k"] | None = None) -> "MPODuals":
+        """**Returns:** the duals with raw parameters clipped from below (after an
+        optimizer step) and, given `alpha_max` (one maximum per multiplier, `inf`
+        for none, each >= 1e-6), the multipliers clipped from above so that
+        `alpha <= alpha_max`."""
+        raw_alpha = jnp.maximum(self.raw_alpha, _MIN_RAW_DUAL)
+        if alpha_max is not None:
+            raw_alpha = jnp.minimum(raw_alpha, _raw_upper_bound(alpha_max))
+        return MPODuals(jnp.maximum(self.raw_temperature, _MIN_RAW_DUAL), raw_alpha)
 
 
 class MPOLearner(eqx.Module):
@@ -94,7 +109,13 @@ class MPO(AbstractActorCriticAgent):
       categorical ones a single `kl_categorical` (`alpha`).
 
     Dual variables are softplus-parameterised (positive) and projected onto
-    raw values >= -18 after each step. Target networks (policy and critic) are
+    raw values >= -18 after each step. `mstep_iterations` gradient steps of the
+    policy and the dual variables are taken per update, all on the batch's
+    E-step weights (computed with the update's first temperature). The
+    multipliers can be bounded above (`alpha_mean_max`, `alpha_std_max`,
+    `alpha_max`; clipped after each step, which makes their KL bounds soft),
+    and each dual's optimizer step is multiplied by its own `*_lr_scale` (a
+    per-dual learning rate; 0 freezes it). Target networks (policy and critic) are
     updated every `target_update_period` updates by `target <- tau * online +
     (1 - tau) * target`: the default is acme's hard copy every 100 updates
     (`tau=1`), so the KL constraints are relative to a policy fixed for 100
@@ -132,6 +153,14 @@ class MPO(AbstractActorCriticAgent):
     init_std: Float[Array, ""] = hyperparameter(0.5)
     min_std: Float[Array, ""] = hyperparameter(1e-3)
     max_grad_norm: Float[Array, ""] = hyperparameter(40.0)
+    mstep_iterations: int = eqx.field(static=True, default=1)
+    alpha_mean_max: Float[Array, ""] = hyperparameter(float("inf"))
+    alpha_std_max: Float[Array, ""] = hyperparameter(float("inf"))
+    alpha_max: Float[Array, ""] = hyperparameter(float("inf"))
+    temperature_lr_scale: Float[Array, ""] = hyperparameter(1.0)
+    alpha_mean_lr_scale: Float[Array, ""] = hyperparameter(1.0)
+    alpha_std_lr_scale: Float[Array, ""] = hyperparameter(1.0)
+    alpha_lr_scale: Float[Array, ""] = hyperparameter(1.0)
 
     def __check_init__(self):
         check_optimizer("MPO", "dual_optimizer", self.dual_optimizer)
@@ -144,7 +173,7 @@ class MPO(AbstractActorCriticAgent):
             )
         if isinstance(space, Box) and not space.bounded:
             raise ValueError(f"MPO needs finite action bounds, got {space!r}")
-        for name in ("num_critics", "num_action_samples", "target_update_period"):
+        for name in ("num_critics", "num_action_samples", "target_update_period", "mstep_iterations"):
             check_positive_int("MPO", name, getattr(self, name))
         check = lambda name, ok, expected: check_hyperparameter("MPO", name, getattr(self, name), ok, expected)  # noqa: E731
         for name in ("policy_learning_rate", "critic_learning_rate", "dual_learning_rate"):
@@ -161,6 +190,26 @@ class MPO(AbstractActorCriticAgent):
         ):
             check(name, lambda v: v > 0, "> 0")
         check("min_std", lambda v: v >= 0, ">= 0")
+        for name in ("alpha_mean_max", "alpha_std_max", "alpha_max"):
+            check(name, lambda v: v >= _MIN_DUAL_MAX, f">= {_MIN_DUAL_MAX:g} (inf: unbounded)")
+        for name in ("temperature_lr_scale", "alpha_mean_lr_scale", "alpha_std_lr_scale", "alpha_lr_scale"):
+            check(name, lambda v: 0 <= v < float("inf"), "a finite number >= 0 (0 freezes the dual)")
+
+    def alpha_maxima(self) -> Float[Array, " k"]:
+        """**Returns:** the upper bounds of the multipliers, in `MPODuals.raw_alpha`'s order:
+        `(alpha_mean_max, alpha_std_max)` for a Gaussian policy, `(alpha_max,)` for a categorical one."""
+        if self.discrete:
+            return self.alpha_max[None]
+        return jnp.stack([self.alpha_mean_max, self.alpha_std_max])
+
+    def dual_lr_scales(self) -> MPODuals:
+        """**Returns:** the factor on each dual's optimizer step, shaped like `MPODuals`:
+        `temperature_lr_scale`, and `(alpha_mean_lr_scale, alpha_std_lr_scale)` or `(alpha_lr_scale,)`."""
+        if self.discrete:
+            alpha = self.alpha_lr_scale[None]
+        else:
+            alpha = jnp.stack([self.alpha_mean_lr_scale, self.alpha_std_lr_scale])
+        return MPODuals(self.temperature_lr_scale, alpha)
 
     def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer, AbstractOptimizer]:
         """**Returns:** the policy's, the critics' and the duals' optimizers: the slots
@@ -197,7 +246,8 @@ class MPO(AbstractActorCriticAgent):
             make_q = lambda k: ContinuousQHead(n, a, key=k, torso=critic_torso)  # noqa: E731
             raw_alpha = softplus_inverse(jnp.stack([self.init_alpha_mean, self.init_alpha_std]))
         critic = Ensemble(make_q, self.num_critics, key=critic_key)
-        duals = MPODuals(softplus_inverse(self.init_temperature), raw_alpha)
+        # an initial multiplier above its maximum starts at the maximum
+        duals = MPODuals(softplus_inverse(self.init_temperature), raw_alpha).project(self.alpha_maxima())
         policy_opt, critic_opt, dual_opt = self.optimizers()
         return MPOLearner(
             policy=policy,
@@ -252,6 +302,9 @@ class MPO(AbstractActorCriticAgent):
             learner.critic, learner.critic_opt, critic_optimizer, batch, target, self.critic_loss_terms, progress, q_values
         )
 
+        # Every M-step iteration fits the same E-step weights: those of the update's first temperature.
+        e_step_temperature = jax.lax.stop_gradient(learner.duals.temperature)
+
         def policy_loss_fn(params):
             policy, duals = params
             alpha = duals.alpha
@@ -259,25 +312,40 @@ class MPO(AbstractActorCriticAgent):
                 online = policy(next_obs)
                 loss, stats = mpo_categorical_loss(
                     online.logits, target_logits, next_q, duals.temperature, alpha[0],
-                    self.epsilon, self.kl_categorical,
+                    self.epsilon, self.kl_categorical, e_step_temperature,
                 )
             else:
                 online = self.policy_distribution(policy, next_obs)
                 loss, stats = mpo_gaussian_loss(
                     online.loc, online.scale, target_dist.loc, target_dist.scale, actions, next_q,
                     duals.temperature, alpha[0], alpha[1], self.epsilon, self.kl_mean, self.kl_std,
+                    e_step_temperature,
                 )
             extra, extra_metrics = add_loss_terms(
                 self.policy_loss_terms, "policy_loss_terms", policy, batch, {"obs": next_obs, "dist": online}
             )
             return loss + extra, {**stats, **extra_metrics}
 
-        (_, stats), (policy_grads, dual_grads) = eqx.filter_value_and_grad(policy_loss_fn, has_aux=True)(
-            (learner.policy, learner.duals)
-        )
-        policy, policy_opt = policy_optimizer.update(policy_grads, learner.policy_opt, learner.policy, progress)
-        duals, dual_opt = dual_optimizer.update(dual_grads, learner.dual_opt, learner.duals, progress)
-        duals = duals.project()
+        alpha_maxima, lr_scales = self.alpha_maxima(), self.dual_lr_scales()
+
+        def m_step(carry, _):
+            policy, policy_opt, duals, dual_opt = carry
+            (_, stats), (policy_grads, dual_grads) = eqx.filter_value_and_grad(policy_loss_fn, has_aux=True)(
+                (policy, duals)
+            )
+            policy, policy_opt = policy_optimizer.update(policy_grads, policy_opt, policy, progress)
+            new_duals, dual_opt = dual_optimizer.update(dual_grads, dual_opt, duals, progress)
+            # each dual's step times its own scale, then the bounds
+            new_duals = jax.tree.map(lambda new, old, scale: old + scale * (new - old), new_duals, duals, lr_scales)
+            return (policy, policy_opt, new_duals.project(alpha_maxima), dual_opt), stats
+
+        carry = (learner.policy, learner.policy_opt, learner.duals, learner.dual_opt)
+        if self.mstep_iterations == 1:
+            carry, stats = m_step(carry, None)
+        else:
+            carry, stats = jax.lax.scan(m_step, carry, length=self.mstep_iterations)
+            stats = jax.tree.map(lambda x: x[-1], stats)  # the last iteration's
+        policy, policy_opt, duals, dual_opt = carry
 
         sync = (updates + 1) % self.target_update_period == 0
         follow = lambda online, old: jax.tree.map(  # noqa: E731

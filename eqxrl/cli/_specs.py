@@ -24,6 +24,7 @@ from ..components import (
     CNNTorso,
     ConstantSchedule,
     CosineSchedule,
+    ExponentialSchedule,
     L2Penalty,
     LinearSchedule,
     MLPTorso,
@@ -41,7 +42,10 @@ TORSO_HELP = "mlp:64,64[:ACTIVATION], cnn (MinAtar), nature-cnn, package.module:
 BUFFER_HELP = "uniform[:CAPACITY], prioritized[:CAPACITY[:ALPHA]], package.module:Class, or JSON"
 OPTIMIZER_HELP = "adam:LR[:MAX_GRAD_NORM], adamw:LR[:WEIGHT_DECAY], sgd:LR, rmsprop:LR, or JSON"
 TERMS_HELP = "none, or l2:COEF (comma-separated for several), package.module:Class, or JSON"
-RATE_HELP = "a number, constant:LR, linear:LR[:END], cosine:LR[:ALPHA], warmup-cosine:PEAK[:WARMUP[:END]], or JSON"
+RATE_HELP = (
+    "a number, constant:LR, linear:LR[:END], exponential:LR:END, cosine:LR[:ALPHA], "
+    "warmup-cosine:PEAK[:WARMUP[:END]], or JSON"
+)
 SET_HELP = (
     "PATH=VALUE, repeatable: set any hyperparameter by its dotted path (as agent.hyperparameters() "
     "lists them, e.g. buffer.alpha=0.7 or critic_optimizer.learning_rate=1e-3), or by a flat name that names one path"
@@ -145,6 +149,7 @@ def parse_learning_rate(text: str) -> Any:
     makers: dict[str, tuple[type[AbstractSchedule], int]] = {
         "constant": (ConstantSchedule, 1),
         "linear": (LinearSchedule, 2),
+        "exponential": (ExponentialSchedule, 2),
         "cosine": (CosineSchedule, 2),
         "warmup-cosine": (WarmupCosineSchedule, 3),
     }
@@ -153,6 +158,8 @@ def parse_learning_rate(text: str) -> Any:
         args = _args(rest, [parse_float] * most, text, f"{kind}:VALUE[...]")
         if not args:
             raise ValueError(f"expected {kind}:VALUE, got {text!r}; {RATE_HELP}")
+        if cls is ExponentialSchedule and len(args) != 2:
+            raise ValueError(f"expected exponential:LR:END, got {text!r}; {RATE_HELP}")
         if cls is WarmupCosineSchedule and len(args) == 3:
             return cls(args[0], args[1], end_value=args[2])
         return cls(*args)

@@ -54,6 +54,15 @@ def mpo_e_step(
     return weights, loss, kl
 
 
+def _e_step(q_values, log_prior, temperature, epsilon, e_step_temperature):
+    """`mpo_e_step`, with the weights and their KL from `e_step_temperature` (a constant) when given."""
+    weights, loss, kl = mpo_e_step(q_values, log_prior, temperature, epsilon)
+    if e_step_temperature is None:
+        return weights, loss, kl
+    weights, _, kl = mpo_e_step(q_values, log_prior, jax.lax.stop_gradient(e_step_temperature), epsilon)
+    return weights, loss, kl
+
+
 def mpo_weighted_log_likelihood(
     log_prob: Float[Array, "n batch"], weights: Float[Array, "n batch"]
 ) -> Float[Array, ""]:
@@ -120,6 +129,7 @@ def mpo_gaussian_loss(
     epsilon: Float[Array, ""] | float,
     epsilon_mean: Float[Array, ""] | float,
     epsilon_std: Float[Array, ""] | float,
+    e_step_temperature: Float[Array, ""] | None = None,
 ) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
     """MPO's policy and dual loss for a diagonal Gaussian policy, with decoupled
     KL constraints on the mean and the standard deviation.
@@ -133,7 +143,12 @@ def mpo_gaussian_loss(
     sampled from the target policy (`n` per state); their `q_values`; the dual
     variables `temperature`, `alpha_mean`, `alpha_std` (positive,
     differentiable); the bounds `epsilon` (E-step), `epsilon_mean`,
-    `epsilon_std` (M-step, KL summed over action dimensions).
+    `epsilon_std` (M-step, KL summed over action dimensions);
+    `e_step_temperature`: the temperature the E-step's weights (and
+    `kl_nonparametric`) are computed with, held constant (default:
+    `temperature`). The temperature's own loss always uses `temperature`; MPO's
+    M-step iterations pass the update's first temperature so every iteration
+    fits the same weights.
 
     **Returns:** `(loss, stats)`: the sum of the policy losses, KL penalties
     and dual losses (differentiate it in the online parameters and the dual
@@ -142,7 +157,7 @@ def mpo_gaussian_loss(
     """
     n = q_values.shape[0]
     log_prior = jnp.full(q_values.shape, -jnp.log(jnp.asarray(n, jnp.float32)))
-    weights, temperature_loss, kl_q = mpo_e_step(q_values, log_prior, temperature, epsilon)
+    weights, temperature_loss, kl_q = _e_step(q_values, log_prior, temperature, epsilon, e_step_temperature)
 
     actions = jax.lax.stop_gradient(actions)
     target_loc = jax.lax.stop_gradient(target_loc)
@@ -179,6 +194,7 @@ def mpo_categorical_loss(
     alpha: Float[Array, ""],
     epsilon: Float[Array, ""] | float,
     epsilon_policy: Float[Array, ""] | float,
+    e_step_temperature: Float[Array, ""] | None = None,
 ) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
     """MPO's policy and dual loss for a categorical policy: the E-step is exact
     (an expectation over every action, weighted by the target policy), and
@@ -187,14 +203,14 @@ def mpo_categorical_loss(
     **Arguments:** the online and target `logits` per state, `Q(s, a)` for
     every action, the dual variables `temperature` and `alpha` (positive,
     differentiable), and the bounds `epsilon` (E-step) and `epsilon_policy`
-    (`KL(target || online)`).
+    (`KL(target || online)`); `e_step_temperature` as in `mpo_gaussian_loss`.
 
     **Returns:** `(loss, stats)` as `mpo_gaussian_loss` (`kl` is the measured
     policy KL).
     """
     target_logits = jax.lax.stop_gradient(target_logits)
     log_prior = jax.nn.log_softmax(target_logits, axis=-1).T
-    weights, temperature_loss, kl_q = mpo_e_step(q_values.T, log_prior, temperature, epsilon)
+    weights, temperature_loss, kl_q = _e_step(q_values.T, log_prior, temperature, epsilon, e_step_temperature)
     log_prob = jax.nn.log_softmax(online_logits, axis=-1).T
     policy_loss = mpo_weighted_log_likelihood(log_prob, weights)
     kl = categorical_kl(target_logits, online_logits)

@@ -56,6 +56,23 @@ class LinearSchedule(AbstractSchedule):
         return self.init_value + (self.end_value - self.init_value) * _p(progress)
 
 
+class ExponentialSchedule(AbstractSchedule):
+    """From `init_value` at the start exponentially (geometrically) to `end_value` at the end
+    of training: `init_value * (end_value / init_value) ** progress`, a straight line in
+    log-space (the same fraction lost per unit of progress). Both values > 0; an
+    `end_value` above `init_value` grows."""
+
+    init_value: Float[Array, ""] = hyperparameter()
+    end_value: Float[Array, ""] = hyperparameter()
+
+    def __check_init__(self):
+        check_hyperparameter("ExponentialSchedule", "init_value", self.init_value, lambda v: v > 0, "> 0")
+        check_hyperparameter("ExponentialSchedule", "end_value", self.end_value, lambda v: v > 0, "> 0")
+
+    def __call__(self, progress, count=0):
+        return self.init_value * jnp.exp(jnp.log(self.end_value / self.init_value) * _p(progress))
+
+
 class CosineSchedule(AbstractSchedule):
     """Cosine decay from `init_value` to `alpha * init_value` over training (Loshchilov & Hutter 2017)."""
 

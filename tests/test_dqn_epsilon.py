@@ -1,0 +1,86 @@
+"""ExponentialSchedule, and DQN's epsilon annealing (`epsilon_decay`): values, exploration, bad input."""
+
+import equinox as eqx
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from eqxrl.agents import DQN
+from eqxrl.components import ExponentialSchedule, LinearSchedule
+
+
+def test_exponential_schedule_values():
+    schedule = ExponentialSchedule(1e-2, 1e-4)
+    values = [float(schedule(p)) for p in (0.0, 0.25, 0.5, 1.0)]
+    assert values == pytest.approx([1e-2, 10 ** -2.5, 1e-3, 1e-4], rel=1e-5)
+    # progress outside [0, 1] is clipped, as for the other schedules; the count is not used
+    assert float(schedule(-1.0)) == pytest.approx(1e-2, rel=1e-6)
+    assert float(schedule(2.0, count=7)) == pytest.approx(1e-4, rel=1e-5)
+    # an end above the start grows; equal ends are constant
+    assert float(ExponentialSchedule(1.0, 4.0)(0.5)) == pytest.approx(2.0, rel=1e-6)
+    assert float(ExponentialSchedule(0.3, 0.3)(0.7)) == pytest.approx(0.3, rel=1e-6)
+    # below the linear schedule between equal ends (a convex decay)
+    assert float(schedule(0.5)) < float(LinearSchedule(1e-2, 1e-4)(0.5))
+
+
+@settings(deadline=None, max_examples=20)
+@given(
+    init=st.floats(1e-6, 1.0), end=st.floats(1e-6, 1.0), p=st.floats(0.0, 1.0), q=st.floats(0.0, 1.0)
+)
+def test_exponential_schedule_is_linear_in_log_space(init, end, p, q):
+    schedule = ExponentialSchedule(init, end)
+    log = lambda x: float(np.log(float(schedule(x))))  # noqa: E731
+    expected = np.log(np.float32(init)) + (np.log(np.float32(end)) - np.log(np.float32(init))) * np.array([p, q, (p + q) / 2])
+    np.testing.assert_allclose([log(p), log(q), log((p + q) / 2)], expected, rtol=1e-4, atol=1e-5)
+    assert min(init, end) * (1 - 1e-5) <= float(schedule(p)) <= max(init, end) * (1 + 1e-5)
+
+
+def test_exponential_schedule_bad_input():
+    with pytest.raises(ValueError, match=r"ExponentialSchedule\(init_value\) must be > 0, got 0"):
+        ExponentialSchedule(0.0, 1e-3)
+    with pytest.raises(ValueError, match=r"ExponentialSchedule\(end_value\) must be > 0, got -1"):
+        ExponentialSchedule(1e-3, -1.0)
+
+
+def test_dqn_epsilon_linear_and_exponential():
+    linear = DQN("CartPole-v1", eps_start=1.0, eps_end=0.01, exploration_fraction=0.5)
+    exponential = DQN("CartPole-v1", eps_start=1.0, eps_end=0.01, exploration_fraction=0.5, epsilon_decay="exponential")
+    assert linear.epsilon_decay == "linear"  # the default
+    progress = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0)
+    assert [float(linear.epsilon(p)) for p in progress] == pytest.approx([1.0, 0.7525, 0.505, 0.01, 0.01, 0.01], rel=1e-5)
+    # geometric over the first half of training, then eps_end: 1 -> 0.1 at a quarter -> 0.01 at half
+    expected = [1.0, 0.1**0.5, 0.1, 0.01, 0.01, 0.01]
+    assert [float(exponential.epsilon(p)) for p in progress] == pytest.approx(expected, rel=1e-5)
+    assert float(exponential.epsilon(0.25)) == pytest.approx(float(ExponentialSchedule(1.0, 0.01)(0.5)), rel=1e-6)
+    # traced progress (as in the training loop)
+    assert float(eqx.filter_jit(lambda agent, p: agent.epsilon(p))(exponential, jnp.float32(0.25))) == pytest.approx(0.1, rel=1e-5)
+
+
+@pytest.mark.parametrize("decay, rate", [("linear", 0.525), ("exponential", 0.05**0.5)])
+def test_dqn_explores_at_its_epsilon(decay, rate):
+    # Halfway through the annealing, the share of uniformly random actions is epsilon; a random
+    # action differs from the greedy one with probability 1/2 (two actions).
+    agent = DQN("CartPole-v1", hidden_sizes=(8,), eps_start=1.0, eps_end=0.05, exploration_fraction=0.5, epsilon_decay=decay)
+    learner = agent.init_learner(jax.random.key(0))
+    obs = jax.random.normal(jax.random.key(1), (20_000, 4))
+    explore = eqx.filter_jit(lambda p: agent.explore(learner, obs, jax.random.key(2), p))
+    assert float(agent.epsilon(0.25)) == pytest.approx(rate, rel=1e-5)
+    changed = float(jnp.mean(explore(jnp.float32(0.25)) != agent.greedy(learner, obs)))
+    assert changed == pytest.approx(rate / 2, abs=0.015)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(epsilon_decay="cosine"), r"DQN\(epsilon_decay\) must be one of \['linear', 'exponential'\], got 'cosine'"),
+        (dict(epsilon_decay="exponential", eps_end=0.0), r"DQN\(eps_end\) must be in \(0, 1\] with epsilon_decay='exponential', got 0"),
+        (dict(epsilon_decay="exponential", eps_start=0.0), r"DQN\(eps_start\) must be in \(0, 1\] with epsilon_decay='exponential', got 0"),
+    ],
+)
+def test_dqn_epsilon_decay_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DQN("CartPole-v1", **kwargs)
+    DQN("CartPole-v1", eps_end=0.0)  # linear decay to 0 stays allowed
