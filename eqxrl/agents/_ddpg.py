@@ -57,4 +57,5 @@ class DDPG(AbstractActorCriticAgent):
             actor_opt=actor_opt, critic_opt=critic_opt, progress=progress,
             policy_loss_terms=self.policy_loss_terms, critic_loss_terms=self.critic_loss_terms, tau=self.tau,
             policy_delay=1, target_noise=None, target_noise_clip=None,
+            target_update_interval=self.target_update_interval,
         )
