@@ -292,7 +292,7 @@ OFF_POLICY_TINY = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, env", [("dqn", "CartPole-v1"), ("sac", "Pendulum-v1"), ("td3", None), ("ddpg", None)])
+@pytest.mark.parametrize("name, env", [("dqn", "CartPole-v1"), ("sac", "Pendulum-v1"), ("sac", "CartPole-v1"), ("td3", None), ("ddpg", None)])
 def test_off_policy_agents_train_and_reload(name, env, tmp_path):
     run_dir = tmp_path / name
     env_flags = ["--env", env] if env else []  # td3 and ddpg: their default env, Pendulum-v1

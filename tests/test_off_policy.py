@@ -145,7 +145,7 @@ def test_off_policy_chunk_compiles_once(cls, getkey, monkeypatch):
         (DQN, "Pendulum-v1", {}, r"DQN needs a Discrete action space, got Box.*use DDPG, TD3 or SAC"),
         (DQN, "CartPole-v1", dict(loss="l1"), r"DQN\(loss\) must be 'huber' or 'mse', got 'l1'"),
         (DQN, "CartPole-v1", dict(tau=0.0), r"DQN\(tau\) must be in \(0, 1\], got 0"),
-        (SAC, "CartPole-v1", {}, r"SAC needs a 1-D Box action space, got Discrete.*use DQN"),
+        (SAC, "CartPole-v1", dict(target_entropy_ratio=-0.1), r"SAC\(target_entropy_ratio\) must be in \[0, 1\], got -0.1"),
         (TD3, "CartPole-v1", {}, r"TD3 needs a 1-D Box action space"),
         (DDPG, "CartPole-v1", {}, r"DDPG needs a 1-D Box action space"),
         (SAC, "Pendulum-v1", dict(critic_learning_rate=-1.0), r"SAC\(critic_learning_rate\) must be > 0, got -1"),

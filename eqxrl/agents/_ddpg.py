@@ -2,9 +2,10 @@
 
 from typing import ClassVar
 
+import equinox as eqx
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, check_hyperparameter, hyperparameter
+from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
 from ..components import AbstractSchedule, Sample, check_learning_rate, learning_rate
 from ._deterministic import (
     DeterministicLearner,
@@ -25,12 +26,14 @@ class DDPG(AbstractActorCriticAgent):
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",), "actor_optimizer": ("actor_learning_rate",), "critic_optimizer": ("critic_learning_rate",)
     }
+    target_update_interval: int = eqx.field(static=True, default=1)
     actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     exploration_noise: Float[Array, ""] = hyperparameter(0.1)
 
     def __check_init__(self):
         check_continuous(self, "DDPG")
+        check_positive_int("DDPG", "target_update_interval", self.target_update_interval)
         check = lambda name, ok, expected: check_hyperparameter("DDPG", name, getattr(self, name), ok, expected)  # noqa: E731
         for name in ("actor_learning_rate", "critic_learning_rate"):
             check_learning_rate("DDPG", name, getattr(self, name))
@@ -54,4 +57,5 @@ class DDPG(AbstractActorCriticAgent):
             actor_opt=actor_opt, critic_opt=critic_opt, progress=progress,
             policy_loss_terms=self.policy_loss_terms, critic_loss_terms=self.critic_loss_terms, tau=self.tau,
             policy_delay=1, target_noise=None, target_noise_clip=None,
+            target_update_interval=self.target_update_interval,
         )

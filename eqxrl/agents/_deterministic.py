@@ -7,7 +7,7 @@ from jaxtyping import Array, Float, Int
 
 from typing import Any
 
-from ..core import Key, Metrics
+from ..core import Key, Metrics, tree_select
 from ..components import (
     AbstractLossTerm,
     AbstractOptimizer,
@@ -89,8 +89,11 @@ def deterministic_update(
     policy_delay: int,
     target_noise: Float[Array, ""] | None,
     target_noise_clip: Float[Array, ""] | None,
+    target_update_interval: int = 1,
 ) -> tuple[DeterministicLearner, Float[Array, " batch"], Metrics]:
-    """One critic update and, every `policy_delay` updates, an actor update and target sync.
+    """One critic update and, every `policy_delay` updates, an actor update; the targets are
+    averaged toward the online networks on every `target_update_interval`-th actor update
+    (every `policy_delay * target_update_interval` updates).
 
     With `target_noise=None` (DDPG) the target action is the target actor's
     own; otherwise it is smoothed with clipped Gaussian noise (TD3).
@@ -121,6 +124,9 @@ def deterministic_update(
         (_, aux), grads = eqx.filter_value_and_grad(actor_loss_fn, has_aux=True)(actor)
         actor, actor_state = actor_opt.update(grads, actor_state, actor, progress)
         targets = (polyak(actor, target_actor, tau), polyak(critic, target_critic, tau))
+        if target_update_interval > 1:
+            sync = (updates + 1) % (policy_delay * target_update_interval) == 0
+            targets = tree_select(sync, targets, (target_actor, target_critic))
         return (actor, actor_state, *targets), aux
 
     def hold(operand):

@@ -1,4 +1,5 @@
-"""Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning."""
+"""Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning; on a Discrete
+action space, discrete SAC (Christodoulou 2019)."""
 
 from typing import ClassVar
 
@@ -7,11 +8,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
+from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, tree_select
 from ..components import (
     AbstractOptimizer,
     AbstractSchedule,
+    CategoricalHead,
     ContinuousQHead,
+    DiscreteQHead,
     Ensemble,
     OptState,
     add_loss_terms,
@@ -21,21 +24,33 @@ from ..components import (
     optimizer_slot,
     Sample,
     TanhGaussianHead,
+    Categorical,
     clipped_double_q_target,
+    discrete_sac_actor_loss,
+    discrete_sac_alpha_loss,
+    discrete_sac_target,
     polyak,
     sac_actor_loss,
     sac_alpha_loss,
+    select_q,
 )
+from ..envs import AbstractEnv, Box, Discrete
 from ._actor_critic import AbstractActorCriticAgent, update_critics
-from ._off_policy import check_continuous
+from ._base import Clock
+from ._off_policy import OffPolicyState, check_continuous
+
+
+DISCRETE_TARGET_ENTROPY_RATIO = 0.5
+"""The default `target_entropy_ratio`: the fraction of the maximum entropy `log(num_actions)`
+discrete SAC's temperature aims at (see docs/agents/sac.md for why not Christodoulou's 0.98)."""
 
 
 class SACLearner(eqx.Module):
     """SAC's networks, temperature and optimizer states."""
 
-    actor: TanhGaussianHead
-    critic: Ensemble[ContinuousQHead]
-    target_critic: Ensemble[ContinuousQHead]
+    actor: TanhGaussianHead | CategoricalHead
+    critic: Ensemble[ContinuousQHead] | Ensemble[DiscreteQHead]
+    target_critic: Ensemble[ContinuousQHead] | Ensemble[DiscreteQHead]
     log_alpha: Float[Array, ""]
     actor_opt: OptState
     critic_opt: OptState
@@ -45,9 +60,15 @@ class SACLearner(eqx.Module):
 class SAC(AbstractActorCriticAgent):
     """SAC for continuous actions: an ensemble of `num_critics` Q-networks (clipped
     double Q with the default 2), a tanh-Gaussian policy acting in [-1, 1]
-    (rescaled onto the env's bounds), target critics updated by polyak averaging,
-    and a temperature tuned toward `target_entropy = -target_entropy_scale *
-    action_size` (`autotune=True`) or fixed at `init_alpha`.
+    (rescaled onto the env's bounds), target critics updated by polyak averaging
+    (every `target_update_interval` updates), and a temperature tuned toward
+    `target_entropy = -target_entropy_scale * action_size` (`autotune=True`) or
+    fixed at `init_alpha`.
+
+    On a `Discrete` action space, discrete SAC (Christodoulou 2019): a categorical
+    policy, critics giving `Q(s, .)` for every action, exact expectations over the
+    actions in the target and the actor loss, and the target entropy
+    `target_entropy_ratio * log(num_actions)`.
     """
 
     default_env: ClassVar[str] = "Pendulum-v1"
@@ -60,19 +81,37 @@ class SAC(AbstractActorCriticAgent):
     autotune: bool = eqx.field(static=True, default=True)
     alpha_optimizer: AbstractOptimizer | None = optimizer_slot()
     num_critics: int = eqx.field(static=True, default=2)
+    target_update_interval: int = eqx.field(static=True, default=1)
+    importance_weight_actor: bool = eqx.field(static=True, default=False)
     actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     alpha_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     init_alpha: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
+    target_entropy_ratio: Float[Array, ""] = hyperparameter(DISCRETE_TARGET_ENTROPY_RATIO)
 
     def __check_init__(self):
-        check_continuous(self, "SAC")
+        if isinstance(self.env, AbstractEnv) and not self.discrete:
+            space = self.env.action_space
+            if not isinstance(space, Box) or len(space.shape) != 1:
+                raise ValueError(
+                    f"SAC needs a Discrete or a 1-D Box action space, got {space!r} from env {self.env.name!r}"
+                )
+            check_continuous(self, "SAC")  # finite bounds
         check_positive_int("SAC", "num_critics", self.num_critics)
+        check_positive_int("SAC", "target_update_interval", self.target_update_interval)
+        if not isinstance(self.importance_weight_actor, bool):
+            raise ValueError(f"SAC(importance_weight_actor) must be True or False, got {self.importance_weight_actor!r}")
         check_optimizer("SAC", "alpha_optimizer", self.alpha_optimizer)
         for name in ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"):
             check_learning_rate("SAC", name, getattr(self, name))
         check_hyperparameter("SAC", "init_alpha", self.init_alpha, lambda v: v > 0, "> 0")
+        check_hyperparameter("SAC", "target_entropy_ratio", self.target_entropy_ratio, lambda v: 0 <= v <= 1, "in [0, 1]")
+
+    @property
+    def discrete(self) -> bool:
+        # `env` may be anything until the shared check has named it
+        return isinstance(self.env, AbstractEnv) and isinstance(self.env.action_space, Discrete)
 
     def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer, AbstractOptimizer]:
         """**Returns:** the actor's, the critics' and the temperature's optimizers (the
@@ -85,19 +124,22 @@ class SAC(AbstractActorCriticAgent):
 
     @property
     def target_entropy(self) -> Float[Array, ""]:
+        """`-target_entropy_scale * action_size`; discrete: `target_entropy_ratio * log(num_actions)`."""
+        if self.discrete:
+            return self.target_entropy_ratio * jnp.log(jnp.asarray(self.action_size, jnp.float32))
         return -self.target_entropy_scale * self.action_size
 
     def init_learner(self, key: Key) -> SACLearner:
         actor_key, critic_key = jax.random.split(key)
-        actor = TanhGaussianHead(
-            self.obs_size, self.action_size, key=actor_key, torso=self.torso(self.actor_torso), obs_shape=self.obs_shape
-        )
+        n, a, actor_torso = self.obs_size, self.action_size, self.torso(self.actor_torso)
         critic_torso = self.torso(self.critic_torso)
-        critic = Ensemble(
-            lambda k: ContinuousQHead(self.obs_size, self.action_size, key=k, torso=critic_torso),
-            self.num_critics,
-            key=critic_key,
-        )
+        if self.discrete:
+            actor = CategoricalHead(n, a, key=actor_key, torso=actor_torso, obs_shape=self.obs_shape)
+            make_q = lambda k: DiscreteQHead(n, a, key=k, torso=critic_torso, obs_shape=self.obs_shape)  # noqa: E731
+        else:
+            actor = TanhGaussianHead(n, a, key=actor_key, torso=actor_torso, obs_shape=self.obs_shape)
+            make_q = lambda k: ContinuousQHead(n, a, key=k, torso=critic_torso)  # noqa: E731
+        critic = Ensemble(make_q, self.num_critics, key=critic_key)
         log_alpha = jnp.log(self.init_alpha)
         actor_opt, critic_opt, alpha_opt = self.optimizers()
         return SACLearner(
@@ -110,11 +152,22 @@ class SAC(AbstractActorCriticAgent):
             alpha_opt=alpha_opt.init(log_alpha),
         )
 
-    def greedy(self, learner: SACLearner, obs: Array) -> Float[Array, "*batch action"]:
+    def greedy(self, learner: SACLearner, obs: Array) -> Array:
         return learner.actor(obs).mode()
 
-    def explore(self, learner: SACLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Float[Array, "*batch action"]:
+    def explore(self, learner: SACLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Array:
         return learner.actor(obs).sample(key)
+
+    def train_iteration(self, state: OffPolicyState, clock: Clock) -> tuple[OffPolicyState, Metrics]:
+        state, metrics = super().train_iteration(state, clock)
+        if state.obs_stats is not None:
+            # The running observation statistics, averaged over the observation's dimensions.
+            metrics = {
+                **metrics,
+                "obs_mean": jnp.mean(state.obs_stats.mean),
+                "obs_std": jnp.mean(jnp.sqrt(state.obs_stats.var)),
+            }
+        return state, metrics
 
     def update(
         self, learner: SACLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]
@@ -122,41 +175,64 @@ class SAC(AbstractActorCriticAgent):
         data = batch.data
         next_key, actor_key = jax.random.split(key)
         alpha = jnp.exp(learner.log_alpha)
+        weights = batch.weights if self.importance_weight_actor else None
+        q_values = None
+        if self.discrete:
+            next_logits = learner.actor(data.next_obs).logits
+            target = discrete_sac_target(data.reward, data.discount, learner.target_critic(data.next_obs), next_logits, alpha)
 
-        next_action, next_log_prob = learner.actor(data.next_obs).sample_and_log_prob(next_key)
-        next_qs = learner.target_critic(data.next_obs, next_action)
-        target = jax.lax.stop_gradient(
-            clipped_double_q_target(data.reward, data.discount, next_qs, next_log_prob, alpha)
-        )
+            def q_values(critic, data):
+                q_all = critic(data.obs)  # (members, batch, actions)
+                return q_all, jax.vmap(lambda q: select_q(q, data.action))(q_all)
+        else:
+            next_action, next_log_prob = learner.actor(data.next_obs).sample_and_log_prob(next_key)
+            next_qs = learner.target_critic(data.next_obs, next_action)
+            target = clipped_double_q_target(data.reward, data.discount, next_qs, next_log_prob, alpha)
+        target = jax.lax.stop_gradient(target)
 
         actor_optimizer, critic_optimizer, alpha_optimizer = self.optimizers()
 
         critic, critic_opt, critic_loss, td, critic_metrics = update_critics(
-            learner.critic, learner.critic_opt, critic_optimizer, batch, target, self.critic_loss_terms, progress
+            learner.critic, learner.critic_opt, critic_optimizer, batch, target, self.critic_loss_terms, progress, q_values
         )
 
         def actor_loss_fn(actor):
             dist = actor(data.obs)
-            action, log_prob = dist.sample_and_log_prob(actor_key)
-            loss = sac_actor_loss(critic(data.obs, action), log_prob, alpha)
-            outputs = {"obs": data.obs, "dist": dist, "action": action, "log_prob": log_prob}
+            if self.discrete:
+                loss = discrete_sac_actor_loss(critic(data.obs), dist.logits, alpha, weights)
+                outputs = {"obs": data.obs, "dist": dist}
+                entropy_stat = dist.logits  # what the temperature's loss reads
+            else:
+                action, log_prob = dist.sample_and_log_prob(actor_key)
+                loss = sac_actor_loss(critic(data.obs, action), log_prob, alpha, weights)
+                outputs = {"obs": data.obs, "dist": dist, "action": action, "log_prob": log_prob}
+                entropy_stat = log_prob
             extra, extra_metrics = add_loss_terms(self.policy_loss_terms, "policy_loss_terms", actor, batch, outputs)
-            return loss + extra, (loss, log_prob, extra_metrics)
+            return loss + extra, (loss, entropy_stat, extra_metrics)
 
-        (_, (actor_loss, log_prob, actor_metrics)), grads = eqx.filter_value_and_grad(actor_loss_fn, has_aux=True)(
+        (_, (actor_loss, entropy_stat, actor_metrics)), grads = eqx.filter_value_and_grad(actor_loss_fn, has_aux=True)(
             learner.actor
         )
         actor, actor_opt = actor_optimizer.update(grads, learner.actor_opt, learner.actor, progress)
 
+        alpha_loss_fn = discrete_sac_alpha_loss if self.discrete else sac_alpha_loss
+        alpha_loss, alpha_grad = jax.value_and_grad(alpha_loss_fn)(learner.log_alpha, entropy_stat, self.target_entropy, weights)
         log_alpha, alpha_opt = learner.log_alpha, learner.alpha_opt
         if self.autotune:
-            alpha_grad = jax.grad(sac_alpha_loss)(learner.log_alpha, log_prob, self.target_entropy)
             log_alpha, alpha_opt = alpha_optimizer.update(alpha_grad, alpha_opt, log_alpha, progress)
 
+        target_critic = polyak(critic, learner.target_critic, self.tau)
+        if self.target_update_interval > 1:
+            sync = (updates + 1) % self.target_update_interval == 0
+            target_critic = tree_select(sync, target_critic, learner.target_critic)
+        if self.discrete:
+            entropy = jnp.mean(Categorical(entropy_stat).entropy())
+        else:
+            entropy = -jnp.mean(entropy_stat)
         new = SACLearner(
             actor=actor,
             critic=critic,
-            target_critic=polyak(critic, learner.target_critic, self.tau),
+            target_critic=target_critic,
             log_alpha=log_alpha,
             actor_opt=actor_opt,
             critic_opt=critic_opt,
@@ -166,7 +242,8 @@ class SAC(AbstractActorCriticAgent):
             "critic_loss": critic_loss,
             "actor_loss": actor_loss,
             "alpha": alpha,
-            "entropy": -jnp.mean(log_prob),
+            "alpha_loss": alpha_loss,
+            "entropy": entropy,
             "q_mean": jnp.mean(target),
             **critic_metrics,
             **actor_metrics,

@@ -29,6 +29,7 @@ class TD3(AbstractActorCriticAgent):
     }
     policy_delay: int = eqx.field(static=True, default=2)
     num_critics: int = eqx.field(static=True, default=2)
+    target_update_interval: int = eqx.field(static=True, default=1)
     actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     exploration_noise: Float[Array, ""] = hyperparameter(0.1)
@@ -37,6 +38,7 @@ class TD3(AbstractActorCriticAgent):
 
     def __check_init__(self):
         check_continuous(self, "TD3")
+        check_positive_int("TD3", "target_update_interval", self.target_update_interval)
         check_positive_int("TD3", "policy_delay", self.policy_delay)
         check_positive_int("TD3", "num_critics", self.num_critics)
         check = lambda name, ok, expected: check_hyperparameter("TD3", name, getattr(self, name), ok, expected)  # noqa: E731
@@ -65,4 +67,5 @@ class TD3(AbstractActorCriticAgent):
             policy_delay=self.policy_delay,
             target_noise=self.target_noise,
             target_noise_clip=self.target_noise_clip,
+            target_update_interval=self.target_update_interval,
         )

@@ -51,6 +51,9 @@ from ._returns import n_step_returns as n_step_returns
 from ._skill_dynamics import SkillDynamics as SkillDynamics
 from ._skill_dynamics import dads_intrinsic_reward as dads_intrinsic_reward
 from ._td import clipped_double_q_target as clipped_double_q_target
+from ._td import discrete_sac_actor_loss as discrete_sac_actor_loss
+from ._td import discrete_sac_alpha_loss as discrete_sac_alpha_loss
+from ._td import discrete_sac_target as discrete_sac_target
 from ._td import huber as huber
 from ._td import polyak as polyak
 from ._td import q_learning_target as q_learning_target

@@ -102,24 +102,103 @@ def clipped_double_q_target(
     return reward + discount * value
 
 
+def _weighted_mean(owner: str, per_sample: Float[Array, " b"], weights: Float[Array, " b"] | None) -> Float[Array, ""]:
+    """`mean(weights * per_sample)` (PER's importance weights), or the plain mean without `weights`."""
+    if weights is None:
+        return jnp.mean(per_sample)
+    _check_batch(owner, "one importance weight per sample", per_sample.shape[0], weights=weights)
+    return jnp.mean(weights * per_sample)
+
+
 def sac_actor_loss(
-    qs: Float[Array, "n b"], log_prob: Float[Array, " b"], alpha: Float[Array, ""] | float
+    qs: Float[Array, "n b"],
+    log_prob: Float[Array, " b"],
+    alpha: Float[Array, ""] | float,
+    weights: Float[Array, " b"] | None = None,
 ) -> Float[Array, ""]:
-    """SAC's policy loss `E[alpha * log pi(a|s) - min_i Q_i(s, a)]`, `a ~ pi(.|s)` reparameterised."""
+    """SAC's policy loss `E[alpha * log pi(a|s) - min_i Q_i(s, a)]`, `a ~ pi(.|s)` reparameterised.
+
+    With `weights` (PER's importance weights, one per sample) each sample's term is
+    weighted as the critic's squared TD error is.
+    """
     _check_ndim("sac_actor_loss", "qs", qs, "num_critics, batch")
     _check_batch("sac_actor_loss", "one per column of qs, (num_critics, batch)", qs.shape[1], log_prob=log_prob)
-    return jnp.mean(alpha * log_prob - jnp.min(qs, axis=0))
+    return _weighted_mean("sac_actor_loss", alpha * log_prob - jnp.min(qs, axis=0), weights)
 
 
 def sac_alpha_loss(
-    log_alpha: Float[Array, ""], log_prob: Float[Array, " b"], target_entropy: Float[Array, ""] | float
+    log_alpha: Float[Array, ""],
+    log_prob: Float[Array, " b"],
+    target_entropy: Float[Array, ""] | float,
+    weights: Float[Array, " b"] | None = None,
 ) -> Float[Array, ""]:
-    """Temperature loss `-log_alpha * E[log pi + target_entropy]`.
+    """Temperature loss `-log_alpha * E[log pi + target_entropy]` (weighted by `weights`, if given).
 
     Its gradient raises alpha when the policy's entropy `-E[log pi]` is below
     the target and lowers it when above (`log_prob` is treated as a constant).
     """
-    return -log_alpha * jnp.mean(jax.lax.stop_gradient(log_prob) + target_entropy)
+    per_sample = jax.lax.stop_gradient(log_prob) + target_entropy
+    return -log_alpha * _weighted_mean("sac_alpha_loss", jnp.reshape(per_sample, (-1,)), weights)
+
+
+def _check_discrete(owner: str, qs: Array, logits: Array, qs_name: str) -> None:
+    if jnp.ndim(qs) != 3:
+        raise ValueError(f"{owner}({qs_name}) must have shape (num_critics, batch, num_actions), got {tuple(jnp.shape(qs))}")
+    if tuple(jnp.shape(logits)) != tuple(qs.shape[1:]):
+        raise ValueError(
+            f"{owner}(logits) must have shape {tuple(qs.shape[1:])} (batch, num_actions of {qs_name}), "
+            f"got {tuple(jnp.shape(logits))}"
+        )
+
+
+def discrete_sac_target(
+    reward: Float[Array, " b"],
+    discount: Float[Array, " b"],
+    next_qs: Float[Array, "n b a"],
+    next_logits: Float[Array, "b a"],
+    alpha: Float[Array, ""] | float,
+) -> Float[Array, " b"]:
+    """Discrete SAC's target (Christodoulou 2019): the exact expectation over the next actions,
+    `r + discount * sum_a pi(a|s') (min_i Q_i(s', a) - alpha * log pi(a|s'))`,
+    with `pi = softmax(next_logits)`."""
+    _check_discrete("discrete_sac_target", next_qs, next_logits, "next_qs")
+    b = next_qs.shape[1]
+    _check_batch("discrete_sac_target", "one per row of next_logits", b, reward=reward, discount=discount)
+    log_pi = jax.nn.log_softmax(next_logits, axis=-1)
+    value = jnp.sum(jnp.exp(log_pi) * (jnp.min(next_qs, axis=0) - alpha * log_pi), axis=-1)
+    return reward + discount * value
+
+
+def discrete_sac_actor_loss(
+    qs: Float[Array, "n b a"],
+    logits: Float[Array, "b a"],
+    alpha: Float[Array, ""] | float,
+    weights: Float[Array, " b"] | None = None,
+) -> Float[Array, ""]:
+    """Discrete SAC's policy loss `E_s[sum_a pi(a|s) (alpha * log pi(a|s) - min_i Q_i(s, a))]`
+    (the exact expectation over actions; no reparameterisation), `pi = softmax(logits)`,
+    each state weighted by `weights` if given. Its minimum over `pi` is `softmax(min_i Q / alpha)`.
+    """
+    _check_discrete("discrete_sac_actor_loss", qs, logits, "qs")
+    log_pi = jax.nn.log_softmax(logits, axis=-1)
+    per_state = jnp.sum(jnp.exp(log_pi) * (alpha * log_pi - jnp.min(qs, axis=0)), axis=-1)
+    return _weighted_mean("discrete_sac_actor_loss", per_state, weights)
+
+
+def discrete_sac_alpha_loss(
+    log_alpha: Float[Array, ""],
+    logits: Float[Array, "b a"],
+    target_entropy: Float[Array, ""] | float,
+    weights: Float[Array, " b"] | None = None,
+) -> Float[Array, ""]:
+    """Discrete SAC's temperature loss `-log_alpha * E_s[target_entropy - H(pi(.|s))]`, the
+    entropy `H` exact (`pi = softmax(logits)`, a constant here), each state weighted by
+    `weights` if given: alpha rises while the entropy is below `target_entropy`."""
+    if jnp.ndim(logits) != 2:
+        raise ValueError(f"discrete_sac_alpha_loss(logits) must have shape (batch, num_actions), got {tuple(jnp.shape(logits))}")
+    log_pi = jax.nn.log_softmax(jax.lax.stop_gradient(logits), axis=-1)
+    neg_entropy = jnp.sum(jnp.exp(log_pi) * log_pi, axis=-1)
+    return -log_alpha * _weighted_mean("discrete_sac_alpha_loss", neg_entropy + target_entropy, weights)
 
 
 def polyak(online: PyTree, target: PyTree, tau: Float[Array, ""] | float) -> PyTree:
