@@ -82,7 +82,7 @@ def test_shared_seats_flatten_env_major_and_count_finished_episodes():
     state, ts = env.reset(jax.random.key(0))
     assert ts.obs.shape == (6, 21) and ts.reward.shape == (6,)
     np.testing.assert_array_equal(ts.obs[4, 18:], [0.0, 1.0, 0.0])  # env 1, agent 1
-    step = jax.jit(env.step)
+    step = jax.jit(lambda k, s, a: env.step(k, s, a))
     total = jnp.zeros((3,))
     for t in range(26):
         state, ts = step(jax.random.key(t), state, jnp.zeros((6,), jnp.int32))

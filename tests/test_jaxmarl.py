@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import eqxrl
+from eqxrl.core import foreign_promotion
 from eqxrl.envs import (
     AbstractWrapper,
     Box,
@@ -82,9 +83,11 @@ def _jaxmarl_rollout(name: str, steps: int):
     env = make("jaxmarl/" + name)
     raw = env.jaxmarl_env
     key = jax.random.key(3)
-    state, ts = jax.jit(env.reset)(key)
-    raw_obs, raw_state = jax.jit(raw.reset)(key)
-    step, raw_step = jax.jit(env.step), jax.jit(raw.step_env)
+    # (closures: the env is a module whose Box bounds are NumPy arrays, not a hashable jit argument)
+    state, ts = jax.jit(lambda k: env.reset(k))(key)
+    with foreign_promotion():  # JaxMARL's own code mixes dtypes, as the adapter allows it to
+        raw_obs, raw_state = jax.jit(raw.reset)(key)
+    step, raw_step = jax.jit(lambda k, s, a: env.step(k, s, a)), jax.jit(raw.step_env)
     for i, a in enumerate(env.agents):
         np.testing.assert_array_equal(ts.obs[i, : raw_obs[a].shape[0]], raw_obs[a])
     out = []
@@ -92,14 +95,15 @@ def _jaxmarl_rollout(name: str, steps: int):
         k = jax.random.fold_in(key, t)
         action = env.action_space.sample(jax.random.fold_in(k, 1))
         state, ts = step(k, state, action)
-        raw_obs, raw_state, rewards, dones, _ = raw_step(k, raw_state, {a: action[i] for i, a in enumerate(env.agents)})
+        with foreign_promotion():
+            raw_obs, raw_state, rewards, dones, _ = raw_step(k, raw_state, {a: action[i] for i, a in enumerate(env.agents)})
         out.append((env, ts, raw_obs, rewards, dones))
     return out
 
 
 @pytest.mark.parametrize("name", ["MPE_simple_spread_v3", "MPE_simple_tag_v3", "MPE_simple_facmac_v1"])
 def test_adapter_matches_jaxmarls_own_step(name):
-    steps = _jaxmarl_rollout(name, 27)
+    steps = _jaxmarl_rollout(name, 26)  # one whole episode (26 steps, the last truncated)
     for t, (env, ts, raw_obs, rewards, dones) in enumerate(steps):
         want = np.array([rewards[a] for a in env.agents], np.float32)
         np.testing.assert_array_equal(ts.info["agent_rewards"], want)
@@ -121,7 +125,8 @@ def test_make_builds_mpe_scenarios_with_their_spaces():
     assert env.max_episode_steps == 26  # JaxMARL's max_steps=25 plus the step that sees it
     tag = make("jaxmarl/MPE_simple_tag_v3")
     assert tag.observation_space.shape == (4, 16)  # adversaries' 16 and the good agent's 14, padded
-    assert make("jaxmarl/MPE_simple_spread_v3", num_agents=2).observation_space.shape == (2, 12)
+    # 2 agents, still JaxMARL's default 3 landmarks: 4 own + 6 landmark + 2 other + 2 communication
+    assert make("jaxmarl/MPE_simple_spread_v3", num_agents=2).observation_space.shape == (2, 14)
     assert SPREAD in eqxrl.envs.registered()
 
 
@@ -147,7 +152,7 @@ def test_termination_when_the_env_says_its_dones_are_terminal():
     env = JaxMARLEnv(raw, truncation=False)
     assert env.max_episode_steps is None and env.name == "jaxmarl/SimpleSpreadMPE"
     state, _ = env.reset(jax.random.key(0))
-    step = jax.jit(env.step)
+    step = jax.jit(lambda k, s, a: env.step(k, s, a))
     for t in range(26):
         state, ts = step(jax.random.key(t), state, jnp.zeros((3,), jnp.int32))
     assert bool(ts.terminated) and not bool(ts.truncated)

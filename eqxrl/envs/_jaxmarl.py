@@ -84,7 +84,7 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
     obs_sizes: tuple[int, ...] = eqx.field(static=True)
     _action_space: AbstractSpace
 
-    def __init__(self, env: Any, *, truncation: bool | None = None, key: Any = None, **kwargs: Any):
+    def __init__(self, env: Any, *, truncation: Any = None, key: Any = None, **kwargs: Any):
         """**Arguments:**
 
         - `env`: a JaxMARL id (`"MPE_simple_spread_v3"`) or a JaxMARL `MultiAgentEnv`.
