@@ -88,7 +88,8 @@ def _sequence_loss(agent: Any, params: tuple, minibatch: tuple, progress: Any) -
     from its stored initial hidden state, resetting where the rollout did."""
     (*batch, starts), hidden = minibatch
     features, _ = params[0].scan(batch[0], hidden, starts)
-    return agent.loss_from_features(params, features, tuple(batch))
+    flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731  (T, envs, ...) -> (T * envs, ...)
+    return agent.loss_from_features(params, flat(features), tuple(map(flat, batch)))
 
 
 def recurrent_iteration(agent: Any, state: Any, clock: Clock) -> tuple[Any, Metrics]:

@@ -128,7 +128,7 @@ class RecurrentEncoder(eqx.Module):
         return self.spec.zeros(tuple(int(b) for b in batch))
 
     def __call__(
-        self, x: Float[Array, "*batch obs_size"], hidden: PyTree, reset: Bool[Array, "*batch"]
+        self, x: Float[Array, "*batch obs_size"], hidden: PyTree, reset: Bool[Array, "..."]
     ) -> tuple[Float[Array, "*batch features"], PyTree]:
         """One step: zero the hidden state where `reset` (an episode's first
         observation), then step the cell. **Returns:** `(features, new hidden)`."""

@@ -286,7 +286,9 @@ def check_torso(owner: str, name: str, value: Any, recurrent: bool = False) -> N
         )
 
 
-def torso_or_mlp(torso: AbstractTorso | None, hidden_sizes: Sequence[int], activation: Activation) -> AbstractTorso:
+def torso_or_mlp(
+    torso: AbstractTorso | AbstractRecurrentTorso | None, hidden_sizes: Sequence[int], activation: Activation
+) -> AbstractTorso | AbstractRecurrentTorso:
     """**Returns:** `torso`, or the MLP torso of `hidden_sizes` and `activation` when it is None."""
     if torso is None:
         return MLPTorso(tuple(hidden_sizes), activation)
