@@ -77,6 +77,19 @@ class AbstractAgent(eqx.Module):
         With `deterministic=True` the policy's mode is used and `key` may be None.
         """
 
+    def initial_carry(self, state: PyTree, batch_shape: tuple[int, ...] = ()) -> PyTree:
+        """A recurrent policy's memory at the start of episodes, for observations of batch
+        shape `batch_shape` (`act_with_carry` steps it). Default: None (no memory)."""
+        return None
+
+    def act_with_carry(
+        self, state: PyTree, obs: Array, carry: PyTree, reset: Array, key: Key | None = None, deterministic: bool = False
+    ) -> tuple[Array, PyTree]:
+        """`act` for a policy with memory: `carry` (from `initial_carry`) is reset where
+        `reset` (an episode's first observation) and stepped. **Returns:** `(actions, new
+        carry)`. Default: `act`, with the carry passed through unchanged."""
+        return self.act(state, obs, key, deterministic=deterministic), carry
+
     @property
     @abc.abstractmethod
     def steps_per_iteration(self) -> int:

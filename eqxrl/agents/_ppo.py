@@ -6,7 +6,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from ..core import (
     EnvState,
@@ -16,13 +16,13 @@ from ..core import (
     check_positive_int,
     hyperparameter,
     is_positive_int,
-    tree_select,
 )
 from ..components import (
     get_activation,
     AbstractDistribution,
     AbstractLossTerm,
     AbstractOptimizer,
+    AbstractRecurrentTorso,
     AbstractSchedule,
     AbstractTorso,
     CategoricalHead,
@@ -31,6 +31,7 @@ from ..components import (
     IdentityTorso,
     OptState,
     Optimizer,
+    RecurrentEncoder,
     RunningMeanStd,
     ValueHead,
     add_loss_terms,
@@ -40,6 +41,7 @@ from ..components import (
     check_optimizer,
     check_torso,
     gae,
+    is_recurrent,
     learning_rate,
     loss_terms,
     optimizer_slot,
@@ -50,6 +52,8 @@ from ..components import (
 )
 from ..envs import AbstractEnv, AutoReset, Box, ClipAction, Discrete, EpisodeStatistics, VectorEnv
 from ._base import AbstractAgent, Clock, as_env, flatten_obs
+from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration
+from ._ppo_update import _Rollout, iteration_metrics, minibatch_step
 
 
 class PPOState(eqx.Module):
@@ -64,22 +68,12 @@ class PPOState(eqx.Module):
     key: Key
     env_steps: Int[Array, ""]
     iteration: Int[Array, ""]
-    torso: Encoder | None = None
+    torso: Encoder | RecurrentEncoder | None = None
     """The torso both heads share (`PPO(shared_torso=True)`), else None."""
-
-
-class _Rollout(eqx.Module):
-    """One step of every env (stacked over time by `lax.scan`)."""
-
-    obs: Array
-    action: Array
-    log_prob: Array
-    reward: Array
-    terminated: Array
-    truncated: Array
-    final_obs: Array
-    episode_return: Array
-    episode_length: Array
+    hidden: PyTree | None = None
+    """A recurrent PPO's hidden state of each training env, else None."""
+    episode_start: Bool[Array, " num_envs"] | None = None
+    """A recurrent PPO's flags: each env's observation is an episode's first (zero the hidden state)."""
 
 
 def _flat_size(shape: tuple[int, ...]) -> int:
@@ -97,7 +91,8 @@ class PPO(AbstractAgent):
     Networks: `actor_torso` and `critic_torso` (None: the MLP of `hidden_sizes`
     and `activation`; or `MLPTorso`, `CNNTorso.minatar()`, a user's Equinox module
     class ...) under a policy head and a value head; with `shared_torso=True` both
-    heads sit on one torso (`actor_torso`). Both are trained by one optimizer:
+    heads sit on one torso (`actor_torso`; a recurrent `GRUTorso` or `LSTMTorso` needs
+    `shared_torso=True`, see `_ppo_recurrent`). Both are trained by one optimizer:
     `optimizer` (None: Adam with `learning_rate`, a number or a schedule, annealed
     linearly to 0 with `anneal_lr` when a number, clipped at `max_grad_norm`), or an
     eqxrl optimizer or any optax transformation. `policy_loss_terms` and
@@ -112,7 +107,7 @@ class PPO(AbstractAgent):
     num_minibatches: int = eqx.field(static=True, default=4)
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
     activation: str = eqx.field(static=True, default="tanh")
-    actor_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
+    actor_torso: AbstractTorso | AbstractRecurrentTorso | None = eqx.field(static=True, default=None, converter=as_torso)
     critic_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
     shared_torso: bool = eqx.field(static=True, default=False)
     anneal_lr: bool = eqx.field(static=True, default=True)
@@ -156,10 +151,12 @@ class PPO(AbstractAgent):
             "PPO", name, getattr(self, name), ok, expected
         )
         check_learning_rate("PPO", "learning_rate", self.learning_rate)
-        check_torso("PPO", "actor_torso", self.actor_torso)
+        check_torso("PPO", "actor_torso", self.actor_torso, recurrent=True)
         check_torso("PPO", "critic_torso", self.critic_torso)
         if self.shared_torso and self.critic_torso is not None:
             raise ValueError("PPO(shared_torso=True) puts both heads on actor_torso; critic_torso must be None")
+        if self.recurrent:
+            check_recurrent(self)
         check_optimizer("PPO", "optimizer", self.optimizer)
         check_loss_terms("PPO", "policy_loss_terms", self.policy_loss_terms)
         check_loss_terms("PPO", "critic_loss_terms", self.critic_loss_terms)
@@ -182,6 +179,11 @@ class PPO(AbstractAgent):
     @property
     def discrete(self) -> bool:
         return isinstance(self.env.action_space, Discrete)
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether the policy is recurrent (`actor_torso` is a `GRUTorso`, `LSTMTorso`, ...)."""
+        return is_recurrent(self.actor_torso)
 
     @property
     def obs_size(self) -> int:
@@ -210,12 +212,15 @@ class PPO(AbstractAgent):
 
     @staticmethod
     def policy(state: PPOState, x: Array) -> AbstractDistribution:
-        """**Returns:** the policy's distribution at flat (normalised) observations `x`."""
+        """**Returns:** the policy's distribution at flat (normalised) observations `x`
+        (a feed-forward PPO's; a recurrent one acts with `act_with_carry`)."""
+        check_feed_forward(state, "policy")
         return state.actor(x if state.torso is None else state.torso(x))
 
     @staticmethod
     def value(state: PPOState, x: Array) -> Array:
-        """**Returns:** the value estimates at flat (normalised) observations `x`."""
+        """**Returns:** the value estimates at flat (normalised) observations `x` (a feed-forward PPO's)."""
+        check_feed_forward(state, "value")
         return state.critic(x if state.torso is None else state.torso(x))
 
     def _flatten(self, obs: Array) -> Float[Array, "*batch obs"]:
@@ -266,10 +271,31 @@ class PPO(AbstractAgent):
             env_steps=jnp.zeros((), jnp.int32),
             iteration=jnp.zeros((), jnp.int32),
             torso=shared,
+            hidden=shared.initial_state((self.num_envs,)) if self.recurrent else None,
+            episode_start=jnp.ones((self.num_envs,), bool) if self.recurrent else None,
         )
 
     def act(self, state: PPOState, obs: Array, key: Key | None = None, deterministic: bool = False) -> Array:
-        dist = self.policy(state, self._normalize(state.obs_stats, self._flatten(obs)))
+        if self.recurrent:
+            raise ValueError("PPO.act: a recurrent PPO acts with act_with_carry(state, obs, carry, reset, key)")
+        return self._act(self.policy(state, self._normalize(state.obs_stats, self._flatten(obs))), key, deterministic)
+
+    def initial_carry(self, state: PPOState, batch_shape: tuple[int, ...] = ()) -> PyTree:
+        """**Returns:** a recurrent PPO's hidden state of fresh episodes of batch shape `batch_shape`, else None."""
+        return state.torso.initial_state(batch_shape) if self.recurrent else None
+
+    def act_with_carry(
+        self, state: PPOState, obs: Array, carry: PyTree, reset: Array, key: Key | None = None, deterministic: bool = False
+    ) -> tuple[Array, PyTree]:
+        """**Returns:** `(actions, new carry)`, the carry zeroed first where `reset` (an episode's first step)."""
+        if not self.recurrent:
+            return self.act(state, obs, key, deterministic), carry
+        x = self._normalize(state.obs_stats, self._flatten(obs))
+        features, carry = state.torso(x, carry, jnp.asarray(reset, bool))
+        return self._act(state.actor(features), key, deterministic), carry
+
+    @staticmethod
+    def _act(dist: AbstractDistribution, key: Key | None, deterministic: bool) -> Array:
         if deterministic:
             return dist.mode()
         if key is None:
@@ -329,9 +355,13 @@ class PPO(AbstractAgent):
 
         **Returns:** `(loss, metrics)`.
         """
+        torso, x = params[0], batch[0]
+        return self.loss_from_features(params, x if torso is None else torso(x), batch)
+
+    def loss_from_features(self, params: tuple, features: Array, batch: tuple) -> tuple[Float[Array, ""], Metrics]:
+        """PPO's loss (as `loss`) given the torso's `features` of the batch's observations."""
         torso, actor, critic = params
         x, action, old_log_prob, old_value, advantages, targets = batch
-        features = x if torso is None else torso(x)
         dist = actor(features)
         if self.normalize_advantages:
             advantages = normalize_advantages(advantages)
@@ -351,6 +381,8 @@ class PPO(AbstractAgent):
         return loss, {**metrics, **policy_metrics, **critic_metrics}
 
     def train_iteration(self, state: PPOState, clock: Clock) -> tuple[PPOState, Metrics]:
+        if self.recurrent:
+            return recurrent_iteration(self, state, clock)
         progress = clock.progress
         state, ro = self._collect(state)
         values = self.value(state, ro.obs)
@@ -364,18 +396,7 @@ class PPO(AbstractAgent):
         optimizer = self.network_optimizer
         grad_fn = eqx.filter_value_and_grad(self.loss, has_aux=True)
         mb_size = batch_size // self.num_minibatches
-
-        def minibatch(carry, mb):
-            params, opt_state, stopped = carry
-            (_, aux), grads = grad_fn(params, mb, progress)
-            # KL early stopping: once the policy has moved too far from the
-            # rollout policy, this and every later minibatch leave it alone.
-            stopped = stopped | (aux["approx_kl"] > self.target_kl)
-            new_params, new_opt_state = optimizer.update(grads, opt_state, params, progress)
-            params = tree_select(stopped, params, new_params)
-            opt_state = tree_select(stopped, opt_state, new_opt_state)
-            aux["applied"] = 1.0 - stopped.astype(jnp.float32)
-            return (params, opt_state, stopped), aux
+        minibatch = minibatch_step(grad_fn, optimizer, self.target_kl, progress)
 
         def epoch(carry, key):
             perm = jax.random.permutation(key, batch_size)
@@ -394,21 +415,6 @@ class PPO(AbstractAgent):
             (torso, actor, critic, opt_state, key, env_steps, state.iteration + 1),
             is_leaf=lambda x: x is None,
         )
-        done = ro.terminated | ro.truncated
-        num_done = jnp.sum(done.astype(jnp.float32))
-        mean_or_nan = lambda x: jnp.where(  # noqa: E731
-            num_done > 0, jnp.sum(jnp.where(done, x, 0.0)) / jnp.maximum(num_done, 1.0), jnp.nan
-        )
-        metrics = {k: jnp.mean(v) for k, v in aux.items() if k != "applied"}
-        metrics.update(
-            env_steps=env_steps,
-            episode_return=mean_or_nan(ro.episode_return),
-            episode_length=mean_or_nan(ro.episode_length.astype(jnp.float32)),
-            num_episodes=num_done.astype(jnp.int32),
-            updates_applied=jnp.sum(aux["applied"]),
-        )
-        lr = optimizer.current_learning_rate(progress)
-        if lr is not None:  # None for an optax transformation, whose rate eqxrl cannot see
-            metrics["learning_rate"] = lr
-        return state, metrics
+        return state, iteration_metrics(ro, aux, env_steps, optimizer, progress)
+
 

@@ -20,8 +20,11 @@ from ..components import (
     AbstractOptimizer,
     AbstractReplayBuffer,
     AbstractSchedule,
+    AbstractRecurrentTorso,
     AbstractTorso,
     CNNTorso,
+    GRUTorso,
+    LSTMTorso,
     ConstantSchedule,
     CosineSchedule,
     ExponentialSchedule,
@@ -38,7 +41,10 @@ from ..components import (
 from ..core import from_spec, import_class, one_line
 from ._parse import parse_float, parse_int, tuple_of
 
-TORSO_HELP = "mlp:64,64[:ACTIVATION], cnn (MinAtar), nature-cnn, package.module:Class, or JSON"
+TORSO_HELP = (
+    "mlp:64,64[:ACTIVATION], cnn (MinAtar), nature-cnn, gru[:HIDDEN[:ENCODER]] or lstm[:HIDDEN[:ENCODER]] "
+    "(PPO with --shared-torso true; ENCODER e.g. 64 or 64,64, or none), package.module:Class, or JSON"
+)
 BUFFER_HELP = "uniform[:CAPACITY], prioritized[:CAPACITY[:ALPHA]], package.module:Class, or JSON"
 OPTIMIZER_HELP = "adam:LR[:MAX_GRAD_NORM], adamw:LR[:WEIGHT_DECAY], sgd:LR, rmsprop:LR, or JSON"
 TERMS_HELP = "none, or l2:COEF (comma-separated for several), package.module:Class, or JSON"
@@ -74,7 +80,7 @@ def _args(rest: str, parsers: list[Callable[[str], Any]], text: str, usage: str)
     return [p(v) for p, v in zip(parsers, parts)]
 
 
-def parse_torso(text: str) -> AbstractTorso:
+def parse_torso(text: str) -> AbstractTorso | AbstractRecurrentTorso:
     found = _generic(text, "torso")
     if found is not None:
         return as_torso(found)
@@ -86,6 +92,10 @@ def parse_torso(text: str) -> AbstractTorso:
         return CNNTorso.minatar()
     if kind == "nature-cnn" and not rest:
         return CNNTorso.nature()
+    if kind in ("gru", "lstm"):
+        hidden, _, encoder = rest.partition(":")
+        sizes = () if encoder == "none" else tuple_of(parse_int)(encoder) if encoder else (64,)
+        return (GRUTorso if kind == "gru" else LSTMTorso)(parse_int(hidden) if hidden else 64, sizes)
     raise ValueError(f"unknown torso {text!r}; expected {TORSO_HELP}")
 
 

@@ -64,6 +64,11 @@ from ._td import smoothed_target_action as smoothed_target_action
 from .networks import MLP as MLP
 from .networks import get_activation as get_activation
 from .networks import AbstractTorso as AbstractTorso
+from .networks import AbstractRecurrentTorso as AbstractRecurrentTorso
+from .networks import GRUTorso as GRUTorso
+from .networks import LSTMTorso as LSTMTorso
+from .networks import RecurrentEncoder as RecurrentEncoder
+from .networks import is_recurrent as is_recurrent
 from .networks import CNNTorso as CNNTorso
 from .networks import Encoder as Encoder
 from .networks import IdentityTorso as IdentityTorso

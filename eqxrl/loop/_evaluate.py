@@ -185,20 +185,23 @@ def episode_outcomes(
     describe = None if descriptor is None else jax.vmap(descriptor)
     desc = None if describe is None else describe(env_state, ts.obs)
     zeros = jnp.zeros((num_episodes,), jnp.float32)
-    carry = (env_state, ts.obs, zeros, jnp.zeros((num_episodes,), bool), key, jnp.zeros((), jnp.int32), desc)
+    # The last slot is a recurrent policy's memory (None for a feed-forward one): it starts
+    # fresh and each env runs one episode, so it is never reset.
+    memory = agent.initial_carry(state, (num_episodes,))
+    carry = (env_state, ts.obs, zeros, jnp.zeros((num_episodes,), bool), key, jnp.zeros((), jnp.int32), desc, memory)
 
     def cond(c):
         return (~jnp.all(c[3])) & (c[5] < max_steps)
 
     def body(c):
-        env_state, obs, returns, done, key, t, desc = c
+        env_state, obs, returns, done, key, t, desc, memory = c
         key, act_key, env_key = jax.random.split(key, 3)
-        action = agent.act(state, obs, act_key, deterministic=deterministic)
+        action, memory = agent.act_with_carry(state, obs, memory, jnp.zeros_like(done), act_key, deterministic)
         env_state, ts = env.step(env_key, env_state, action)
         returns = returns + jnp.where(done, 0.0, ts.reward)
         if describe is not None:  # the state each episode ended in: frozen once it is done
             desc = jnp.where(done[:, None], desc, describe(env_state, ts.obs))
-        return env_state, ts.obs, returns, done | ts.done, key, t + 1, desc
+        return env_state, ts.obs, returns, done | ts.done, key, t + 1, desc, memory
 
     out = jax.lax.while_loop(cond, body, carry)
     return out[2], out[6]
@@ -303,14 +306,17 @@ def _rollout(batch: Batch, state, key, num_envs: int, num_steps: int, determinis
         env_state, ts = env.reset(reset_key)
 
         def step(carry, k):
-            env_state, obs = carry
+            # `memory`: a recurrent policy's (None for a feed-forward one), reset after an episode ends.
+            env_state, obs, memory, start = carry
             act_key, env_key = jax.random.split(k)
-            action = agent.act(state, obs, act_key, deterministic=deterministic)
+            action, memory = agent.act_with_carry(state, obs, memory, start, act_key, deterministic)
             env_state, ts = env.step(env_key, env_state, action)
             out = dict(obs=obs, action=action, reward=ts.reward, terminated=ts.terminated, truncated=ts.truncated)
-            return (env_state, ts.obs), out
+            return (env_state, ts.obs, memory, ts.done), out
 
-        return jax.lax.scan(step, (env_state, ts.obs), jax.random.split(key, num_steps))[1]
+        memory = agent.initial_carry(state, (num_envs,))
+        init = (env_state, ts.obs, memory, jnp.zeros((num_envs,), bool))
+        return jax.lax.scan(step, init, jax.random.split(key, num_steps))[1]
 
     return batch.vmap(single)(state, key)
 

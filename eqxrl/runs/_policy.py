@@ -20,6 +20,11 @@ __all__ = ["Policy", "load_policy", "load_run"]
 class Policy(eqx.Module):
     """A trained policy: `policy(obs)` acts on a batch of observations.
 
+    A recurrent policy (PPO with a `GRUTorso`) carries a memory instead:
+    `carry = policy.initial_carry(batch_shape)`, then `action, carry =
+    policy.step(obs, carry, reset)` each step (`reset`: True at an episode's first
+    observation). `step` works for a feed-forward policy too (its carry is None).
+
     Built by `load_policy`; holds the agent and one member's state (or all).
     """
 
@@ -32,10 +37,24 @@ class Policy(eqx.Module):
         (a sampled policy needs a `key`)."""
         return _act(self.agent, self.state, obs, key, self.deterministic)
 
+    def initial_carry(self, batch_shape: tuple[int, ...] = ()) -> PyTree:
+        """**Returns:** the memory of fresh episodes for observations of batch shape `batch_shape`
+        (None for a feed-forward policy)."""
+        return self.agent.initial_carry(self.state, tuple(batch_shape))
+
+    def step(self, obs: Array, carry: PyTree, reset: Array, key: Key | None = None) -> tuple[Array, PyTree]:
+        """**Returns:** `(actions, new carry)` for `obs`, the carry first reset where `reset`."""
+        return _act_with_carry(self.agent, self.state, obs, carry, reset, key, self.deterministic)
+
 
 @eqx.filter_jit
 def _act(agent, state, obs, key, deterministic):
     return agent.act(state, obs, key, deterministic=deterministic)
+
+
+@eqx.filter_jit
+def _act_with_carry(agent, state, obs, carry, reset, key, deterministic):
+    return agent.act_with_carry(state, obs, carry, reset, key, deterministic)
 
 
 def _load_state(run_dir: PathLike, agent: Any, num_seeds: int, checkpoint: Any) -> PyTree:

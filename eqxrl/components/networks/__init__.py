@@ -1,4 +1,4 @@
-"""Networks: torsos (MLP, CNN, a user's module), policy heads, value and Q heads, ensembles."""
+"""Networks: torsos (MLP, CNN, a user's module, GRU and LSTM), policy heads, value and Q heads, ensembles."""
 
 from ._ensemble import Ensemble as Ensemble
 from ._heads import CategoricalHead as CategoricalHead
@@ -13,6 +13,11 @@ from ._mlp import MLP as MLP
 from ._mlp import Linear as Linear
 from ._mlp import check_last_axis as check_last_axis
 from ._mlp import get_activation as get_activation
+from ._recurrent import AbstractRecurrentTorso as AbstractRecurrentTorso
+from ._recurrent import GRUTorso as GRUTorso
+from ._recurrent import LSTMTorso as LSTMTorso
+from ._recurrent import RecurrentEncoder as RecurrentEncoder
+from ._recurrent import is_recurrent as is_recurrent
 from ._torsos import AbstractTorso as AbstractTorso
 from ._torsos import CNNTorso as CNNTorso
 from ._torsos import Encoder as Encoder

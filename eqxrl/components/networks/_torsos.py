@@ -25,6 +25,7 @@ from jaxtyping import Array, Float
 
 from ...core import Key, is_positive_int
 from ._mlp import Linear, check_last_axis, get_activation
+from ._recurrent import AbstractRecurrentTorso
 
 Activation = str | Callable[[Array], Array]
 
@@ -260,15 +261,23 @@ TorsoLike = AbstractTorso | type | None
 def as_torso(value: Any) -> Any:
     """Converter for torso fields: a class becomes `ModuleTorso(cls)`; a spec or None is kept
     (anything else is left for the owner's check to name)."""
-    if isinstance(value, type) and not issubclass(value, AbstractTorso):
+    if isinstance(value, type) and not issubclass(value, (AbstractTorso, AbstractRecurrentTorso)):
         return ModuleTorso(value)
-    if isinstance(value, type) and issubclass(value, AbstractTorso):
+    if isinstance(value, type):
         return value()
     return value
 
 
-def check_torso(owner: str, name: str, value: Any) -> None:
-    """Raise a ValueError naming `owner(name)` unless `value` is a torso spec or None."""
+def check_torso(owner: str, name: str, value: Any, recurrent: bool = False) -> None:
+    """Raise a ValueError naming `owner(name)` unless `value` is a torso spec or None
+    (or, with `recurrent=True`, a recurrent torso spec: `GRUTorso`, `LSTMTorso`)."""
+    if isinstance(value, AbstractRecurrentTorso):
+        if recurrent:
+            return
+        raise ValueError(
+            f"{owner}({name}) is a recurrent torso ({type(value).__name__}); only PPO takes one "
+            f"(PPO(actor_torso={type(value).__name__}(...), shared_torso=True)); give a feed-forward torso here"
+        )
     if value is not None and not isinstance(value, AbstractTorso):
         raise ValueError(
             f"{owner}({name}) must be a torso: eqxrl.components.MLPTorso(...), CNNTorso(...), "
@@ -277,7 +286,9 @@ def check_torso(owner: str, name: str, value: Any) -> None:
         )
 
 
-def torso_or_mlp(torso: AbstractTorso | None, hidden_sizes: Sequence[int], activation: Activation) -> AbstractTorso:
+def torso_or_mlp(
+    torso: AbstractTorso | AbstractRecurrentTorso | None, hidden_sizes: Sequence[int], activation: Activation
+) -> AbstractTorso | AbstractRecurrentTorso:
     """**Returns:** `torso`, or the MLP torso of `hidden_sizes` and `activation` when it is None."""
     if torso is None:
         return MLPTorso(tuple(hidden_sizes), activation)

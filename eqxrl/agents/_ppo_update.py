@@ -1,0 +1,66 @@
+"""PPO's update pieces shared by the feed-forward and the recurrent iteration:
+the stored rollout, one minibatch step (with KL early stopping) and the metrics."""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from ..components import AbstractOptimizer
+from ..core import Metrics, tree_select
+
+
+class _Rollout(eqx.Module):
+    """One step of every env (stacked over time by `lax.scan`)."""
+
+    obs: Array
+    action: Array
+    log_prob: Array
+    reward: Array
+    terminated: Array
+    truncated: Array
+    final_obs: Array
+    episode_return: Array
+    episode_length: Array
+
+
+def minibatch_step(grad_fn: Callable, optimizer: AbstractOptimizer, target_kl: Array, progress: Array) -> Callable:
+    """**Returns:** the `lax.scan` body of one minibatch update: carry `(params, opt_state, stopped)`."""
+
+    def minibatch(carry, mb):
+        params, opt_state, stopped = carry
+        (_, aux), grads = grad_fn(params, mb, progress)
+        # KL early stopping: once the policy has moved too far from the
+        # rollout policy, this and every later minibatch leave it alone.
+        stopped = stopped | (aux["approx_kl"] > target_kl)
+        new_params, new_opt_state = optimizer.update(grads, opt_state, params, progress)
+        params = tree_select(stopped, params, new_params)
+        opt_state = tree_select(stopped, opt_state, new_opt_state)
+        aux["applied"] = 1.0 - stopped.astype(jnp.float32)
+        return (params, opt_state, stopped), aux
+
+    return minibatch
+
+
+def iteration_metrics(
+    ro: _Rollout, aux: Metrics, env_steps: Array, optimizer: AbstractOptimizer, progress: Array
+) -> Metrics:
+    """**Returns:** an iteration's metrics: the update's means, the finished episodes' statistics."""
+    done = ro.terminated | ro.truncated
+    num_done = jnp.sum(done.astype(jnp.float32))
+    mean_or_nan = lambda x: jnp.where(  # noqa: E731
+        num_done > 0, jnp.sum(jnp.where(done, x, 0.0)) / jnp.maximum(num_done, 1.0), jnp.nan
+    )
+    metrics = {k: jnp.mean(v) for k, v in aux.items() if k != "applied"}
+    metrics.update(
+        env_steps=env_steps,
+        episode_return=mean_or_nan(ro.episode_return),
+        episode_length=mean_or_nan(ro.episode_length.astype(jnp.float32)),
+        num_episodes=num_done.astype(jnp.int32),
+        updates_applied=jnp.sum(aux["applied"]),
+    )
+    lr = optimizer.current_learning_rate(progress)
+    if lr is not None:  # None for an optax transformation, whose rate eqxrl cannot see
+        metrics["learning_rate"] = lr
+    return metrics
