@@ -58,8 +58,12 @@ def run_peer(cfg: dict, key) -> dict:
 
 
 def main() -> None:
-    args = parser(__doc__, "ippo_mpe", runs=3, quick="a smoke test: 20 updates, 1 run").parse_args()
-    args.steps = DEFAULT_STEPS
+    p = parser(__doc__, "ippo_mpe", runs=3, quick="a smoke test: 20 updates, 1 run")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                   help=f"team env steps per run on both sides (default {DEFAULT_STEPS:,}; JaxMARL's yaml: 10,000,000)")  # fmt: skip
+    args = p.parse_args()
+    if args.steps < 16 * 128:
+        p.error("--steps must be at least one update (2,048 team env steps)")
     if args.quick:
         args.steps, args.runs = 20 * 16 * 128, 1
     report = Report(__file__)
@@ -83,7 +87,7 @@ def main() -> None:
     lines = report.header("IPPO on MPE simple_spread: eqxrl vs JaxMARL's IPPO", packages=("jaxmarl",))
     lines += [
         f"- JaxMARL IPPO: `{jaxmarl_ippo.SCRIPT}` at mirror revision {jaxmarl_ippo.revision()}, its yaml config, "
-        f"TOTAL_TIMESTEPS = {args.steps:,} (reduced from 1e7, identical on both sides)",
+        f"TOTAL_TIMESTEPS = {args.steps:,} ({'the yaml' + chr(39) + 's own' if args.steps >= 10**7 else 'reduced from 1e7'}, identical on both sides)",
         f"- medians of {args.runs} interleaved runs; compile time separate from steps per second",
         "",
         *table(["metric", "eqxrl", "JaxMARL", "eqxrl / JaxMARL"], compare(metrics, runs["eqxrl"], runs["JaxMARL"])),

@@ -10,6 +10,7 @@ config's keys are used as the script defines them; ``make_train(config)`` is tim
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import types
@@ -18,16 +19,24 @@ import yaml
 
 from _common import compile_and_run
 
-MIRROR = "/work/.mirror/FLAIROx+JaxMARL/repo"
+MIRROR = os.environ.get("JAXMARL_MIRROR", "/work/.mirror/FLAIROx+JaxMARL/repo")
+# A plain directory holding the two files at the same relative paths (a copy taken along to a
+# machine without the mirror, e.g. a GPU machine), with JAXMARL_REVISION naming the revision.
+SOURCE_DIR = os.environ.get("JAXMARL_SOURCE_DIR")
 SCRIPT = "baselines/IPPO/ippo_ff_mpe.py"
 CONFIG = "baselines/IPPO/config/ippo_ff_mpe.yaml"
 
 
 def _show(path: str) -> str:
+    if SOURCE_DIR:
+        with open(os.path.join(SOURCE_DIR, path)) as f:
+            return f.read()
     return subprocess.run(["git", "-C", MIRROR, "show", f"HEAD:{path}"], check=True, capture_output=True, text=True).stdout
 
 
 def revision() -> str:
+    if SOURCE_DIR:
+        return os.environ.get("JAXMARL_REVISION", "unknown")
     return subprocess.run(["git", "-C", MIRROR, "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
 
 
