@@ -162,6 +162,49 @@ def test_a_changed_gamma_acts_on_the_very_next_update(n_step, getkey):
     assert np.abs(q_taken - td - _hand_targets(stored, 0.99, next_q))[bootstraps].max() > 0.5
 
 
+class TargetTD3(TD3):
+    """TD3 that hands the buffer, in place of its TD errors, its batch's TD targets for a next value of 100."""
+
+    def update(self, learner, batch, key, updates, progress):
+        learner, _, metrics = super().update(learner, batch, key, updates, progress)
+        return learner, batch.data.reward + batch.data.discount * 100.0, metrics
+
+
+@pytest.mark.slow
+def test_pbt_explored_gamma_reaches_the_next_generations_td_targets(getkey):
+    # Two members, two generations; the worse member becomes a copy of the better one (its state, replay
+    # buffer included) with gamma resampled. In generation 2 every member's updates on slots 0..7 (stored
+    # in generation 1, by the parent for the copy) use that member's generation-2 gamma.
+    from eqxrl.pbt import PBT, Truncation, Uniform
+
+    batch = 8
+    agent = TargetTD3("Pendulum-v1", num_envs=2, rollout_length=2, batch_size=batch, buffer=FirstSlots(512),
+                      learning_starts=8, hidden_sizes=(8,), n_step=2)  # fmt: skip
+    pbt = PBT(agent, {"gamma": Uniform(0.3, 0.99)}, population_size=2, ready=32, eval_episodes=1, max_eval_steps=10,
+              exploit=Truncation(1, 1), resample_probability=1.0)  # fmt: skip
+    population, history = pbt.run(getkey(), 2 * pbt.steps_per_generation, progress=False)
+    gammas = np.array([float(population.agent.member(i).gamma) for i in range(2)])
+    np.testing.assert_allclose(gammas, history.hyperparameters["gamma"][1], rtol=1e-6)
+    (copy,) = np.flatnonzero(history.parent[1] != np.arange(2))
+    parent = history.parent[1, copy]
+    assert abs(gammas[copy] - history.hyperparameters["gamma"][0, parent]) > 0.01
+    for i in range(2):
+        stored = jax.tree.map(lambda x: np.asarray(x[i, :batch]), population.state.buffer.data["item"])
+        targets = np.asarray(population.state.buffer.data["td"][i, :batch])
+        np.testing.assert_allclose(targets, _hand_targets(stored, float(gammas[i]), 100.0), rtol=1e-5, atol=1e-4)
+    # The copy's stored transitions under its parent's gamma would have given other targets.
+    stored = jax.tree.map(lambda x: np.asarray(x[copy, :batch]), population.state.buffer.data["item"])
+    stale = _hand_targets(stored, float(history.hyperparameters["gamma"][0, parent]), 100.0)
+    assert np.abs(np.asarray(population.state.buffer.data["td"][copy, :batch]) - stale).min() > 0.1
+
+
+def test_batch_for_update_needs_stored_transitions():
+    agent = DQN(ConstantReward(), **DISCRETE)
+    data = eqxrl.components.Transition(jnp.zeros((2, 1)), jnp.zeros((2,), jnp.int32), jnp.zeros(2), jnp.ones(2), jnp.zeros((2, 1)))
+    with pytest.raises(ValueError, match=r"DQN.batch_for_update\(sample\) must hold NStepTransitions .* got Transition"):
+        agent.batch_for_update(Sample(data, jnp.arange(2, dtype=jnp.int32), jnp.ones(2)), None)
+
+
 @pytest.mark.slow
 def test_n_step_prefill_counts_env_steps(getkey):
     agent = DQN(ConstantReward(), **{**DISCRETE, "n_step": 3})
