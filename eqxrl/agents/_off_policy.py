@@ -251,32 +251,20 @@ class AbstractOffPolicyAgent(AbstractAgent):
         return ReplayBuffer(self.buffer_size)
 
     def batch_for_update(self, sample: Sample, obs_stats: RunningMeanStd | None) -> Sample:
-        """The batch `update` receives, from a sample of stored `NStepTransition`s.
-
-        **Arguments:** `sample`, drawn from the replay buffer; `obs_stats`, the
-        state's observation statistics (None: no normalisation).
-
-        **Returns:** the `Sample` (same `indices` and `weights`) whose `data` is a
-        `Transition`: observations normalised, `reward` and `discount` from
-        `NStepTransition.reward_and_discount(self.gamma)` (the agent's gamma now,
-        whatever gamma was in force when the transitions were stored), `reward`
-        multiplied by `reward_scale`.
-        """
+        """The batch `update` receives, from a `sample` of stored `NStepTransition`s and the
+        state's `obs_stats` (None: no normalisation). **Returns:** the `Sample` (same indices and
+        weights) of `Transition`s: observations normalised, `reward` and `discount` from
+        `reward_and_discount(self.gamma)` (the gamma now, not the one in force when they were
+        stored), `reward` multiplied by `reward_scale`."""
         stored = sample.data
         if not isinstance(stored, NStepTransition):
             raise ValueError(
-                f"{type(self).__name__}.batch_for_update(sample) must hold NStepTransitions (what the "
-                f"off-policy loop stores), got {type(stored).__name__}; a custom buffer's sample must "
-                "return the items its add was given"
+                f"{type(self).__name__}.batch_for_update(sample) must hold NStepTransitions (what the loop "
+                f"stores), got {type(stored).__name__}; a custom buffer's sample must return what its add got"
             )
         reward, discount = stored.reward_and_discount(self.gamma)
-        data = Transition(
-            obs=self._normalize(obs_stats, stored.obs),
-            action=stored.action,
-            reward=reward * self.reward_scale,
-            discount=discount,
-            next_obs=self._normalize(obs_stats, stored.next_obs),
-        )
+        normalize = lambda x: self._normalize(obs_stats, x)  # noqa: E731
+        data = Transition(normalize(stored.obs), stored.action, reward * self.reward_scale, discount, normalize(stored.next_obs))
         return Sample(data, sample.indices, sample.weights)
 
     def _normalize(self, stats: RunningMeanStd | None, x: Array) -> Array:
