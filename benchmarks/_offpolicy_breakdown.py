@@ -106,7 +106,7 @@ def update_costs(pair: str, brax_backend: str, rounds: int = 2, reps: int = 2) -
     @eqx.filter_jit
     def sample_only(bstate):
         def one(c, k):
-            return c + jnp.sum(buffer.sample(bstate, k, bs, 0.4).data.reward), None
+            return c + jnp.sum(buffer.sample(bstate, k, bs, 0.4).data.rewards), None
 
         return jax.lax.scan(one, jnp.zeros(()), jax.random.split(jax.random.key(4), n_fixed))[0]
 

@@ -165,12 +165,12 @@ DIFFERENCES = [
     "one program that donates the population.",
     "QDax's replay buffer stores each member's transitions flattened into one array (with a "
     "`truncations` column); eqxrl's stores each field as its own array.",
-    "**The discount reaches the replay buffer differently.** eqxrl stores each transition's discount "
-    "(`gamma x (1 - terminated)`, from the n-step window's `emit(self.gamma)`) when it is inserted, so a "
-    "copy whose `gamma` explore resampled keeps learning from its parent's transitions with the parent's "
-    "`gamma` until its buffer turns over (with 100,000 slots and 16,384 steps per member it never does); "
-    "QDax stores `dones` and applies the member's current discount in the critic loss. `reward_scale` "
-    "is applied at sampling time on both sides, so it takes effect at once on both.",
+    "The discount is applied at update time on both sides: eqxrl's buffer stores raw rewards and "
+    "termination flags (`NStepTransition`) and the shared loop computes each sampled transition's reward "
+    "and discount with the member's current `gamma`, as QDax applies the member's current discount to its "
+    "stored `dones` in the critic loss, so an explored `gamma` acts on the copy's next update on both. "
+    "(Results from before issue 14 stored `gamma x (1 - terminated)` at insertion, so an explored `gamma` "
+    "reached only transitions added after it.) `reward_scale` is applied at sampling time on both sides.",
     "Random streams differ: the same seed does not give the same initial hyperparameters.",
 ]
 

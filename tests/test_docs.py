@@ -94,7 +94,7 @@ def test_composing_page_runs(tmp_path, monkeypatch):
     assert type(ns["shapes"].actor.torso.net).__name__ == "LayerNormMLP"
     assert ns["count"](ns["learner"].actor) < ns["count"](ns["learner"].critic)
     # The custom buffer stored the clipped rewards; both loss terms were logged per member.
-    assert float(ns["states"].buffer.data.reward.max()) == pytest.approx(0.5)
+    assert float(ns["states"].buffer.data.rewards.max()) == pytest.approx(0.5)
     for name in ("critic_loss_terms/l2_penalty", "critic_loss_terms/q_penalty/q_squared"):
         assert ns["sweep_metrics"][name].shape[0] == 2, name
     np.testing.assert_allclose(np.asarray(ns["sweep"].agent.critic_loss_terms[1].coef), [1e-3, 1e-2], rtol=1e-6)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis.extra.numpy import arrays
 
-from eqxrl.components import NStepWindow, Transition, n_step_returns, nstep_return
+from eqxrl.components import NStepTransition, NStepWindow, Transition, n_step_returns, nstep_return
 
 SETTINGS = settings(max_examples=25, deadline=None)
 # Few distinct shapes: every (n, B) is a new compilation.
@@ -107,15 +107,17 @@ def make_stream(seed: int, T: int, B: int):
 
 
 @eqx.filter_jit
-def run_window(steps, n: int, gamma):
-    """Pre-fill with the first n - 1 steps, then push the rest in a scan, emitting after each push."""
+def run_window(steps, n: int, gamma=None):
+    """Pre-fill with the first n - 1 steps, then push the rest in a scan, emitting after each push:
+    the stored `NStepTransition`s, or (with `gamma`) their `Transition`s under `gamma`."""
     prefill = jax.tree.map(lambda x: x[: n - 1], steps)
     rest = jax.tree.map(lambda x: x[n - 1 :], steps)
     window = NStepWindow.create(*prefill)
 
     def body(window, step):
         window = window.push(*step)
-        return window, window.emit(gamma)
+        out = window.emit()
+        return window, out if gamma is None else out.transition(gamma)
 
     return jax.lax.scan(body, window, rest)
 
@@ -174,6 +176,58 @@ def test_window_boundaries_by_hand():
     np.testing.assert_allclose(out.obs[:, 0, 0], [0.0, 1.0, 2.0])
 
 
+@pytest.mark.parametrize("n", [1, 3])
+def test_stored_transition_gives_nstep_return_for_any_gamma(n):
+    # The window stores no gamma: the transition emitted once gives, for every gamma asked
+    # afterwards, the reward and discount nstep_return computes from the window it came from.
+    T, B = 9, 3
+    stream = make_stream(11, T, B)
+    obs, action, rewards, terminated, truncated, next_obs = stream
+    assert terminated.any() and truncated.any()
+    _, out = run_window(tuple(jnp.asarray(x) for x in stream), n)
+    assert isinstance(out, NStepTransition) and out.n == n
+    assert out.rewards.shape == (T - n + 1, B, n) and out.steps.dtype == jnp.int32 and out.terminated.dtype == jnp.bool_
+    for gamma in (0.9, 0.3, 1.0):
+        reward, discount = out.reward_and_discount(jnp.float32(gamma))
+        transition = out.transition(jnp.float32(gamma))
+        assert isinstance(transition, Transition)
+        np.testing.assert_array_equal(transition.reward, reward)
+        np.testing.assert_array_equal(transition.discount, discount)
+        np.testing.assert_array_equal(transition.obs, out.obs)
+        np.testing.assert_array_equal(transition.next_obs, out.next_obs)
+        for k in range(T - n + 1):
+            window = slice(k, k + n)
+            want_r, want_d, last = nstep_return(
+                jnp.asarray(rewards[window]), jnp.asarray(terminated[window]), jnp.asarray(truncated[window]), gamma
+            )
+            np.testing.assert_allclose(reward[k], want_r, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(discount[k], want_d, rtol=1e-6, atol=1e-7)
+            np.testing.assert_array_equal(out.steps[k], last + 1)
+    # n = 1: the raw one-step transition.
+    if n == 1:
+        np.testing.assert_array_equal(out.rewards[..., 0], rewards)
+        np.testing.assert_array_equal(out.terminated, terminated)
+        np.testing.assert_array_equal(out.steps, 1)
+
+
+def test_stored_transition_bad_input():
+    good = dict(obs=jnp.zeros((4, 2)), action=jnp.zeros((4,), jnp.int32), rewards=jnp.zeros((4, 3)),
+                steps=jnp.ones((4,), jnp.int32), terminated=jnp.zeros((4,), bool), next_obs=jnp.zeros((4, 2)))
+    stored = NStepTransition(**good)
+    reward, discount = stored.reward_and_discount(0.5)
+    np.testing.assert_allclose(discount, 0.5)
+    # (Replaced after construction: with jaxtyping's checks on, as here, the constructor already refuses these.)
+    bad = [
+        (dict(rewards=jnp.zeros(())), r"NStepTransition\(rewards\) needs a trailing window axis of n >= 1 steps, got shape \(\)"),
+        (dict(steps=jnp.ones((4,), jnp.float32)), r"NStepTransition\(steps\) must be an integer array of shape \(4,\) .* got float32\[4\]"),
+        (dict(terminated=jnp.zeros((3,), bool)), r"NStepTransition\(terminated\) must be a bool array of shape \(4,\) .* got bool\[3\]"),
+    ]
+    for change, match in bad:
+        with pytest.raises(ValueError, match=match):
+            (name, value), = change.items()
+            eqx.tree_at(lambda t: getattr(t, name), stored, value).reward_and_discount(0.5)
+
+
 @pytest.mark.slow
 def test_window_under_vmap_over_seeds():
     T, B, n, seeds = 7, 2, 3, 3
@@ -193,13 +247,21 @@ def test_window_output_feeds_a_buffer():
 
     B, n = 2, 2
     stream = tuple(jnp.asarray(x) for x in make_stream(0, 5, B))
-    _, out = run_window(stream, n, jnp.float32(0.9))
+    _, out = run_window(stream, n)
     buffer = ReplayBuffer(16)
     state = buffer.init(jax.tree.map(lambda x: x[0, 0], out))
-    for k in range(out.reward.shape[0]):
+    for k in range(out.steps.shape[0]):
         state = buffer.add(state, jax.tree.map(lambda x: x[k], out))
     assert int(state.size) == B * (5 - n + 1)
-    assert isinstance(state.data, Transition)
+    assert isinstance(state.data, NStepTransition) and state.data.rewards.shape == (16, n)
+    # What is stored holds no gamma: the sample's TD quantities follow whatever gamma is asked for.
+    sample = buffer.sample(state, jax.random.key(0), 4)
+    for gamma in (0.9, 0.5):
+        reward, discount = sample.data.reward_and_discount(jnp.float32(gamma))
+        g = gamma ** np.arange(n, dtype=np.float32)
+        np.testing.assert_allclose(reward, np.asarray(sample.data.rewards) @ g, rtol=1e-6)
+        want = np.where(sample.data.terminated, 0.0, gamma ** np.asarray(sample.data.steps, np.float32))
+        np.testing.assert_allclose(discount, want, rtol=1e-6)
 
 
 # ----------------------------------------------------------------------------- bad input

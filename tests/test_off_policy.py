@@ -15,7 +15,8 @@ from probe_envs import (
 )
 
 import eqxrl
-from eqxrl.agents import DDPG, DQN, SAC, TD3
+from eqxrl.agents import DDPG, DQN, SAC, TD3, Clock
+from eqxrl.components import ReplayBuffer, Sample
 
 train_module = importlib.import_module("eqxrl.loop._train")  # where `train` looks up `run_chunk`
 
@@ -95,6 +96,113 @@ def test_warmup_then_updates_at_the_requested_ratio(getkey):
 def test_update_ratio(updates_per_step, rollout_length, per_iteration):
     agent = DQN(ConstantReward(), **{**DISCRETE, "updates_per_step": updates_per_step, "rollout_length": rollout_length})
     assert agent.num_updates == per_iteration
+
+
+class FirstSlots(ReplayBuffer):
+    """A test buffer: samples slots 0 .. batch_size - 1 in order, and keeps the TD errors that
+    `update_priorities` receives (per slot), so a test can read the TD targets of an update."""
+
+    def init(self, example):
+        return super().init({"item": example, "td": jnp.zeros((), jnp.float32)})
+
+    def add(self, state, batch):
+        size = jax.tree.leaves(batch)[0].shape[0]
+        return super().add(state, {"item": batch, "td": jnp.zeros((size,), jnp.float32)})
+
+    def sample(self, state, key, batch_size, beta=1.0):
+        indices = jnp.arange(batch_size, dtype=jnp.int32)
+        data = jax.tree.map(lambda x: x[indices], state.data["item"])
+        return Sample(data, indices, jnp.ones((batch_size,), jnp.float32))
+
+    def update_priorities(self, state, indices, td_errors):
+        return eqx.tree_at(lambda s: s.data["td"], state, state.data["td"].at[indices].set(td_errors))
+
+
+def _hand_targets(stored, gamma, next_q):
+    """TD targets `sum_k gamma^k r_k + gamma^m (1 - terminated) next_q`, by NumPy from the stored raw rewards."""
+    rewards = np.asarray(stored.rewards, np.float64)
+    reward = sum(gamma**k * rewards[:, k] for k in range(rewards.shape[1]))
+    discount = np.where(np.asarray(stored.terminated), 0.0, gamma ** np.asarray(stored.steps, np.float64))
+    return reward + discount * next_q
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_a_changed_gamma_acts_on_the_very_next_update(n_step, getkey):
+    # The buffer is filled under gamma = 0.99 (two warm-up iterations), then the agent's gamma becomes
+    # 0.5: the first update's TD targets on those same stored transitions are the gamma = 0.5 ones.
+    num_envs, rollout = 8, 8
+    batch = 2 * num_envs * rollout  # every transition stored before the change
+    agent = DQN(
+        "CartPole-v1", num_envs=num_envs, rollout_length=rollout, updates_per_step=1 / (num_envs * rollout),
+        batch_size=batch, buffer=FirstSlots(256), learning_starts=(n_step - 1) * num_envs + 2 * num_envs * rollout,
+        hidden_sizes=(16,), double=False, n_step=n_step, gamma=0.99,
+    )  # fmt: skip
+    step = eqx.filter_jit(lambda agent, state, i: agent.train_iteration(state, Clock(i, jnp.asarray(10, jnp.int32))))
+    state = agent.init(getkey())
+    for i in range(2):
+        state, metrics = step(agent, state, jnp.asarray(i, jnp.int32))
+        assert int(metrics["updates"]) == 0
+    # Larger target values, so that the discount's share of the target is plain to see.
+    scaled = jax.tree.map(lambda x: 4.0 * x if eqx.is_inexact_array(x) else x, state.learner.target_q)
+    state = eqx.tree_at(lambda s: s.learner.target_q, state, scaled)
+    changed = eqx.tree_at(lambda a: a.gamma, agent, jnp.float32(0.5))
+    after, metrics = step(changed, state, jnp.asarray(2, jnp.int32))
+    assert int(metrics["updates"]) == 1
+
+    stored = jax.tree.map(lambda x: x[:batch], state.buffer.data["item"])  # written in iterations 0 and 1
+    assert np.asarray(stored.steps).max() == n_step and (n_step == 1 or np.asarray(stored.steps).min() < n_step)
+    learner = state.learner
+    next_q = np.asarray(learner.target_q(stored.next_obs), np.float64).max(axis=-1)
+    q_taken = np.take_along_axis(np.asarray(learner.q(stored.obs), np.float64), np.asarray(stored.action)[:, None], 1)[:, 0]
+    td = np.asarray(after.buffer.data["td"][:batch])  # DQN's TD error: Q(s, a) - target
+    np.testing.assert_allclose(q_taken - td, _hand_targets(stored, 0.5, next_q), rtol=1e-5, atol=1e-5)
+    # The gamma in force when they were stored would have given other targets (wherever they bootstrap).
+    bootstraps = ~np.asarray(stored.terminated)
+    assert bootstraps.any() and not bootstraps.all()
+    assert np.abs(q_taken - td - _hand_targets(stored, 0.99, next_q))[bootstraps].max() > 0.5
+
+
+class TargetTD3(TD3):
+    """TD3 that hands the buffer, in place of its TD errors, its batch's TD targets for a next value of 100."""
+
+    def update(self, learner, batch, key, updates, progress):
+        learner, _, metrics = super().update(learner, batch, key, updates, progress)
+        return learner, batch.data.reward + batch.data.discount * 100.0, metrics
+
+
+@pytest.mark.slow
+def test_pbt_explored_gamma_reaches_the_next_generations_td_targets(getkey):
+    # Two members, two generations; the worse member becomes a copy of the better one (its state, replay
+    # buffer included) with gamma resampled. In generation 2 every member's updates on slots 0..7 (stored
+    # in generation 1, by the parent for the copy) use that member's generation-2 gamma.
+    from eqxrl.pbt import PBT, Truncation, Uniform
+
+    batch = 8
+    agent = TargetTD3("Pendulum-v1", num_envs=2, rollout_length=2, batch_size=batch, buffer=FirstSlots(512),
+                      learning_starts=8, hidden_sizes=(8,), n_step=2)  # fmt: skip
+    pbt = PBT(agent, {"gamma": Uniform(0.3, 0.99)}, population_size=2, ready=32, eval_episodes=1, max_eval_steps=10,
+              exploit=Truncation(1, 1), resample_probability=1.0)  # fmt: skip
+    population, history = pbt.run(getkey(), 2 * pbt.steps_per_generation, progress=False)
+    gammas = np.array([float(population.agent.member(i).gamma) for i in range(2)])
+    np.testing.assert_allclose(gammas, history.hyperparameters["gamma"][1], rtol=1e-6)
+    (copy,) = np.flatnonzero(history.parent[1] != np.arange(2))
+    parent = history.parent[1, copy]
+    assert abs(gammas[copy] - history.hyperparameters["gamma"][0, parent]) > 0.01
+    for i in range(2):
+        stored = jax.tree.map(lambda x: np.asarray(x[i, :batch]), population.state.buffer.data["item"])
+        targets = np.asarray(population.state.buffer.data["td"][i, :batch])
+        np.testing.assert_allclose(targets, _hand_targets(stored, float(gammas[i]), 100.0), rtol=1e-5, atol=1e-4)
+    # The copy's stored transitions under its parent's gamma would have given other targets.
+    stored = jax.tree.map(lambda x: np.asarray(x[copy, :batch]), population.state.buffer.data["item"])
+    stale = _hand_targets(stored, float(history.hyperparameters["gamma"][0, parent]), 100.0)
+    assert np.abs(np.asarray(population.state.buffer.data["td"][copy, :batch]) - stale).min() > 0.1
+
+
+def test_batch_for_update_needs_stored_transitions():
+    agent = DQN(ConstantReward(), **DISCRETE)
+    data = eqxrl.components.Transition(jnp.zeros((2, 1)), jnp.zeros((2,), jnp.int32), jnp.zeros(2), jnp.ones(2), jnp.zeros((2, 1)))
+    with pytest.raises(ValueError, match=r"DQN.batch_for_update\(sample\) must hold NStepTransitions .* got Transition"):
+        agent.batch_for_update(Sample(data, jnp.arange(2, dtype=jnp.int32), jnp.ones(2)), None)
 
 
 @pytest.mark.slow

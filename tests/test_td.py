@@ -30,7 +30,7 @@ def _one_step_discounts(terminated, truncated):
     )
     window = window.push(obs, jnp.zeros((b,), jnp.int32), jnp.ones((b,)), jnp.asarray(terminated),
                          jnp.asarray(truncated), obs + 1.0)
-    return window.emit(GAMMA).discount
+    return window.emit().transition(GAMMA).discount
 
 
 def test_terminated_stops_bootstrapping_truncated_does_not():

@@ -7,10 +7,13 @@ An off-policy agent implements four hooks (`init_learner`, `explore`,
 1. collect `rollout_length` steps from `num_envs` envs (uniform random actions
    until `learning_starts` env steps, then `explore`), pushing each step into
    an n-step window and the window's oldest n-step transition into the
-   replay buffer;
+   replay buffer (an `NStepTransition`: raw rewards and flags, no `gamma`);
 2. once `learning_starts` steps are in, run `num_updates` gradient updates
    (`updates_per_step` per env step), each on a sampled batch, updating PER
-   priorities from the returned TD errors.
+   priorities from the returned TD errors. `update` receives the batch as a
+   `Transition` whose `reward` and `discount` are computed from the stored
+   rewards with the agent's *current* `gamma` (and `reward_scale`), so a
+   changed `gamma` (PBT's explore) acts on the very next update.
 
 Warm-up is decided from the unbatched `Clock`, so it is a real `lax.cond`
 even when seeds or population members are vmapped, and the replay buffer
@@ -33,6 +36,7 @@ from ..components import (
     AbstractOptimizer,
     AbstractReplayBuffer,
     AbstractTorso,
+    NStepTransition,
     NStepWindow,
     Optimizer,
     PrioritizedReplayBuffer,
@@ -200,8 +204,10 @@ class AbstractOffPolicyAgent(AbstractAgent):
     def update(
         self, learner: PyTree, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]
     ) -> tuple[PyTree, Float[Array, " batch"], Metrics]:
-        """One gradient update on a sampled batch (observations already normalised,
-        rewards already scaled). **Returns:** `(learner, td_errors, metrics)`."""
+        """One gradient update on a sampled batch: `batch.data` is a `Transition`
+        (observations already normalised; `reward` and `discount` computed for the
+        agent's current `gamma` from the stored raw rewards, `reward` multiplied by
+        `reward_scale`; see `batch_for_update`). **Returns:** `(learner, td_errors, metrics)`."""
 
     # ----------------------------------------------------------------- structure
     @property
@@ -244,6 +250,23 @@ class AbstractOffPolicyAgent(AbstractAgent):
             return PrioritizedReplayBuffer(self.buffer_size, alpha=self.per_alpha)
         return ReplayBuffer(self.buffer_size)
 
+    def batch_for_update(self, sample: Sample, obs_stats: RunningMeanStd | None) -> Sample:
+        """The batch `update` receives, from a `sample` of stored `NStepTransition`s and the
+        state's `obs_stats` (None: no normalisation). **Returns:** the `Sample` (same indices and
+        weights) of `Transition`s: observations normalised, `reward` and `discount` from
+        `reward_and_discount(self.gamma)` (the gamma now, not the one in force when they were
+        stored), `reward` multiplied by `reward_scale`."""
+        stored = sample.data
+        if not isinstance(stored, NStepTransition):
+            raise ValueError(
+                f"{type(self).__name__}.batch_for_update(sample) must hold NStepTransitions (what the loop "
+                f"stores), got {type(stored).__name__}; a custom buffer's sample must return what its add got"
+            )
+        reward, discount = stored.reward_and_discount(self.gamma)
+        normalize = lambda x: self._normalize(obs_stats, x)  # noqa: E731
+        data = Transition(normalize(stored.obs), stored.action, reward * self.reward_scale, discount, normalize(stored.next_obs))
+        return Sample(data, sample.indices, sample.weights)
+
     def _normalize(self, stats: RunningMeanStd | None, x: Array) -> Array:
         return x if stats is None else stats.normalize(x)
 
@@ -258,11 +281,12 @@ class AbstractOffPolicyAgent(AbstractAgent):
         env = self.train_env
         env_state, ts = env.reset(env_key)
         obs = flatten_obs(self.env, ts.obs, type(self).__name__)
-        example = Transition(
+        example = NStepTransition(
             obs=obs[0],
             action=self._random_action(fill_key)[0],
-            reward=jnp.zeros((), jnp.float32),
-            discount=jnp.zeros((), jnp.float32),
+            rewards=jnp.zeros((self.n_step,), jnp.float32),
+            steps=jnp.zeros((), jnp.int32),
+            terminated=jnp.zeros((), bool),
             next_obs=obs[0],
         )
         # Pre-fill the n-step window with n - 1 random steps so that every
@@ -322,7 +346,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
             env_state, ts = env.step(env_key, env_state, action)
             final = flatten_obs(self.env, ts.info["final_obs"], owner)
             window = window.push(x, action, ts.reward, ts.terminated, ts.truncated, final)
-            buffer_state = buffer.add(buffer_state, window.emit(self.gamma))
+            buffer_state = buffer.add(buffer_state, window.emit())
             out = (x, ts.done, ts.info["episode_return"], ts.info["episode_length"])
             return (env_state, ts.obs, window, buffer_state, key), out
 
@@ -341,14 +365,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
                 learner, buffer_state, updates = carry
                 sample_key, update_key = jax.random.split(k)
                 beta = self.per_beta + (1.0 - self.per_beta) * progress
-                batch = buffer.sample(buffer_state, sample_key, self.batch_size, beta)
-                data = batch.data
-                data = eqx.tree_at(
-                    lambda d: (d.obs, d.next_obs, d.reward),
-                    data,
-                    (self._normalize(stats, data.obs), self._normalize(stats, data.next_obs), data.reward * self.reward_scale),
-                )
-                batch = eqx.tree_at(lambda b: b.data, batch, data)
+                batch = self.batch_for_update(buffer.sample(buffer_state, sample_key, self.batch_size, beta), stats)
                 learner, td, metrics = self.update(learner, batch, update_key, updates, progress)
                 buffer_state = buffer.update_priorities(buffer_state, batch.indices, td)
                 return (learner, buffer_state, updates + 1), metrics

@@ -24,6 +24,7 @@ from ._losses import normalize_advantages as normalize_advantages
 from ._losses import ppo_policy_loss as ppo_policy_loss
 from ._losses import value_loss as value_loss
 from ._normalization import RunningMeanStd as RunningMeanStd
+from ._nstep import NStepTransition as NStepTransition
 from ._nstep import NStepWindow as NStepWindow
 from ._nstep import nstep_return as nstep_return
 from ._optimizers import AbstractOptimizer as AbstractOptimizer

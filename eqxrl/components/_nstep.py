@@ -13,6 +13,13 @@ or truncated, or after `n` steps. With `m` the number of steps taken
 
 so the TD target is `reward + discount * Q(next_obs)`. With `n = 1` this is
 the one-step transition `(obs, action, r, gamma * (1 - terminated), final_obs)`.
+
+The replay buffers of the off-policy agents store no `gamma`: the window
+emits an `NStepTransition` (the raw rewards of its steps, `m` and whether the
+closing step terminated), and `NStepTransition.reward_and_discount(gamma)`
+applies the discount when the transition is sampled, so a `gamma` changed
+between updates (a PBT member's explored discount) acts on the very next
+update, on every transition already stored.
 """
 
 import equinox as eqx
@@ -32,6 +39,36 @@ def _check_flags(rewards: Array, **flags: Array) -> None:
             )
         if jnp.result_type(flag) != jnp.bool_:
             raise ValueError(f"nstep_return({name}) must be a bool array, got dtype {jnp.result_type(flag)}")
+
+
+def _close(
+    rewards: Float[Array, "n *b"], terminated: Bool[Array, "n *b"], truncated: Bool[Array, "n *b"]
+) -> tuple[Float[Array, "n *b"], Int[Array, "*b"], Bool[Array, "*b"]]:
+    """Where a window closes. **Returns:** `(rewards, last, terminated)`: the rewards with
+    those after the closing step zeroed, the closing step's index, and whether it terminated."""
+    done = (terminated | truncated).astype(jnp.int32)
+    # Step k counts iff no earlier step of the window ended the episode.
+    alive = (jnp.cumsum(done, axis=0) - done) == 0
+    kept = jnp.where(alive, rewards, jnp.zeros((), rewards.dtype))
+    last = jnp.sum(alive[1:].astype(jnp.int32), axis=0)
+    closing_terminated = jnp.take_along_axis(terminated, last[None], axis=0)[0]
+    return kept, last, closing_terminated
+
+
+def _discounted(
+    rewards: Float[Array, "..."], steps: Int[Array, "..."], terminated: Bool[Array, "..."], gamma, axis: int
+) -> tuple[Float[Array, "..."], Float[Array, "..."]]:
+    """`sum_k gamma^k rewards[k]` along `axis` (rewards after the closing step are zero) and
+    `gamma^steps`, or 0 where `terminated`."""
+    dtype = rewards.dtype
+    n = rewards.shape[axis]
+    gamma = jnp.asarray(gamma, dtype)
+    shape = [1] * rewards.ndim
+    shape[axis] = n
+    powers = jnp.power(gamma, jnp.arange(n, dtype=dtype)).reshape(shape)
+    reward = jnp.sum(powers * rewards, axis=axis)
+    discount = jnp.where(terminated, jnp.zeros((), dtype), jnp.power(gamma, steps.astype(dtype)))
+    return reward, discount
 
 
 def nstep_return(
@@ -59,19 +96,74 @@ def nstep_return(
             f"nstep_return(rewards) needs a leading window axis of n >= 1 steps, got shape {jnp.shape(rewards)}"
         )
     _check_flags(rewards, terminated=terminated, truncated=truncated)
-    n = rewards.shape[0]
-    dtype = rewards.dtype
-    gamma = jnp.asarray(gamma, dtype)
-    done = (terminated | truncated).astype(jnp.int32)
-    # Step k counts iff no earlier step of the window ended the episode.
-    alive = (jnp.cumsum(done, axis=0) - done) == 0
-    powers = jnp.power(gamma, jnp.arange(n, dtype=dtype)).reshape((n,) + (1,) * (rewards.ndim - 1))
-    reward = jnp.sum(jnp.where(alive, powers * rewards, jnp.zeros((), dtype)), axis=0)
-    last = jnp.sum(alive[1:].astype(jnp.int32), axis=0)
-    closing_terminated = jnp.take_along_axis(terminated, last[None], axis=0)[0]
-    steps = (last + 1).astype(dtype)
-    discount = jnp.where(closing_terminated, jnp.zeros((), dtype), jnp.power(gamma, steps))
+    kept, last, closing_terminated = _close(rewards, terminated, truncated)
+    reward, discount = _discounted(kept, last + 1, closing_terminated, gamma, axis=0)
     return reward, discount, last
+
+
+class NStepTransition(eqx.Module):
+    """One (possibly n-step) transition as the off-policy agents store it: no `gamma` in it.
+
+    Fields (leading axes `batch`, e.g. none for one item, `(capacity,)` in a
+    buffer's storage):
+
+    - `obs`, `action`: the observation the transition starts in and the action taken;
+    - `rewards`: shape `(*batch, n)`, the raw rewards of the window's steps,
+      oldest first, zero after the closing step (the first terminated or
+      truncated step, else step `n - 1`);
+    - `steps`: int32, `m`, the number of steps taken (`1 <= m <= n`);
+    - `terminated`: bool, whether the closing step terminated (truncation
+      bootstraps, termination does not);
+    - `next_obs`: the true next observation of the closing step.
+
+    `reward_and_discount(gamma)` (or `transition(gamma)`, a `Transition`)
+    gives the TD target's `reward` and `discount` for any `gamma`, so the
+    discount is applied when the transition is used, not when it is stored.
+    With `n = 1`: `rewards` has shape `(*batch, 1)` and `steps` is 1.
+    """
+
+    obs: Array
+    action: Array
+    rewards: Float[Array, "*b n"]
+    steps: Int[Array, "*b"]
+    terminated: Bool[Array, "*b"]
+    next_obs: Array
+
+    @property
+    def n(self) -> int:
+        """The window length (static)."""
+        return self.rewards.shape[-1]
+
+    def reward_and_discount(self, gamma: Float[Array, ""] | float) -> tuple[Float[Array, "*b"], Float[Array, "*b"]]:
+        """The n-step reward and discount for the discount factor `gamma`.
+
+        **Returns:** `(reward, discount)`, each of shape `batch`:
+        `reward = sum_{k<m} gamma^k rewards[k]` and `discount = gamma^m`, or 0
+        if the closing step terminated. The same numbers as `nstep_return` of
+        the window the transition came from.
+        """
+        batch = jnp.shape(self.rewards)[:-1]
+        if jnp.ndim(self.rewards) < 1 or jnp.shape(self.rewards)[-1] < 1:
+            raise ValueError(
+                "NStepTransition(rewards) needs a trailing window axis of n >= 1 steps, got shape "
+                f"{jnp.shape(self.rewards)}"
+            )
+        for name, kind in (("steps", "an integer"), ("terminated", "a bool")):
+            x = getattr(self, name)
+            dtype = jnp.result_type(x)
+            ok = jnp.issubdtype(dtype, jnp.integer) if name == "steps" else dtype == jnp.bool_
+            if jnp.shape(x) != batch or not ok:
+                raise ValueError(
+                    f"NStepTransition({name}) must be {kind} array of shape {batch} (rewards' shape "
+                    f"without its window axis), got {dtype}{list(jnp.shape(x))}"
+                )
+        return _discounted(self.rewards, self.steps, self.terminated, gamma, axis=-1)
+
+    def transition(self, gamma: Float[Array, ""] | float) -> Transition:
+        """**Returns:** the `Transition` (`obs`, `action`, `reward`, `discount`,
+        `next_obs`) whose TD target is `reward + discount * Q(next_obs)` under `gamma`."""
+        reward, discount = self.reward_and_discount(gamma)
+        return Transition(self.obs, self.action, reward, discount, self.next_obs)
 
 
 def _per_env_take(x: Array, slot: Int[Array, "*b"]) -> Array:
@@ -93,7 +185,9 @@ class NStepWindow(eqx.Module):
     window = NStepWindow.create(obs, action, reward, terminated, truncated, next_obs)
     # every later env step:
     window = window.push(obs, action, ts.reward, ts.terminated, ts.truncated, ts.info["final_obs"])
-    buffer_state = buffer.add(buffer_state, window.emit(gamma))
+    buffer_state = buffer.add(buffer_state, window.emit())
+    # every update: the sampled NStepTransitions under the current gamma
+    reward, discount = sample.data.reward_and_discount(gamma)
     ```
 
     After `create` from steps `1 .. n-1`, the push of step `t >= n` makes the
@@ -106,9 +200,9 @@ class NStepWindow(eqx.Module):
     episode, and the steps of the next episode start transitions of their own.
 
     Fields: `data` holds one-step transitions with `discount = 1 - terminated`
-    (a 0/1 continuation mask; `gamma` is applied by `emit`, so it may be a
-    traced, per-member hyperparameter), `truncated` the truncation flags, and
-    `head` the slot of the oldest step (the one `push` overwrites).
+    (a 0/1 continuation mask: no `gamma` is applied in the window or by
+    `emit`), `truncated` the truncation flags, and `head` the slot of the
+    oldest step (the one `push` overwrites).
     """
 
     data: Transition
@@ -221,31 +315,29 @@ class NStepWindow(eqx.Module):
                 f"leading axis, got {jnp.result_type(x)}{list(jnp.shape(x))}"
             )
 
-    def emit(self, gamma: Float[Array, ""] | float) -> Transition:
+    def emit(self) -> NStepTransition:
         """The n-step transition that starts at the oldest step of the window.
 
-        **Arguments:**
-
-        - `gamma`: the discount factor.
-
-        **Returns:** a `Transition` with leading axes `batch`: `obs` and
-        `action` of the oldest step, `reward`, `discount` and `next_obs` as in
-        `nstep_return` (the window closes at the first terminated or truncated
-        step, or after `n` steps).
+        **Returns:** an `NStepTransition` with leading axes `batch`: `obs` and
+        `action` of the oldest step, the raw `rewards` of the window's steps up
+        to the closing one (the first terminated or truncated step, or the
+        `n`-th; zeros after it), `steps`, whether the closing step
+        `terminated`, and its `next_obs`. No `gamma` is applied:
+        `reward_and_discount(gamma)` gives what `nstep_return` would.
         """
         n = self.n
         order = (self.head + jnp.arange(n, dtype=jnp.int32)) % n  # oldest first
         rewards = self.data.reward[order]
         terminated = self.data.discount[order] == 0
         truncated = self.truncated[order]
-        reward, discount, last = nstep_return(rewards, terminated, truncated, gamma)
+        kept, last, closing_terminated = _close(rewards, terminated, truncated)
         closing = ((self.head + last) % n).astype(jnp.int32)
         oldest = lambda x: jax.lax.dynamic_index_in_dim(x, self.head, 0, keepdims=False)  # noqa: E731
-        return Transition(
+        return NStepTransition(
             obs=oldest(self.data.obs),
             action=oldest(self.data.action),
-            reward=reward,
-            discount=discount,
+            rewards=jnp.moveaxis(kept, 0, -1),
+            steps=(last + 1).astype(jnp.int32),
+            terminated=closing_terminated,
             next_obs=_per_env_take(self.data.next_obs, closing),
         )
-
