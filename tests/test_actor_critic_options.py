@@ -1,33 +1,16 @@
 """Options shared by SAC, DDPG and TD3: `target_update_interval`; SAC's `alpha_loss` and
 observation-statistics metrics."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from update_batches import same_leaves, update_batch
+
 import eqxrl
 from eqxrl.agents import DDPG, SAC, TD3
-from eqxrl.components import Sample, Transition
 
 SMALL = dict(hidden_sizes=(8,), batch_size=8, buffer_size=64, learning_starts=16)
-
-
-def _batch(agent, key, b=8):
-    k1, k2, k3 = jax.random.split(key, 3)
-    obs = jax.random.normal(k1, (b, agent.obs_size))
-    if agent.discrete:
-        action = jax.random.randint(k2, (b,), 0, agent.action_size, dtype=jnp.int32)
-    else:
-        action = jax.random.uniform(k2, (b, agent.action_size), minval=-1.0, maxval=1.0)
-    data = Transition(
-        obs=obs, action=action, reward=jax.random.normal(k3, (b,)), discount=jnp.full((b,), 0.99), next_obs=obs[::-1]
-    )
-    return Sample(data, jnp.arange(b, dtype=jnp.int32), jnp.ones((b,)))
-
-
-def _same(a, b) -> bool:
-    return all(bool(jnp.array_equal(x, y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
 def _targets(learner):
@@ -51,8 +34,8 @@ def test_target_update_interval(cls, env, kwargs, period, getkey):
     changed = []
     for step in range(2 * period):
         before = _targets(learner)
-        learner, _, _ = agent.update(learner, _batch(agent, getkey()), getkey(), jnp.asarray(step, jnp.int32), jnp.zeros(()))
-        changed.append(not _same(before, _targets(learner)))
+        learner, _, _ = agent.update(learner, update_batch(agent, getkey()), getkey(), jnp.asarray(step, jnp.int32), jnp.zeros(()))
+        changed.append(not same_leaves(before, _targets(learner)))
     # The counter passed is the number of earlier updates: update `step` syncs when (step + 1) % period == 0.
     assert changed == [(step + 1) % period == 0 for step in range(2 * period)]
 
@@ -63,8 +46,8 @@ def test_target_update_interval_one_is_every_update(getkey):
     learner = agent.init(getkey()).learner
     for step in range(2):
         before = _targets(learner)
-        learner, _, _ = agent.update(learner, _batch(agent, getkey()), getkey(), jnp.asarray(step, jnp.int32), jnp.zeros(()))
-        assert not _same(before, _targets(learner)), step
+        learner, _, _ = agent.update(learner, update_batch(agent, getkey()), getkey(), jnp.asarray(step, jnp.int32), jnp.zeros(()))
+        assert not same_leaves(before, _targets(learner)), step
 
 
 @pytest.mark.parametrize("cls", [SAC, DDPG, TD3])

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from probe_envs import ObservationActionReward
 from typecheck import no_runtime_typecheck
+from update_batches import same_leaves, update_batch
 
 import eqxrl
 from eqxrl.agents import SAC
@@ -15,8 +16,6 @@ from eqxrl.envs import Box
 from eqxrl.components import (
     CategoricalHead,
     DiscreteQHead,
-    Sample,
-    Transition,
     discrete_sac_actor_loss,
     discrete_sac_alpha_loss,
     discrete_sac_target,
@@ -162,24 +161,6 @@ def test_discrete_sac_trains_and_evaluates(getkey):
     assert returns.shape == (2,) and bool(jnp.all(returns >= 1))
 
 
-def _batch(agent, key, b=8, weights=None):
-    k1, k2, k3 = jax.random.split(key, 3)
-    obs = jax.random.normal(k1, (b, agent.obs_size))
-    if agent.discrete:
-        action = jax.random.randint(k2, (b,), 0, agent.action_size, dtype=jnp.int32)
-    else:
-        action = jax.random.uniform(k2, (b, agent.action_size), minval=-1.0, maxval=1.0)
-    data = Transition(
-        obs=obs, action=action, reward=jax.random.normal(k3, (b,)), discount=jnp.full((b,), 0.99), next_obs=obs[::-1]
-    )
-    w = jnp.ones((b,)) if weights is None else weights
-    return Sample(data, jnp.arange(b, dtype=jnp.int32), w)
-
-
-def _same(a, b) -> bool:
-    return all(bool(jnp.array_equal(x, y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
-
-
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
 def test_importance_weight_actor(env, getkey):
     """With `importance_weight_actor=True`, samples of weight 0 leave actor and temperature alone
@@ -187,9 +168,9 @@ def test_importance_weight_actor(env, getkey):
     for weighted in (True, False):
         agent = SAC(env, **SMALL, importance_weight_actor=weighted, init_alpha=0.5)
         learner = agent.init(getkey()).learner
-        batch = _batch(agent, getkey(), weights=jnp.zeros((8,)))
+        batch = update_batch(agent, getkey(), weights=jnp.zeros((8,)))
         new, _, metrics = agent.update(learner, batch, getkey(), jnp.zeros((), jnp.int32), jnp.zeros(()))
-        assert _same(new.actor, learner.actor) == weighted
+        assert same_leaves(new.actor, learner.actor) == weighted
         assert bool(new.log_alpha == learner.log_alpha) == weighted
         assert (float(metrics["alpha_loss"]) == 0.0) == weighted
 
