@@ -132,3 +132,25 @@ def test_ippo_learns_simple_spread_well_above_random(getkey):
     trained = eqxrl.evaluate(agent, state, getkey(), num_episodes=32).mean()
     # Team returns are negative distances: closer to 0 is better.
     assert trained > untrained + 0.15 * abs(untrained), (untrained, trained)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", [True, False])
+def test_recurrent_ippo_trains_and_evaluates_carrying_every_agents_memory(share, getkey):
+    from eqxrl.components import GRUTorso
+
+    agent = IPPO(
+        SPREAD, num_envs=2, rollout_length=8, num_minibatches=2, share_parameters=share, shared_torso=True,
+        actor_torso=GRUTorso(hidden_size=8, encoder_sizes=(8,)),
+    )  # fmt: skip
+    state, metrics = eqxrl.train(agent, getkey(), 64, progress=False)
+    assert np.all(np.isfinite(metrics["entropy"]))
+    carry = agent.initial_carry(state, (5,))
+    # One hidden state per agent of every team env: (5 envs, 3 agents) shared, agent-major when separate.
+    assert carry.shape == ((5, 3, 8) if share else (3, 5, 8))
+    team_obs = jnp.zeros((5, *agent.team_env.observation_space.shape))
+    actions, carry = agent.act_with_carry(state, team_obs, carry, jnp.ones((5,), bool), getkey())
+    assert actions.shape == (5, 3)
+    for deterministic in (True, False):
+        returns = eqxrl.evaluate(agent, state, getkey(), num_episodes=2, deterministic=deterministic)
+        assert returns.shape == (2,) and np.all(np.isfinite(returns))

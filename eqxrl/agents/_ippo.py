@@ -124,6 +124,25 @@ class IPPO(PPO):
     def act(self, state: PPOState, obs: Array, key: Key | None = None, deterministic: bool = False) -> Array:
         """**Returns:** every agent's action for team observations `(*batch, num_agents, *obs_shape)`:
         shape `(*batch, num_agents, *action_shape)`."""
+        return self._team_act(state, obs, key, deterministic)[0]
+
+    def initial_carry(self, state: PPOState, batch_shape: tuple[int, ...] = ()) -> Any:
+        """A recurrent IPPO's hidden states of fresh episodes for every agent (None when feed-forward)."""
+        if not self.recurrent:
+            return None
+        if self.share_parameters:
+            return self.learner.initial_carry(state, (*batch_shape, self.num_agents))
+        return jax.vmap(lambda s: self.learner.initial_carry(s, batch_shape))(state)
+
+    def act_with_carry(
+        self, state: PPOState, obs: Array, carry: Any, reset: Array, key: Key | None = None, deterministic: bool = False
+    ) -> tuple[Array, Any]:
+        """`act` carrying every agent's memory: `reset` (shape `batch`) marks the team's episode starts."""
+        if not self.recurrent:
+            return self.act(state, obs, key, deterministic), carry
+        return self._team_act(state, obs, key, deterministic, carry, jnp.asarray(reset, bool))
+
+    def _team_act(self, state: PPOState, obs: Array, key: Any, deterministic: bool, carry: Any = None, reset: Any = None):
         n, obs_ndim = self.num_agents, len(self.team_env.observation_space.shape)
         if obs.ndim < obs_ndim or tuple(obs.shape[obs.ndim - obs_ndim :]) != tuple(self.team_env.observation_space.shape):
             raise ValueError(
@@ -134,21 +153,27 @@ class IPPO(PPO):
             raise ValueError("IPPO.act(key) is required unless deterministic=True")
         learner = self.learner
         ids = jnp.arange(n)
+        batch_ndim = obs.ndim - obs_ndim
         if self.share_parameters:
             if self.agent_ids:
                 obs = with_agent_ids(obs, ids.reshape((n,) + (1,) * (obs_ndim - 2)), n)
-            return learner.act(state, obs, key, deterministic)
-        batch_ndim = obs.ndim - obs_ndim
+            if carry is None:
+                return learner.act(state, obs, key, deterministic), None
+            resets = jnp.broadcast_to(reset[..., None], reset.shape + (n,))  # every seat of a team env
+            return learner.act_with_carry(state, obs, carry, resets, key, deterministic)
         obs = jnp.moveaxis(obs, batch_ndim, 0)
         keys = jax.random.split(key, n) if key is not None else None
 
-        def one(s, o, k, i):
+        def one(s, o, k, i, c):
             if self.agent_ids:
                 o = with_agent_ids(o, i, n)
-            return learner.act(s, o, k, deterministic)
+            if c is None:
+                return learner.act(s, o, k, deterministic), None
+            return learner.act_with_carry(s, o, c, reset, k, deterministic)
 
-        actions = jax.vmap(one, in_axes=(0, 0, None if keys is None else 0, 0))(state, obs, keys, ids)
-        return jnp.moveaxis(actions, 0, batch_ndim)
+        in_axes = (0, 0, None if keys is None else 0, 0, None if carry is None else 0)
+        actions, carry = jax.vmap(one, in_axes=in_axes)(state, obs, keys, ids, carry)
+        return jnp.moveaxis(actions, 0, batch_ndim), carry
 
     def train_iteration(self, state: PPOState, clock: Clock) -> tuple[PPOState, Metrics]:
         names = [_metric_name(a) for a in self.agents]
