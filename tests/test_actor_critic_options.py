@@ -27,6 +27,7 @@ def _targets(learner):
         (TD3, "Pendulum-v1", dict(policy_delay=2), 6),
     ],
 )
+@pytest.mark.slow
 def test_target_update_interval(cls, env, kwargs, period, getkey):
     agent = cls(env, **SMALL, **kwargs, target_update_interval=3, tau=0.5)
     learner = agent.init(getkey()).learner
@@ -56,6 +57,7 @@ def test_bad_target_update_interval(cls):
         cls("Pendulum-v1", target_update_interval=0)
 
 
+@pytest.mark.slow
 def test_sac_metrics_alpha_loss_and_observation_statistics(getkey):
     agent = SAC("Pendulum-v1", **SMALL, normalize_observations=True, init_alpha=0.5)
     state, metrics = eqxrl.train(agent, getkey(), 64, progress=False)

@@ -285,6 +285,7 @@ def test_dads_wraps_the_env_and_builds_sac_from_its_fields():
 
 
 @pytest.mark.parametrize("dynamics_input", ["descriptor", "observation"])
+@pytest.mark.slow
 def test_omit_input_dynamics_dim_leaves_the_first_dimensions_out(dynamics_input, getkey):
     # Point2D: observation = descriptor = (x, y). With the first dimension omitted the skill
     # dynamics sees y only: moving both ends of a transition along x (the same change) leaves

@@ -76,6 +76,7 @@ def test_seats_under_the_agent_axis_step_one_team_env_with_the_joint_action():
         np.testing.assert_array_equal(states.p_pos[i], want_state.p_pos)
 
 
+@pytest.mark.slow
 def test_shared_seats_flatten_env_major_and_count_finished_episodes():
     team = make(SPREAD)
     env = seats.SharedSeats(team, 2, True)
@@ -95,6 +96,7 @@ def test_shared_seats_flatten_env_major_and_count_finished_episodes():
 
 
 @pytest.mark.parametrize("share", [True, False])
+@pytest.mark.slow
 def test_act_gives_every_agent_an_action(share, getkey):
     agent = IPPO(SPREAD, **TINY, share_parameters=share)
     state = agent.init(getkey())

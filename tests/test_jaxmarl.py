@@ -102,6 +102,7 @@ def _jaxmarl_rollout(name: str, steps: int):
 
 
 @pytest.mark.parametrize("name", ["MPE_simple_spread_v3", "MPE_simple_tag_v3", "MPE_simple_facmac_v1"])
+@pytest.mark.slow
 def test_adapter_matches_jaxmarls_own_step(name):
     steps = _jaxmarl_rollout(name, 26)  # one whole episode (26 steps, the last truncated)
     for t, (env, ts, raw_obs, rewards, dones) in enumerate(steps):

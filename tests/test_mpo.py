@@ -330,6 +330,7 @@ def test_agent_update_moves_the_temperature_toward_its_bound(env, init_temperatu
     assert all(np.isfinite(np.asarray(v)) for v in metrics.values())
 
 
+@pytest.mark.slow
 def test_e_step_temperature_fixes_the_weights_but_not_the_temperature_loss():
     # The loss at temperature t1 with the E-step's weights from t0: the policy sees t0's weights
     # (same gradient and kl_nonparametric as a plain call at t0), the temperature its own loss at t1.

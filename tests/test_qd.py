@@ -35,6 +35,7 @@ TINY_PPO = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, 
 
 
 # ----------------------------------------------------------------------- evaluate
+@pytest.mark.slow
 def test_evaluate_records_final_descriptors_td3_point():
     # Point2D's return is the final x minus the start x (0): the final descriptor's x.
     agent = TD3("Point2D-v0", **TINY_OFF)
@@ -63,6 +64,7 @@ def test_evaluate_descriptor_is_the_state_each_episode_ended_in():
     np.testing.assert_array_equal(result.descriptors[:, 0], result.returns)
 
 
+@pytest.mark.slow
 def test_evaluate_dads_reads_its_descriptor_wrapper_and_batches():
     agent = DADS("Point2D-v0", num_skills=2, **TINY_OFF)
     states = jax.tree.map(lambda *x: jnp.stack(x), *[agent.init(jax.random.key(i)) for i in range(2)])
@@ -160,6 +162,7 @@ def test_evaluation_runs_when_something_reads_it():
 
 
 # ----------------------------------------------------------------------- PBT
+@pytest.mark.slow
 def test_pbt_sac_novelty_records_descriptors_and_episode_returns(tmp_path):
     fitness = Novelty(k=2, return_weight=1.0)
     pbt = _sac_point(fitness=fitness, descriptor="auto")
@@ -191,6 +194,7 @@ def test_pbt_sac_novelty_records_descriptors_and_episode_returns(tmp_path):
     np.testing.assert_array_equal(history_from_records(pbt, records).descriptor, history.descriptor)
 
 
+@pytest.mark.slow
 def test_pbt_dads_default_fitness_is_the_mean_of_the_episode_returns():
     pbt = PBT(DADS("Point2D-v0", num_skills=2, **TINY_OFF), {"dynamics_learning_rate": LogUniform(1e-4, 1e-2)},
               population_size=2, ready=8, eval_episodes=3, max_eval_steps=10, descriptor="auto")  # fmt: skip

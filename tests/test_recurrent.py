@@ -32,6 +32,7 @@ def _leaves(tree):
 
 # ----------------------------------------------------------------- the torsos
 @pytest.mark.parametrize("spec", [GRUTorso(6, (5,)), LSTMTorso(6, ()), GRUTorso(3, (4, 4), "relu")])
+@pytest.mark.slow
 def test_recurrent_torso_shapes(spec):
     enc = spec.make((2, 3), key=jax.random.key(0))
     assert isinstance(enc, RecurrentEncoder) and enc.features == spec.hidden_size and enc.obs_size == 6
@@ -66,6 +67,7 @@ def _scan_and_restart(enc, xs, start, resets, t):
     lstm=st.booleans(),
     seed=st.integers(0, 2**16),
 )
+@pytest.mark.slow
 def test_the_output_after_a_reset_equals_a_fresh_sequence_started_there(resets, lstm, seed):
     spec = LSTMTorso(5, (4,)) if lstm else GRUTorso(5, (4,))
     enc = spec.make((3,), key=jax.random.key(seed))
@@ -116,6 +118,7 @@ def test_recurrent_ppo_bad_configurations():
 
 
 @pytest.mark.parametrize("torso", [GRUTorso(8, (8,)), LSTMTorso(8, ())])
+@pytest.mark.slow
 def test_recurrent_ppo_init_act_train_evaluate(torso):
     agent = _agent(torso, normalize_observations=True)
     assert agent.recurrent and not PPO(ENV, **SMALL).recurrent
@@ -165,6 +168,7 @@ def test_a_feed_forward_agent_keeps_its_act_with_a_none_carry():
     assert state.hidden is None and state.episode_start is None
 
 
+@pytest.mark.slow
 def test_recurrent_ppo_seeds_are_independent_and_reproducible():
     agent = _agent()
     keys = jax.random.split(jax.random.key(0), 2)
@@ -177,6 +181,7 @@ def test_recurrent_ppo_seeds_are_independent_and_reproducible():
     assert not np.array_equal(first[0], first[1])  # two seeds, two networks
 
 
+@pytest.mark.slow
 def test_recurrent_run_directory_resume_and_policy(tmp_path, monkeypatch, capsys):
     agent = _agent()
     full = tmp_path / "full"
@@ -216,6 +221,7 @@ def test_recurrent_run_directory_resume_and_policy(tmp_path, monkeypatch, capsys
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.slow
 def test_the_command_line_builds_a_recurrent_torso(tmp_path, capsys):
     from eqxrl.cli._specs import parse_torso
 

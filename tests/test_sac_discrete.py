@@ -41,6 +41,7 @@ def _arrays(seed: int, *shapes):
     a=st.integers(2, 4),
     alpha=st.floats(0.01, 2.0),
 )
+@pytest.mark.slow
 def test_discrete_target_is_the_expectation_over_next_actions(seed, n, b, a, alpha):
     next_qs, logits, reward, discount = _arrays(seed, (n, b, a), (b, a), (b,), (b,))
     got = discrete_sac_target(reward, discount, next_qs, logits, alpha)
@@ -53,6 +54,7 @@ def test_discrete_target_is_the_expectation_over_next_actions(seed, n, b, a, alp
 
 @SETTINGS
 @given(seed=st.integers(0, 2**16), b=st.integers(1, 5), a=st.integers(2, 5), alpha=st.floats(0.5, 2.0), shift=st.floats(-3, 3))
+@pytest.mark.slow
 def test_discrete_actor_loss_is_stationary_at_the_soft_greedy_policy(seed, b, a, alpha, shift):
     (qs,) = _arrays(seed, (2, b, a))
     optimal = jnp.min(qs, axis=0) / alpha + shift  # pi ∝ exp(min_i Q / alpha); logits up to a constant
@@ -82,6 +84,7 @@ def test_discrete_alpha_loss_raises_alpha_below_the_target_entropy(seed, a, rati
 
 @SETTINGS
 @given(seed=st.integers(0, 2**16), b=st.integers(2, 6), drop=st.integers(0, 5))
+@pytest.mark.slow
 def test_importance_weights_scale_each_samples_term(seed, b, drop):
     drop = drop % b
     qs, logits, w, log_prob, qs_c = _arrays(seed, (2, b, 3), (b, 3), (b,), (b,), (2, b))
@@ -131,6 +134,7 @@ def test_discrete_losses_refuse_bad_shapes():
 
 
 # ----------------------------------------------------------------------- the agent
+@pytest.mark.slow
 def test_sac_takes_a_discrete_action_space(getkey):
     agent = SAC("CartPole-v1", **SMALL)
     assert agent.discrete
@@ -151,6 +155,7 @@ def test_sac_takes_a_discrete_action_space(getkey):
     assert agent.eval_env is agent.env
 
 
+@pytest.mark.slow
 def test_discrete_sac_trains_and_evaluates(getkey):
     agent = SAC("CartPole-v1", **SMALL, normalize_observations=True)
     state, metrics = eqxrl.train(agent, getkey(), 128, progress=False)
@@ -162,6 +167,7 @@ def test_discrete_sac_trains_and_evaluates(getkey):
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
+@pytest.mark.slow
 def test_importance_weight_actor(env, getkey):
     """With `importance_weight_actor=True`, samples of weight 0 leave actor and temperature alone
     (Adam's step from a zero gradient is zero); without it they train both as before."""
