@@ -210,3 +210,13 @@ def test_optimizer_rejects_unknown_clip_mode():
     with no_runtime_typecheck():
         with pytest.raises(ValueError, match=r"Optimizer\(clip\) must be 'global_norm', 'value' or 'none', got 'norm'"):
             Optimizer(1e-3, clip="norm")
+
+
+def test_adam_moments_are_one_flat_vector():
+    # Float leaves of one dtype: Adam's moments are one vector over every float leaf
+    # (a few fused kernels per step, not a few per weight matrix), with the same numbers
+    # as optax on the tree (test_clipping_matches_optax).
+    params, state = _run(Optimizer(0.1, 1.0), SCALES)
+    adam = state.inner_state[1][0]
+    assert adam.mu.shape == (4,) and adam.nu.shape == (4,)  # w (3) and b (1); the int leaf is left out
+    assert params["w"].shape == (3,) and params["b"].shape == ()
