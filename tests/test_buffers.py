@@ -126,7 +126,7 @@ def test_init_preallocates_zeros(kind):
     if kind == "uniform":
         assert state.tree is None
     else:
-        assert state.tree.shape == (16,) and not np.any(state.tree)  # 5 padded to 8 leaves
+        assert state.tree.shape == (9,) and not np.any(state.tree)  # 5 slots padded to one row of 8 leaves, and the root
 
 
 @pytest.mark.slow
@@ -252,8 +252,8 @@ def test_per_alpha_zero_is_uniform(getkey):
     state = buffer.update_priorities(
         state, jnp.arange(6, dtype=jnp.int32), jnp.array([0.0, 1.0, 10.0, 100.0, 0.1, 5.0])
     )
-    np.testing.assert_array_equal(state.tree[8:14], 1.0)
-    np.testing.assert_array_equal(state.tree[14:], 0.0)
+    np.testing.assert_array_equal(state.tree[:6], 1.0)  # the leaves come first in the tree array
+    np.testing.assert_array_equal(state.tree[6:8], 0.0)
     sample = _sample_many(buffer, state, getkey(), 8, 2000, beta=1.0)
     counts = np.bincount(np.asarray(sample.indices).ravel(), minlength=8)
     assert np.all(counts[6:] == 0)
@@ -303,19 +303,29 @@ def test_per_priority_updates_take_effect(getkey):
 def test_per_new_items_get_max_priority():
     buffer = PrioritizedReplayBuffer(8, alpha=0.5)
     state = buffer.add(buffer.init(EXAMPLE), items(1, 2))
-    np.testing.assert_allclose(state.tree[8:10], 1.0)  # max_priority starts at 1
+    np.testing.assert_allclose(state.tree[:2], 1.0)  # max_priority starts at 1
     state = buffer.update_priorities(state, jnp.array([0, 1], jnp.int32), jnp.array([3.0, 8.0]))
     assert float(state.max_priority) == pytest.approx(8.0 + 1e-6)
     state = buffer.add(state, items(3, 1))
-    np.testing.assert_allclose(state.tree[10], (8.0 + 1e-6) ** 0.5, rtol=1e-6)
-    np.testing.assert_allclose(state.tree[8:10], [(3.0 + 1e-6) ** 0.5, (8.0 + 1e-6) ** 0.5], rtol=1e-6)
+    np.testing.assert_allclose(state.tree[2], (8.0 + 1e-6) ** 0.5, rtol=1e-6)
+    np.testing.assert_allclose(state.tree[:2], [(3.0 + 1e-6) ** 0.5, (8.0 + 1e-6) ** 0.5], rtol=1e-6)
 
 
-def _assert_tree_consistent(tree: np.ndarray, leaves: int) -> None:
-    # Every parent is recomputed from its final children, so the sums are exact in float32.
-    for i in range(1, leaves):
-        assert tree[i] == np.float32(tree[2 * i] + tree[2 * i + 1]), i
-    np.testing.assert_allclose(tree[1], tree[leaves:].sum(dtype=np.float64), rtol=1e-5)
+def _assert_tree_consistent(buffer: PrioritizedReplayBuffer, tree) -> None:
+    """Every internal node is the sum of its row of `fanout` children; padding nodes are 0."""
+    tree = np.asarray(tree)
+    widths = buffer._widths
+    assert tree.shape == (sum(widths),) and widths[-1] == 1
+    assert np.all(tree[buffer.capacity : widths[0]] == 0)  # padding leaves
+    start = 0
+    for level in range(len(widths) - 1):
+        children = tree[start : start + widths[level]].reshape(-1, buffer.fanout)
+        parents = tree[start + widths[level] : start + widths[level] + widths[level + 1]]
+        # Each parent is recomputed from its final children (in XLA's summation order).
+        np.testing.assert_allclose(parents[: len(children)], children.sum(axis=1, dtype=np.float64), rtol=1e-6)
+        assert np.all(parents[len(children) :] == 0), level  # padding nodes of the parent level
+        start += widths[level]
+    np.testing.assert_allclose(tree[-1], tree[: buffer.capacity].sum(dtype=np.float64), rtol=1e-5)
 
 
 @SETTINGS
@@ -344,8 +354,8 @@ def test_per_tree_consistent_after_updates_with_duplicates(capacity, rounds):
             expected[i] = np.max(raw[indices == i]) ** alpha  # duplicates keep the largest
         max_priority = max(max_priority, raw.max())
     tree = np.asarray(state.tree)
-    np.testing.assert_allclose(tree[leaves:], expected, rtol=1e-5)
-    _assert_tree_consistent(tree, leaves)
+    np.testing.assert_allclose(tree[:leaves], expected, rtol=1e-5)
+    _assert_tree_consistent(buffer, tree)
     assert float(state.max_priority) == pytest.approx(max_priority, rel=1e-6)
 
 
@@ -354,11 +364,11 @@ def test_per_update_ignores_unwritten_slots_and_non_finite_errors():
     state = buffer.add(buffer.init(EXAMPLE), items(1, 3))
     state = buffer.update_priorities(state, jnp.array([1, 5], jnp.int32), jnp.array([4.0, 100.0]))
     tree = np.asarray(state.tree)
-    np.testing.assert_array_equal(tree[8:], [1.0, 4.0, 1.0, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(tree[:8], [1.0, 4.0, 1.0, 0, 0, 0, 0, 0])
     assert float(state.max_priority) == 4.0  # the ignored 100 does not count
     state = buffer.update_priorities(state, jnp.array([0], jnp.int32), jnp.array([jnp.nan]))
-    assert float(state.tree[8]) == 4.0 and np.all(np.isfinite(np.asarray(state.tree)))
-    _assert_tree_consistent(np.asarray(state.tree), 8)
+    assert float(state.tree[0]) == 4.0 and np.all(np.isfinite(np.asarray(state.tree)))
+    _assert_tree_consistent(buffer, state.tree)
 
 
 def test_per_update_rejects_out_of_range_indices():
@@ -372,7 +382,7 @@ def test_per_descent_guards_round_off_at_the_boundaries():
     buffer = PrioritizedReplayBuffer(5, alpha=1.0, eps=0.0)
     state = set_priorities(buffer, np.array([1.0, 3.0, 0.0, 2.0, 0.0]))
     tree = state.tree
-    total = tree[1]
+    total = tree[-1]
     # Targets at and past the total mass (what float round-off in the strata can
     # produce) must land on the last slot of positive priority, never on the
     # zero-priority slot 4 or the padding leaves 5..7.
@@ -405,9 +415,10 @@ def test_add_writes_in_place(kind, start):
     state = eqx.tree_at(lambda s: (s.position, s.size), state, (jnp.int32(start), jnp.int32(start)))
     batch = items(1, 4)
     add = jax.jit(lambda s, b: buffer.add(s, b), donate_argnums=0)
+    assert kind == "uniform" or state.tree.shape == (1153,)  # 1000 + 128 + 16 + 8 + 1 nodes at fan-out 8
     hlo = add.lower(state, batch).compile().as_text()
-    # No instruction copies a whole storage array (f32[1000,2], s32[1000], the tree f32[2048], ...).
-    assert not re.search(r"= \w+\[(1000|2048)[,\]][^\n]*\bcopy\(", hlo), hlo
+    # No instruction copies a whole storage array (f32[1000,2], s32[1000], the tree f32[1153], ...).
+    assert not re.search(r"= \w+\[(1000|1153)[,\]][^\n]*\bcopy\(", hlo), hlo
     before = _pointers((state.data, state.tree))
     out = add(state, batch)
     assert _pointers((out.data, out.tree)) == before
@@ -566,9 +577,10 @@ def test_update_priorities_writes_tree_in_place():
     state = buffer.add(buffer.init(EXAMPLE), items(1, 10))
     update = jax.jit(lambda s, i, td: buffer.update_priorities(s, i, td), donate_argnums=0)
     indices, td = jnp.array([3, 7, 3], jnp.int32), jnp.array([2.0, 5.0, 1.0])
+    assert state.tree.shape == (1153,)
     hlo = update.lower(state, indices, td).compile().as_text()
-    assert not re.search(r"= \w+\[(1000|2048)[,\]][^\n]*\bcopy\(", hlo), hlo
+    assert not re.search(r"= \w+\[(1000|1153)[,\]][^\n]*\bcopy\(", hlo), hlo
     before = _pointers(state.tree)
     out = update(state, indices, td)
     assert _pointers(out.tree) == before
-    np.testing.assert_allclose(out.tree[1024 + 3], (2.0 + 1e-6) ** 0.6, rtol=1e-6)
+    np.testing.assert_allclose(out.tree[3], (2.0 + 1e-6) ** 0.6, rtol=1e-6)
