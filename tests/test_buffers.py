@@ -1,5 +1,6 @@
 """Tests for the replay buffers of `eqxrl.components`: ReplayBuffer and PrioritizedReplayBuffer."""
 
+import math
 import re
 
 import equinox as eqx
@@ -378,14 +379,15 @@ def test_per_update_rejects_out_of_range_indices():
         jax.block_until_ready(buffer.update_priorities(state, jnp.array([8], jnp.int32), jnp.array([1.0])))
 
 
-def test_per_descent_guards_round_off_at_the_boundaries():
-    buffer = PrioritizedReplayBuffer(5, alpha=1.0, eps=0.0)
+@pytest.mark.parametrize("fanout", [2, 3, 8])
+def test_per_descent_guards_round_off_at_the_boundaries(fanout):
+    buffer = PrioritizedReplayBuffer(5, alpha=1.0, eps=0.0, fanout=fanout)
     state = set_priorities(buffer, np.array([1.0, 3.0, 0.0, 2.0, 0.0]))
     tree = state.tree
     total = tree[-1]
     # Targets at and past the total mass (what float round-off in the strata can
     # produce) must land on the last slot of positive priority, never on the
-    # zero-priority slot 4 or the padding leaves 5..7.
+    # zero-priority slot 4 or a padding leaf (5 and up).
     targets = jnp.array(
         [0.0, 1.0, 3.999, 4.0, 5.999, float(total), float(np.nextafter(np.float32(total), np.float32(np.inf))), 1e9],
         jnp.float32,
@@ -397,6 +399,110 @@ def test_per_descent_guards_round_off_at_the_boundaries():
     sample = buffer.sample(empty, jax.random.key(0), 4)
     np.testing.assert_array_equal(sample.indices, 0)
     np.testing.assert_array_equal(sample.weights, 1.0)
+
+
+FANOUTS = [2, 3, 4, 8, 16]  # 3: a fan-out that is not a power of two
+
+
+@pytest.mark.parametrize("fanout", FANOUTS)
+def test_per_tree_layout(fanout):
+    buffer = PrioritizedReplayBuffer(1000, fanout=fanout)
+    widths = buffer._widths
+    # Leaves first, root last; every level but the root is whole rows of `fanout`
+    # siblings, one row per node of the level above, and the level below the root is one row.
+    assert widths[0] == -(-1000 // fanout) * fanout and widths[-1] == 1 and widths[-2] == fanout
+    for below, above in zip(widths[:-2], widths[1:-1], strict=True):
+        assert below % fanout == 0 and above == -(-(below // fanout) // fanout) * fanout
+    assert len(widths) - 1 == math.ceil(math.log(1000, fanout) - 1e-9)  # the number of descent steps
+    assert buffer.init(EXAMPLE).tree.shape == (sum(widths),)
+    # The default: fan-out 8, 7 steps at capacity 1e6 (a binary tree takes 20).
+    assert PrioritizedReplayBuffer(10**6).fanout == 8 and len(PrioritizedReplayBuffer(10**6)._widths) - 1 == 7
+
+
+@eqx.filter_jit
+def _find(buffer, tree, targets):
+    return buffer._descend(tree, targets)
+
+
+@SETTINGS
+@given(
+    fanout=st.sampled_from([2, 3, 8, 16]),
+    priorities=st.lists(
+        st.one_of(st.just(0.0), st.floats(2.0**-10, 2.0**10, width=32)), min_size=37, max_size=37
+    ).filter(lambda p: any(x > 0 for x in p)),
+    alpha=st.sampled_from([0.0, 0.6, 1.0]),
+)
+def test_per_descent_inverts_the_cdf_of_p_alpha(fanout, priorities, alpha):
+    """For every fan-out, the slot a cumulative mass falls in is that of `P(i) = p_i^alpha / sum p^alpha`:
+    on a fine grid of targets over [0, total), the share of targets landing on slot `i` is `P(i)` up to
+    the grid spacing, and no target lands on a zero-priority slot."""
+    capacity = len(priorities)  # 37: padded to 38, 39, 40 or 48 leaves
+    buffer = PrioritizedReplayBuffer(capacity, alpha=alpha, eps=0.0, fanout=fanout)
+    p = np.asarray(priorities, np.float64)
+    state = fill(buffer, buffer.init(EXAMPLE), capacity, batch=capacity)
+    state = _update(buffer, state, jnp.arange(capacity, dtype=jnp.int32), jnp.asarray(p, jnp.float32))
+    _assert_tree_consistent(buffer, state.tree)
+    mass = p**alpha  # as the buffer's leaves: with alpha = 0 every written slot has mass 0 ** 0 = 1
+    probs = mass / mass.sum()
+    n = 4096
+    total = float(state.tree[-1])
+    targets = jnp.asarray((np.arange(n) + 0.5) / n * total, jnp.float32)
+    slots, leaf_mass = _find(buffer, state.tree, targets)
+    slots = np.asarray(slots)
+    assert np.all(mass[slots] > 0)
+    counts = np.bincount(slots, minlength=capacity)
+    np.testing.assert_allclose(counts / n, probs, atol=1.5 / n + 1e-5)
+    # The descent also returns each slot's own mass (the sampling weights use it).
+    np.testing.assert_array_equal(leaf_mass, np.asarray(state.tree)[slots])
+    # The inverse CDF is monotone: a larger target never lands on an earlier slot.
+    assert np.all(np.diff(slots) >= 0)
+
+
+@SETTINGS
+@given(
+    shape=st.sampled_from([(2, 19), (3, 19), (8, 5), (8, 19)]),  # (fanout, capacity); (8, 5): one row of leaves
+    ops=st.lists(
+        st.one_of(
+            st.just(("add",)),
+            st.tuples(
+                st.just("update"),
+                st.lists(st.integers(0, 18), min_size=4, max_size=4),
+                st.lists(st.floats(-50.0, 50.0, width=32), min_size=4, max_size=4),
+            ),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_per_tree_sums_stay_consistent_under_adds_and_updates(shape, ops):
+    """Random adds (wrapping around) and updates (duplicates, unwritten slots): every internal
+    node stays the sum of its children, and the leaves match a model of the priorities."""
+    alpha, eps = 0.6, 1e-3
+    fanout, capacity = shape
+    buffer = PrioritizedReplayBuffer(capacity, alpha=alpha, eps=eps, fanout=fanout)
+    state = buffer.init(EXAMPLE)
+    model = np.zeros(capacity, np.float64)  # raw priorities, 0 while unwritten
+    max_priority, size, position, first = 1.0, 0, 0, 1
+    for op in ops:
+        if op[0] == "add":
+            state = _add(buffer, state, items(first, 3))
+            first += 3
+            for k in range(3):
+                model[(position + k) % capacity] = max_priority
+            position, size = (position + 3) % capacity, min(size + 3, capacity)
+        else:
+            indices = np.array(op[1], np.int32) % capacity
+            td = np.array(op[2], np.float32)
+            state = _update(buffer, state, jnp.asarray(indices), jnp.asarray(td))
+            raw = np.abs(td.astype(np.float64)) + eps
+            written = indices < size
+            for i in set(indices[written].tolist()):
+                model[i] = np.max(raw[indices == i])  # duplicates keep the largest
+            if written.any():
+                max_priority = max(max_priority, raw[written].max())
+        _assert_tree_consistent(buffer, state.tree)
+    np.testing.assert_allclose(np.asarray(state.tree)[:capacity], np.where(model > 0, model**alpha, 0.0), rtol=1e-5)
+    assert float(state.max_priority) == pytest.approx(max_priority, rel=1e-6)
 
 
 # ----------------------------------------------------------------------------- transformations
@@ -516,6 +622,14 @@ def test_bad_alpha_and_eps():
         PrioritizedReplayBuffer(10, eps=-1e-6)
     buffer = PrioritizedReplayBuffer(10, alpha=0.7, eps=0.01)
     assert buffer.alpha.dtype == jnp.float32 and buffer.eps.dtype == jnp.float32
+
+
+@pytest.mark.parametrize("fanout", [1, 0, -4])
+def test_bad_fanout(fanout):
+    # (A fanout that is not an int fails the same check; under the tests' jaxtyping hook its
+    # annotation rejects it first.)
+    with pytest.raises(ValueError, match=rf"PrioritizedReplayBuffer\(fanout\) must be an int >= 2, got {re.escape(repr(fanout))}"):
+        PrioritizedReplayBuffer(10, fanout=fanout)
 
 
 @pytest.mark.slow
