@@ -3,6 +3,13 @@
 The buffer shares `BufferState`, `Sample` and the storage helpers of the
 uniform buffer (`_buffers.py`); its state also holds the sum tree of the
 priorities and the largest priority seen so far.
+
+The tree is `fanout`-ary (8 by default) rather than binary: a draw reads one
+contiguous row of sibling sums per level, so at 1e6 slots it makes 7 dependent
+reads instead of 20 and runs 7 levels' worth of small fused loops instead of 20
+(on XLA:CPU each level's fixed cost dominates the sampling time; rows wider than
+8 cost more per level than they save in levels). `benchmarks/per_sampling.py`
+measures it against flashbax's binary sum tree and sweeps the fan-out.
 """
 
 import equinox as eqx
@@ -14,8 +21,8 @@ from ..core import Key, check_hyperparameter, check_positive_int, hyperparameter
 from ._buffers import AbstractReplayBuffer, BufferState, Sample, _advance, _empty_state, _gather, _write
 
 
-# The default fan-out: the fastest measured for sampling at 1e4, 1e5 and 1e6 on CPU (the
-# figures are in benchmarks/results/per_sampling.md).
+# The default fan-out: the fastest for sampling at 1e4, 1e5 and 1e6 on CPU among 2, 4, 8, 16
+# and 32 (4 is close; 16 and 32 are slower: see benchmarks/results/per_sampling.md).
 FANOUT = 8
 
 
@@ -42,7 +49,7 @@ class PrioritizedReplayBuffer(AbstractReplayBuffer):
     raw priority seen so far). Sampling is stratified (one uniform draw in
     each of `batch_size` equal slices of the total mass) and descends a sum
     tree in which every node has `fanout` children: `ceil(log_fanout(capacity))`
-    vectorised steps (5 at 1e6 for the default 16), each reading one contiguous
+    vectorised steps (7 at 1e6 for the default 8), each reading one contiguous
     row of `fanout` sibling sums per draw. Updates recompute the ancestors of
     each changed leaf from the same rows. `alpha = 0` is uniform sampling over
     the written slots.
@@ -68,9 +75,9 @@ class PrioritizedReplayBuffer(AbstractReplayBuffer):
           probability, `>= 0`.
         - `fanout`: the number of children of each node of the sum tree, an int
           `>= 2`. A wider tree is shallower (fewer, wider steps per draw and per
-          update); every fan-out samples the same distribution. The default, 16
-          (one 64-byte cache line of sibling sums), was the fastest measured
-          on CPU from 1e4 to 1e6 (`benchmarks/per_sampling.py`).
+          update); every fan-out samples the same distribution. The default, 8
+          (a 32-byte row of sibling sums), was the fastest measured on CPU
+          from 1e4 to 1e6 (`benchmarks/per_sampling.py`).
         """
         self.capacity = capacity
         self.alpha = alpha
@@ -88,7 +95,7 @@ class PrioritizedReplayBuffer(AbstractReplayBuffer):
     # Layout: one flat float32 array holding the levels leaves first, root last (widths from
     # `_level_widths`): slot `j` is element `j`, the total mass is the last element. Every
     # level but the root has a multiple of `fanout` nodes, so each row of siblings starts at
-    # a multiple of `fanout` and is one contiguous read (for fanout 16, one cache line).
+    # a multiple of `fanout` and is one contiguous read (for fanout 8, half a cache line).
     # Lookups gather rows from a static slice of one level rather than from the whole array:
     # XLA:CPU's cost model charges a gather fusion for the full size of its operand and
     # splits gathers from multi-megabyte operands across threads, which costs more than the
