@@ -1,11 +1,21 @@
-"""Prioritised replay: time per batch of `sample` and `update_priorities` against capacity.
+"""Prioritised replay: time per batch of `sample` and `update_priorities` against capacity,
+beside flashbax's prioritised buffer.
 
 For capacities 1e4, 1e5 and 1e6 (full buffers of small transitions: 8-float
 observations, with random priorities), measures per batch of 256:
 
-- PER `sample` (stratified sum-tree descent, `log2(capacity)` steps, plus the
-  gather of the 256 transitions and the importance weights),
+- PER `sample` (stratified sum-tree descent, `ceil(log_fanout(capacity))`
+  steps, plus the gather of the 256 transitions and the importance weights),
 - PER `update_priorities` (256 leaves and their ancestors),
+- the same two for flashbax's prioritised item buffer
+  (``fbx.make_prioritised_item_buffer``: a prioritised trajectory buffer with
+  ``sample_sequence_length=1``, i.e. one stored `Transition` per sum-tree leaf,
+  the honest equivalent of ours; ``make_prioritised_flat_buffer`` would store
+  single observations and sample pairs of steps) holding the same items and
+  raw priorities: its ``sample`` and ``set_priorities(indices, |td| + eps)``
+  (flashbax's CPU update, a scan over the batch); ``--no-flashbax`` leaves it out,
+- `PrioritizedReplayBuffer(fanout=k)` for each `--fanouts` value (the default
+  fan-out is always included), to show why the default is what it is,
 - for reference: one jitted `sample` call from Python (dispatch included),
   uniform `ReplayBuffer.sample`, and an O(capacity) inverse-CDF sampler
   (`cumsum` of the priorities + `searchsorted`, recomputed after a priority
@@ -13,23 +23,34 @@ observations, with random priorities), measures per batch of 256:
 
 Each figure is the median (and the minimum) over `--repeats` timings of one
 jitted `lax.fori_loop` of `--iterations` batches (so per-call dispatch is
-excluded), divided by the number of batches, after a warm-up call. On a shared
-machine the minimum is the steadier estimate of the cost itself. Run ``python benchmarks/per_sampling.py``
-(about a minute); the table is printed and written to
+excluded), divided by the number of batches, after a warm-up call. The sampling
+loops of all fan-outs and flashbax are timed round-robin (each once per repeat),
+as are the update loops, so load changes on a shared machine reach every column
+alike; the minimum is the steadier estimate of the cost itself. Run
+``pip install -e ".[bench]"`` (flashbax), then ``python benchmarks/per_sampling.py``
+(2-5 minutes); the tables are printed and written to
 ``benchmarks/results/per_sampling.md``.
 
 What to expect on CPU
 ---------------------
-The work per batch is O(batch * log2(capacity)), but on XLA:CPU the wall time
-grows faster than the depth between 1e4 and 1e6: XLA's parallel-task
-assignment splits any loop fusion whose operand is larger than 256 KB across
-threads (``outer_dimension_partitions`` in the compiled HLO), so each
-256-element gather from a large tree level (or from the stored data) pays a
-thread fork/join, and at 1e6 the 8 MB tree and the stored data no longer fit
-in cache. ``PrioritizedReplayBuffer`` gathers from static per-level slices of
-the tree to keep the upper levels out of this (about 5x faster at 1e5 than
-gathering from the whole array, in an interleaved A/B run on 2 cores); the
-O(capacity) column shows what the sum tree saves.
+The work per batch is O(batch * fanout * log_fanout(capacity)), but on XLA:CPU
+the time is mostly a fixed cost per step of the descent: each level is a
+handful of small fused loops over the 256 draws (gather a row of siblings per
+draw, running sum, choose a child), and XLA's parallel-task assignment splits
+any loop fusion that touches more than 256 KB (a gather from a large tree level,
+or from the stored data) across threads (``outer_dimension_partitions`` in the
+compiled HLO), so each such gather pays a thread fork/join, which on a loaded
+machine costs more than the gather. Fewer levels is what helps: a binary tree
+(flashbax's, and eqxrl's before the fan-out) descends 20 levels at 1e6, the
+default fan-out 8 descends 7. Wider rows (16, 32) have fewer levels still but
+cost more per level (the fused running sum is recomputed per element), so they
+are slower. Gathering rows from static per-level slices (not the whole array)
+keeps the upper levels' gathers out of the thread split. On the shared 2-core
+machine the split is a large part of the time: pinned to one core
+(``taskset -c 0``, where XLA splits nothing) at a load average near 3, the same
+1e6 descent ran 2-3x faster than on both cores, and eqxrl and flashbax came
+closer to each other (both then pay mostly the per-step cost). The O(capacity)
+column shows what the sum tree saves.
 """
 
 import functools
