@@ -420,8 +420,12 @@ def test_per_tree_layout(fanout):
 
 
 @eqx.filter_jit
-def _find(buffer, tree, targets):
-    return buffer._descend(tree, targets)
+def _tree_and_descent(buffer, priorities, fractions):
+    """A full buffer with raw priorities `priorities`, and the descent of `fractions` of its total mass."""
+    capacity = priorities.shape[0]
+    state = buffer.add(buffer.init(EXAMPLE), items(1, capacity))
+    state = buffer.update_priorities(state, jnp.arange(capacity, dtype=jnp.int32), priorities - buffer.eps)
+    return state.tree, buffer._descend(state.tree, fractions * state.tree[-1])
 
 
 @SETTINGS
@@ -439,21 +443,19 @@ def test_per_descent_inverts_the_cdf_of_p_alpha(fanout, priorities, alpha):
     capacity = len(priorities)  # 37: padded to 38, 39, 40 or 48 leaves
     buffer = PrioritizedReplayBuffer(capacity, alpha=alpha, eps=0.0, fanout=fanout)
     p = np.asarray(priorities, np.float64)
-    state = fill(buffer, buffer.init(EXAMPLE), capacity, batch=capacity)
-    state = _update(buffer, state, jnp.arange(capacity, dtype=jnp.int32), jnp.asarray(p, jnp.float32))
-    _assert_tree_consistent(buffer, state.tree)
+    n = 4096
+    tree, (slots, leaf_mass) = _tree_and_descent(
+        buffer, jnp.asarray(p, jnp.float32), jnp.asarray((np.arange(n) + 0.5) / n, jnp.float32)
+    )
+    _assert_tree_consistent(buffer, tree)
     mass = p**alpha  # as the buffer's leaves: with alpha = 0 every written slot has mass 0 ** 0 = 1
     probs = mass / mass.sum()
-    n = 4096
-    total = float(state.tree[-1])
-    targets = jnp.asarray((np.arange(n) + 0.5) / n * total, jnp.float32)
-    slots, leaf_mass = _find(buffer, state.tree, targets)
     slots = np.asarray(slots)
     assert np.all(mass[slots] > 0)
     counts = np.bincount(slots, minlength=capacity)
     np.testing.assert_allclose(counts / n, probs, atol=1.5 / n + 1e-5)
     # The descent also returns each slot's own mass (the sampling weights use it).
-    np.testing.assert_array_equal(leaf_mass, np.asarray(state.tree)[slots])
+    np.testing.assert_array_equal(leaf_mass, np.asarray(tree)[slots])
     # The inverse CDF is monotone: a larger target never lands on an earlier slot.
     assert np.all(np.diff(slots) >= 0)
 
