@@ -21,8 +21,8 @@ from ..core import Key, check_hyperparameter, check_positive_int, hyperparameter
 from ._buffers import AbstractReplayBuffer, BufferState, Sample, _advance, _empty_state, _gather, _write
 
 
-# The default fan-out: the fastest for sampling at 1e4, 1e5 and 1e6 on CPU among 2, 4, 8, 16
-# and 32 (4 is close; 16 and 32 are slower: see benchmarks/results/per_sampling.md).
+# The default fan-out: with 4, the fastest for sampling at 1e4, 1e5 and 1e6 on CPU among 2, 4,
+# 8, 16 and 32, and shallower than 4 (see benchmarks/results/per_sampling.md).
 FANOUT = 8
 
 
@@ -76,8 +76,8 @@ class PrioritizedReplayBuffer(AbstractReplayBuffer):
         - `fanout`: the number of children of each node of the sum tree, an int
           `>= 2`. A wider tree is shallower (fewer, wider steps per draw and per
           update); every fan-out samples the same distribution. The default, 8
-          (a 32-byte row of sibling sums), was the fastest measured on CPU
-          from 1e4 to 1e6 (`benchmarks/per_sampling.py`).
+          (a 32-byte row of sibling sums), was with 4 the fastest measured on
+          CPU from 1e4 to 1e6 (`benchmarks/per_sampling.py`).
         """
         self.capacity = capacity
         self.alpha = alpha
