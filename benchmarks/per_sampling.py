@@ -1,11 +1,21 @@
-"""Prioritised replay: time per batch of `sample` and `update_priorities` against capacity.
+"""Prioritised replay: time per batch of `sample` and `update_priorities` against capacity,
+beside flashbax's prioritised buffer.
 
 For capacities 1e4, 1e5 and 1e6 (full buffers of small transitions: 8-float
 observations, with random priorities), measures per batch of 256:
 
-- PER `sample` (stratified sum-tree descent, `log2(capacity)` steps, plus the
-  gather of the 256 transitions and the importance weights),
+- PER `sample` (stratified sum-tree descent, `ceil(log_fanout(capacity))`
+  steps, plus the gather of the 256 transitions and the importance weights),
 - PER `update_priorities` (256 leaves and their ancestors),
+- the same two for flashbax's prioritised item buffer
+  (``fbx.make_prioritised_item_buffer``: a prioritised trajectory buffer with
+  ``sample_sequence_length=1``, i.e. one stored `Transition` per sum-tree leaf,
+  the honest equivalent of ours; ``make_prioritised_flat_buffer`` would store
+  single observations and sample pairs of steps) holding the same items and
+  raw priorities: its ``sample`` and ``set_priorities(indices, |td| + eps)``
+  (flashbax's CPU update, a scan over the batch); ``--no-flashbax`` leaves it out,
+- `PrioritizedReplayBuffer(fanout=k)` for each `--fanouts` value (the default
+  fan-out is always included), to show why the default is what it is,
 - for reference: one jitted `sample` call from Python (dispatch included),
   uniform `ReplayBuffer.sample`, and an O(capacity) inverse-CDF sampler
   (`cumsum` of the priorities + `searchsorted`, recomputed after a priority
@@ -13,26 +23,37 @@ observations, with random priorities), measures per batch of 256:
 
 Each figure is the median (and the minimum) over `--repeats` timings of one
 jitted `lax.fori_loop` of `--iterations` batches (so per-call dispatch is
-excluded), divided by the number of batches, after a warm-up call. On a shared
-machine the minimum is the steadier estimate of the cost itself. Run ``python benchmarks/per_sampling.py``
-(about a minute); the table is printed and written to
+excluded), divided by the number of batches, after a warm-up call. The sampling
+loops of all fan-outs and flashbax are timed round-robin (each once per repeat),
+as are the update loops, so load changes on a shared machine reach every column
+alike; the minimum is the steadier estimate of the cost itself. Run
+``pip install -e ".[bench]"`` (flashbax), then ``python benchmarks/per_sampling.py``
+(2-5 minutes); the tables are printed and written to
 ``benchmarks/results/per_sampling.md``.
 
 What to expect on CPU
 ---------------------
-The work per batch is O(batch * log2(capacity)), but on XLA:CPU the wall time
-grows faster than the depth between 1e4 and 1e6: XLA's parallel-task
-assignment splits any loop fusion whose operand is larger than 256 KB across
-threads (``outer_dimension_partitions`` in the compiled HLO), so each
-256-element gather from a large tree level (or from the stored data) pays a
-thread fork/join, and at 1e6 the 8 MB tree and the stored data no longer fit
-in cache. ``PrioritizedReplayBuffer`` gathers from static per-level slices of
-the tree to keep the upper levels out of this (about 5x faster at 1e5 than
-gathering from the whole array, in an interleaved A/B run on 2 cores); the
-O(capacity) column shows what the sum tree saves.
+The work per batch is O(batch * fanout * log_fanout(capacity)), but on XLA:CPU
+the time is mostly a fixed cost per step of the descent: each level is a
+handful of small fused loops over the 256 draws (gather a row of siblings per
+draw, running sum, choose a child), and XLA's parallel-task assignment splits
+any loop fusion that touches more than 256 KB (a gather from a large tree level,
+or from the stored data) across threads (``outer_dimension_partitions`` in the
+compiled HLO), so each such gather pays a thread fork/join, which on a loaded
+machine costs more than the gather. Fewer levels is what helps: a binary tree
+(flashbax's, and eqxrl's before the fan-out) descends 20 levels at 1e6, the
+default fan-out 8 descends 7. Wider rows (16, 32) have fewer levels still but
+cost more per level (the fused running sum is recomputed per element), so they
+are slower. Gathering rows from static per-level slices (not the whole array)
+keeps the upper levels' gathers out of the thread split. On the shared 2-core
+machine the split is a large part of the time: pinned to one core
+(``taskset -c 0``, where XLA splits nothing) at a load average near 3, the same
+1e6 descent ran 2-3x faster than on both cores, and eqxrl and flashbax came
+closer to each other (both then pay mostly the per-step cost). The O(capacity)
+column shows what the sum tree saves.
 """
 
-import math
+import functools
 import statistics
 import time
 
@@ -45,6 +66,8 @@ from eqxrl.components import PrioritizedReplayBuffer, ReplayBuffer, Transition
 
 BATCH = 256
 OBS = 8
+ALPHA = 0.6
+EPS = 1e-6
 
 
 def example() -> Transition:
@@ -131,36 +154,125 @@ def cumsum_loop(capacity: int, iterations: int):
     return run
 
 
-def measure(capacity: int, iterations: int, repeats: int, key) -> dict:
-    per = PrioritizedReplayBuffer(capacity, alpha=0.6)
-    uniform = ReplayBuffer(capacity)
-    state = full_state(per, capacity, key)
-    out = {"capacity": capacity, "depth": int(math.log2(per._leaves))}
+def flashbax_buffer(capacity: int):
+    """flashbax's prioritised item buffer: a prioritised trajectory buffer with one row,
+    `sample_sequence_length=1` and `period=1`, so each item is one stored `Transition`
+    (the same 8-float `obs` and `next_obs` as ours) and its sum tree has one leaf per item.
+    `device="cpu"` selects flashbax's CPU update (`set_batch_scan`)."""
+    import flashbax as fbx
 
-    run = sample_loop(per, iterations)
-    run(per, state, key)  # warm-up (compile)
-    out["sample"] = per_batch(timed(run, per, state, key, repeats=repeats), iterations)
+    return fbx.make_prioritised_item_buffer(
+        max_length=capacity, min_length=1, sample_batch_size=BATCH, add_batches=True, priority_exponent=ALPHA,
+        device="cpu",
+    )  # fmt: skip
+
+
+def flashbax_full_state(buffer, capacity: int, key):
+    """The same full buffer as `full_state`: the same items, the same raw priorities `|td| + eps`."""
+    k1, k2 = jax.random.split(key)
+    batch = jax.tree.map(lambda x: jax.random.normal(k1, (capacity, *x.shape)).astype(x.dtype), example())
+    state = jax.jit(buffer.add)(buffer.init(example()), batch)
+    td = 10.0 ** jax.random.uniform(k2, (capacity,), jnp.float32, -2.0, 2.0)
+    state = jax.jit(buffer.set_priorities)(state, jnp.arange(capacity, dtype=jnp.int32), td + EPS)
+    return jax.block_until_ready(state)
+
+
+def flashbax_sample_loop(buffer, iterations: int):
+    @jax.jit
+    def run(state, key):
+        def body(i, acc):
+            s = buffer.sample(state, jax.random.fold_in(key, i))
+            return acc + jnp.sum(s.indices).astype(jnp.float32) + jnp.sum(s.probabilities) + jnp.sum(s.experience.obs)
+
+        return jax.lax.fori_loop(0, iterations, body, jnp.zeros((), jnp.float32))
+
+    return run
+
+
+def flashbax_update_loop(buffer, capacity: int, iterations: int):
+    def run(state, key):
+        def body(i, state):
+            k1, k2 = jax.random.split(jax.random.fold_in(key, i))
+            indices = jax.random.randint(k1, (BATCH,), 0, capacity, dtype=jnp.int32)
+            td = jax.random.normal(k2, (BATCH,), jnp.float32)
+            # What `PrioritizedReplayBuffer.update_priorities` does before its tree update.
+            return buffer.set_priorities(state, indices, jnp.abs(td) + EPS)
+
+        return jax.lax.fori_loop(0, iterations, body, state)
+
+    return jax.jit(run, donate_argnums=0)
+
+
+class Stateful:
+    """A compiled loop over a donated state: each call replaces the state by the result."""
+
+    def __init__(self, run, state, *args):
+        self.run, self.state, self.args = run, state, args
+        self()  # warm-up (compile)
+
+    def __call__(self):
+        self.state = jax.block_until_ready(self.run(self.state, *self.args))
+
+
+def interleaved(calls: dict, repeats: int, iterations: int) -> dict:
+    """(median, min) seconds per batch of each (already compiled) call, timed round-robin:
+    repeat r times every call once before repeat r + 1, so a change of machine load
+    reaches every column alike."""
+    times = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(call())
+            times[name].append(time.perf_counter() - t0)
+    return {name: per_batch(t, iterations) for name, t in times.items()}
+
+
+def measure(capacity: int, iterations: int, repeats: int, fanouts: list[int], key, with_flashbax: bool) -> dict:
+    default = PrioritizedReplayBuffer(capacity, alpha=ALPHA, eps=EPS)
+    fanouts = sorted(set(fanouts) | {default.fanout})
+    buffers = {k: PrioritizedReplayBuffer(capacity, alpha=ALPHA, eps=EPS, fanout=k) for k in fanouts}
+    states = {k: full_state(buffers[k], capacity, key) for k in fanouts}
+    out = {"capacity": capacity, "fanout": default.fanout, "fanouts": fanouts,
+           "depth": {k: len(buffers[k]._widths) - 1 for k in fanouts}}  # fmt: skip
+
+    # Sampling: every fan-out and flashbax, interleaved.
+    samples = {}
+    for k in fanouts:
+        run = sample_loop(buffers[k], iterations)
+        run(buffers[k], states[k], key)  # warm-up (compile)
+        samples[k] = functools.partial(run, buffers[k], states[k], key)
+    if with_flashbax:
+        fbx_buffer = flashbax_buffer(capacity)
+        fbx_state = flashbax_full_state(fbx_buffer, capacity, key)
+        run = flashbax_sample_loop(fbx_buffer, iterations)
+        run(fbx_state, key)
+        samples["flashbax"] = functools.partial(run, fbx_state, key)
+    out["sample"] = interleaved(samples, repeats, iterations)
+    del samples
 
     single = eqx.filter_jit(lambda buffer, state, key: buffer.sample(state, key, BATCH, 0.4))
-    single(per, state, key)
-    out["sample_call"] = per_batch(timed(single, per, state, key, repeats=max(20, 5 * repeats)), 1)
+    single(default, states[default.fanout], key)
+    out["sample_call"] = per_batch(timed(single, default, states[default.fanout], key, repeats=max(20, 5 * repeats)), 1)
 
-    run = update_loop(per, capacity, iterations)
-    state = run(per, state, key)  # warm-up (compile); the donated state is replaced by the result
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        state = jax.block_until_ready(run(per, state, key))
-        times.append(time.perf_counter() - t0)
-    out["update"] = per_batch(times, iterations)
+    # Priority updates, in place in donated states, interleaved.
+    updates = {
+        k: Stateful(functools.partial(update_loop(buffers[k], capacity, iterations), buffers[k]), states.pop(k), key)
+        for k in fanouts
+    }
+    if with_flashbax:
+        updates["flashbax"] = Stateful(flashbax_update_loop(fbx_buffer, capacity, iterations), fbx_state, key)
+        del fbx_state
+    out["update"] = interleaved(updates, repeats, iterations)
+    leaves = updates[default.fanout].state.tree[:capacity]
+    del updates
 
+    uniform = ReplayBuffer(capacity)
     ustate = full_state(uniform, capacity, key)
     run = sample_loop(uniform, iterations)
     run(uniform, ustate, key)
     out["uniform"] = per_batch(timed(run, uniform, ustate, key, repeats=repeats), iterations)
     del ustate
 
-    leaves = state.tree[per._leaves : per._leaves + capacity]
     run = cumsum_loop(capacity, iterations)
     run(leaves, key)
     out["cumsum"] = per_batch(timed(run, leaves, key, repeats=repeats), iterations)
@@ -175,28 +287,58 @@ def _cell(pair: tuple[float, float]) -> str:
     return f"{_us(pair[0])} ({_us(pair[1])})"
 
 
+def _ratio(a: tuple[float, float], b: tuple[float, float]) -> str:
+    return f"{a[0] / b[0]:.2f} ({a[1] / b[1]:.2f})"
+
+
 def render(report: Report, rows: list[dict], a) -> str:
     base = rows[0]
-    lines = report.header("Prioritised replay: sampling and priority updates against capacity")
+    fbx = "flashbax" in base["sample"]
+    lines = report.header(
+        "Prioritised replay: sampling and priority updates against capacity", packages=("flashbax",) if fbx else ()
+    )
     lines += [
         f"- batch {BATCH}; full buffers of `Transition`s with {OBS}-float observations; random priorities "
-        "(|td| log-uniform over 1e-2..1e2), alpha 0.6, beta 0.4",
+        f"(|td| log-uniform over 1e-2..1e2), alpha {ALPHA}, beta 0.4",
+        f"- eqxrl: `PrioritizedReplayBuffer` with its default fan-out ({base['fanout']})"
+        + ("; flashbax: `make_prioritised_item_buffer` (one stored `Transition` per item, binary sum tree, "
+           "`device='cpu'`), the same items and raw priorities, `sample` and `set_priorities(|td| + eps)`"
+           if fbx else ""),  # fmt: skip
         f"- each figure: median and min of {a.repeats} timings of a jitted `fori_loop` of {a.iterations} batches, "
-        "divided by the number of batches (dispatch excluded), after a warm-up call; "
+        "divided by the number of batches (dispatch excluded), after a warm-up call; the sampling loops of every "
+        "fan-out and of flashbax are timed round-robin (one loop each per repeat), and so are the update loops; "
         "'one call' is a single jitted `sample` called from Python (dispatch included)",
         "",
-        "Each cell: median (min) in µs.",
+        "Each cell: median (min) in µs per batch of 256.",
         "",
     ]
-    columns = ["capacity", "tree depth", "PER sample (µs/batch)", "PER update_priorities (µs/batch)",
-               "PER sample, one call (µs)", "uniform sample (µs/batch)", "O(capacity) cumsum + searchsorted (µs/batch)"]  # fmt: skip
+    if fbx:
+        lines += table(
+            ["capacity", "eqxrl sample", "flashbax sample", "eqxrl / flashbax", "eqxrl update_priorities",
+             "flashbax set_priorities", "eqxrl / flashbax"],
+            [[f"{r['capacity']:,}", _cell(r["sample"][r["fanout"]]), _cell(r["sample"]["flashbax"]),
+              _ratio(r["sample"][r["fanout"]], r["sample"]["flashbax"]), _cell(r["update"][r["fanout"]]),
+              _cell(r["update"]["flashbax"]), _ratio(r["update"][r["fanout"]], r["update"]["flashbax"])]
+             for r in rows],
+        )  # fmt: skip
+        lines += [""]
+    lines += [f"Reference columns (eqxrl, fan-out {base['fanout']}):", ""]
+    columns = ["capacity", "tree depth", "PER sample, one call (µs)", "uniform sample (µs/batch)",
+               "O(capacity) cumsum + searchsorted (µs/batch)"]  # fmt: skip
     lines += table(columns, [
-        [f"{r['capacity']:,}", r["depth"], *(_cell(r[k]) for k in ("sample", "update", "sample_call", "uniform", "cumsum"))]
+        [f"{r['capacity']:,}", r["depth"][r["fanout"]], *(_cell(r[k]) for k in ("sample_call", "uniform", "cumsum"))]
         for r in rows
     ])  # fmt: skip
+    lines += ["", "Fan-out sweep (`PrioritizedReplayBuffer(fanout=k)`; depth = steps of the descent):", ""]
+    lines += table(
+        ["capacity", "fan-out", "depth", "sample (µs/batch)", "update_priorities (µs/batch)"],
+        [[f"{r['capacity']:,}", f"**{k}**" if k == r["fanout"] else k, r["depth"][k], _cell(r["sample"][k]),
+          _cell(r["update"][k])] for r in rows for k in r["fanouts"]],
+    )  # fmt: skip
 
-    def ratio(r, k):
-        return f"{r[k][0] / base[k][0]:.2f} ({r[k][1] / base[k][1]:.2f})"
+    def growth(r, k):
+        return _ratio(r[k][r["fanout"]] if isinstance(r[k], dict) else r[k],
+                      base[k][base["fanout"]] if isinstance(base[k], dict) else base[k])  # fmt: skip
 
     lines += [
         "",
@@ -205,8 +347,8 @@ def render(report: Report, rows: list[dict], a) -> str:
         "",
         *table(
             ["capacity", "depth ratio", "PER sample", "PER update", "O(capacity) baseline"],
-            [[f"{r['capacity']:,}", f"{r['depth'] / base['depth']:.2f}", *(ratio(r, k) for k in ("sample", "update", "cumsum"))]
-             for r in rows],
+            [[f"{r['capacity']:,}", f"{r['depth'][r['fanout']] / base['depth'][base['fanout']]:.2f}",
+              *(growth(r, k) for k in ("sample", "update", "cumsum"))] for r in rows],
         ),  # fmt: skip
     ]
     return "\n".join(lines) + "\n"
@@ -217,17 +359,21 @@ def main(argv=None) -> None:
     p.add_argument("--capacities", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     p.add_argument("--iterations", type=int, default=200, help="batches per timed loop")
     p.add_argument("--repeats", type=int, default=9, help="timed loops per figure (median reported)")
+    p.add_argument("--fanouts", type=int, nargs="+", default=[2, 4, 8, 16, 32], help="fan-outs of the sweep")
+    p.add_argument("--no-flashbax", action="store_true", help="leave out the flashbax column")
     a = p.parse_args(argv)
     report = Report(__file__, argv)
     rows = []
     for capacity in a.capacities:
-        rows.append(measure(capacity, a.iterations, a.repeats, jax.random.key(capacity)))
+        rows.append(measure(capacity, a.iterations, a.repeats, a.fanouts, jax.random.key(capacity), not a.no_flashbax))
         r = rows[-1]
         print(
-            f"capacity {capacity:>9,} (median (min) µs): sample {_cell(r['sample'])}, update {_cell(r['update'])}, "
-            f"one call {_cell(r['sample_call'])}, uniform {_cell(r['uniform'])}, cumsum {_cell(r['cumsum'])}",
+            f"capacity {capacity:>9,} (median (min) µs): "
+            + ", ".join(f"sample[{k}] {_cell(v)}" for k, v in r["sample"].items()) + "; "
+            + ", ".join(f"update[{k}] {_cell(v)}" for k, v in r["update"].items())
+            + f"; one call {_cell(r['sample_call'])}, uniform {_cell(r['uniform'])}, cumsum {_cell(r['cumsum'])}",
             flush=True,
-        )
+        )  # fmt: skip
     report.emit(render(report, rows, a), a.out)
 
 

@@ -1,5 +1,6 @@
 """Tests for the replay buffers of `eqxrl.components`: ReplayBuffer and PrioritizedReplayBuffer."""
 
+import math
 import re
 
 import equinox as eqx
@@ -126,7 +127,7 @@ def test_init_preallocates_zeros(kind):
     if kind == "uniform":
         assert state.tree is None
     else:
-        assert state.tree.shape == (16,) and not np.any(state.tree)  # 5 padded to 8 leaves
+        assert state.tree.shape == (9,) and not np.any(state.tree)  # 5 slots padded to one row of 8 leaves, and the root
 
 
 @pytest.mark.slow
@@ -252,8 +253,8 @@ def test_per_alpha_zero_is_uniform(getkey):
     state = buffer.update_priorities(
         state, jnp.arange(6, dtype=jnp.int32), jnp.array([0.0, 1.0, 10.0, 100.0, 0.1, 5.0])
     )
-    np.testing.assert_array_equal(state.tree[8:14], 1.0)
-    np.testing.assert_array_equal(state.tree[14:], 0.0)
+    np.testing.assert_array_equal(state.tree[:6], 1.0)  # the leaves come first in the tree array
+    np.testing.assert_array_equal(state.tree[6:8], 0.0)
     sample = _sample_many(buffer, state, getkey(), 8, 2000, beta=1.0)
     counts = np.bincount(np.asarray(sample.indices).ravel(), minlength=8)
     assert np.all(counts[6:] == 0)
@@ -303,19 +304,29 @@ def test_per_priority_updates_take_effect(getkey):
 def test_per_new_items_get_max_priority():
     buffer = PrioritizedReplayBuffer(8, alpha=0.5)
     state = buffer.add(buffer.init(EXAMPLE), items(1, 2))
-    np.testing.assert_allclose(state.tree[8:10], 1.0)  # max_priority starts at 1
+    np.testing.assert_allclose(state.tree[:2], 1.0)  # max_priority starts at 1
     state = buffer.update_priorities(state, jnp.array([0, 1], jnp.int32), jnp.array([3.0, 8.0]))
     assert float(state.max_priority) == pytest.approx(8.0 + 1e-6)
     state = buffer.add(state, items(3, 1))
-    np.testing.assert_allclose(state.tree[10], (8.0 + 1e-6) ** 0.5, rtol=1e-6)
-    np.testing.assert_allclose(state.tree[8:10], [(3.0 + 1e-6) ** 0.5, (8.0 + 1e-6) ** 0.5], rtol=1e-6)
+    np.testing.assert_allclose(state.tree[2], (8.0 + 1e-6) ** 0.5, rtol=1e-6)
+    np.testing.assert_allclose(state.tree[:2], [(3.0 + 1e-6) ** 0.5, (8.0 + 1e-6) ** 0.5], rtol=1e-6)
 
 
-def _assert_tree_consistent(tree: np.ndarray, leaves: int) -> None:
-    # Every parent is recomputed from its final children, so the sums are exact in float32.
-    for i in range(1, leaves):
-        assert tree[i] == np.float32(tree[2 * i] + tree[2 * i + 1]), i
-    np.testing.assert_allclose(tree[1], tree[leaves:].sum(dtype=np.float64), rtol=1e-5)
+def _assert_tree_consistent(buffer: PrioritizedReplayBuffer, tree) -> None:
+    """Every internal node is the sum of its row of `fanout` children; padding nodes are 0."""
+    tree = np.asarray(tree)
+    widths = buffer._widths
+    assert tree.shape == (sum(widths),) and widths[-1] == 1
+    assert np.all(tree[buffer.capacity : widths[0]] == 0)  # padding leaves
+    start = 0
+    for level in range(len(widths) - 1):
+        children = tree[start : start + widths[level]].reshape(-1, buffer.fanout)
+        parents = tree[start + widths[level] : start + widths[level] + widths[level + 1]]
+        # Each parent is recomputed from its final children (in XLA's summation order).
+        np.testing.assert_allclose(parents[: len(children)], children.sum(axis=1, dtype=np.float64), rtol=1e-6)
+        assert np.all(parents[len(children) :] == 0), level  # padding nodes of the parent level
+        start += widths[level]
+    np.testing.assert_allclose(tree[-1], tree[: buffer.capacity].sum(dtype=np.float64), rtol=1e-5)
 
 
 @SETTINGS
@@ -344,8 +355,8 @@ def test_per_tree_consistent_after_updates_with_duplicates(capacity, rounds):
             expected[i] = np.max(raw[indices == i]) ** alpha  # duplicates keep the largest
         max_priority = max(max_priority, raw.max())
     tree = np.asarray(state.tree)
-    np.testing.assert_allclose(tree[leaves:], expected, rtol=1e-5)
-    _assert_tree_consistent(tree, leaves)
+    np.testing.assert_allclose(tree[:leaves], expected, rtol=1e-5)
+    _assert_tree_consistent(buffer, tree)
     assert float(state.max_priority) == pytest.approx(max_priority, rel=1e-6)
 
 
@@ -354,11 +365,11 @@ def test_per_update_ignores_unwritten_slots_and_non_finite_errors():
     state = buffer.add(buffer.init(EXAMPLE), items(1, 3))
     state = buffer.update_priorities(state, jnp.array([1, 5], jnp.int32), jnp.array([4.0, 100.0]))
     tree = np.asarray(state.tree)
-    np.testing.assert_array_equal(tree[8:], [1.0, 4.0, 1.0, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(tree[:8], [1.0, 4.0, 1.0, 0, 0, 0, 0, 0])
     assert float(state.max_priority) == 4.0  # the ignored 100 does not count
     state = buffer.update_priorities(state, jnp.array([0], jnp.int32), jnp.array([jnp.nan]))
-    assert float(state.tree[8]) == 4.0 and np.all(np.isfinite(np.asarray(state.tree)))
-    _assert_tree_consistent(np.asarray(state.tree), 8)
+    assert float(state.tree[0]) == 4.0 and np.all(np.isfinite(np.asarray(state.tree)))
+    _assert_tree_consistent(buffer, state.tree)
 
 
 def test_per_update_rejects_out_of_range_indices():
@@ -368,14 +379,15 @@ def test_per_update_rejects_out_of_range_indices():
         jax.block_until_ready(buffer.update_priorities(state, jnp.array([8], jnp.int32), jnp.array([1.0])))
 
 
-def test_per_descent_guards_round_off_at_the_boundaries():
-    buffer = PrioritizedReplayBuffer(5, alpha=1.0, eps=0.0)
+@pytest.mark.parametrize("fanout", [2, 3, 8])
+def test_per_descent_guards_round_off_at_the_boundaries(fanout):
+    buffer = PrioritizedReplayBuffer(5, alpha=1.0, eps=0.0, fanout=fanout)
     state = set_priorities(buffer, np.array([1.0, 3.0, 0.0, 2.0, 0.0]))
     tree = state.tree
-    total = tree[1]
+    total = tree[-1]
     # Targets at and past the total mass (what float round-off in the strata can
     # produce) must land on the last slot of positive priority, never on the
-    # zero-priority slot 4 or the padding leaves 5..7.
+    # zero-priority slot 4 or a padding leaf (5 and up).
     targets = jnp.array(
         [0.0, 1.0, 3.999, 4.0, 5.999, float(total), float(np.nextafter(np.float32(total), np.float32(np.inf))), 1e9],
         jnp.float32,
@@ -387,6 +399,112 @@ def test_per_descent_guards_round_off_at_the_boundaries():
     sample = buffer.sample(empty, jax.random.key(0), 4)
     np.testing.assert_array_equal(sample.indices, 0)
     np.testing.assert_array_equal(sample.weights, 1.0)
+
+
+FANOUTS = [2, 3, 4, 8, 16]  # 3: a fan-out that is not a power of two
+
+
+@pytest.mark.parametrize("fanout", FANOUTS)
+def test_per_tree_layout(fanout):
+    buffer = PrioritizedReplayBuffer(1000, fanout=fanout)
+    widths = buffer._widths
+    # Leaves first, root last; every level but the root is whole rows of `fanout`
+    # siblings, one row per node of the level above, and the level below the root is one row.
+    assert widths[0] == -(-1000 // fanout) * fanout and widths[-1] == 1 and widths[-2] == fanout
+    for below, above in zip(widths[:-2], widths[1:-1], strict=True):
+        assert below % fanout == 0 and above == -(-(below // fanout) // fanout) * fanout
+    assert len(widths) - 1 == math.ceil(math.log(1000, fanout) - 1e-9)  # the number of descent steps
+    assert buffer.init(EXAMPLE).tree.shape == (sum(widths),)
+    # The default: fan-out 8, 7 steps at capacity 1e6 (a binary tree takes 20).
+    assert PrioritizedReplayBuffer(10**6).fanout == 8 and len(PrioritizedReplayBuffer(10**6)._widths) - 1 == 7
+
+
+@eqx.filter_jit
+def _tree_and_descent(buffer, priorities, fractions):
+    """A full buffer with raw priorities `priorities`, and the descent of `fractions` of its total mass."""
+    capacity = priorities.shape[0]
+    state = buffer.add(buffer.init(EXAMPLE), items(1, capacity))
+    state = buffer.update_priorities(state, jnp.arange(capacity, dtype=jnp.int32), priorities - buffer.eps)
+    return state.tree, buffer._descend(state.tree, fractions * state.tree[-1])
+
+
+@SETTINGS
+@given(
+    fanout=st.sampled_from([2, 3, 8, 16]),
+    priorities=st.lists(
+        st.one_of(st.just(0.0), st.floats(2.0**-10, 2.0**10, width=32)), min_size=37, max_size=37
+    ).filter(lambda p: any(x > 0 for x in p)),
+    alpha=st.sampled_from([0.0, 0.6, 1.0]),
+)
+def test_per_descent_inverts_the_cdf_of_p_alpha(fanout, priorities, alpha):
+    """For every fan-out, the slot a cumulative mass falls in is that of `P(i) = p_i^alpha / sum p^alpha`:
+    on a fine grid of targets over [0, total), the share of targets landing on slot `i` is `P(i)` up to
+    the grid spacing, and no target lands on a zero-priority slot."""
+    capacity = len(priorities)  # 37: padded to 38, 39, 40 or 48 leaves
+    buffer = PrioritizedReplayBuffer(capacity, alpha=alpha, eps=0.0, fanout=fanout)
+    p = np.asarray(priorities, np.float64)
+    n = 4096
+    tree, (slots, leaf_mass) = _tree_and_descent(
+        buffer, jnp.asarray(p, jnp.float32), jnp.asarray((np.arange(n) + 0.5) / n, jnp.float32)
+    )
+    _assert_tree_consistent(buffer, tree)
+    mass = p**alpha  # as the buffer's leaves: with alpha = 0 every written slot has mass 0 ** 0 = 1
+    probs = mass / mass.sum()
+    slots = np.asarray(slots)
+    assert np.all(mass[slots] > 0)
+    counts = np.bincount(slots, minlength=capacity)
+    np.testing.assert_allclose(counts / n, probs, atol=1.5 / n + 1e-5)
+    # The descent also returns each slot's own mass (the sampling weights use it).
+    np.testing.assert_array_equal(leaf_mass, np.asarray(tree)[slots])
+    # The inverse CDF is monotone: a larger target never lands on an earlier slot.
+    assert np.all(np.diff(slots) >= 0)
+
+
+@SETTINGS
+@given(
+    shape=st.sampled_from([(2, 19), (3, 19), (8, 5), (8, 19)]),  # (fanout, capacity); (8, 5): one row of leaves
+    ops=st.lists(
+        st.one_of(
+            st.just(("add",)),
+            st.tuples(
+                st.just("update"),
+                st.lists(st.integers(0, 18), min_size=4, max_size=4),
+                st.lists(st.floats(-50.0, 50.0, width=32), min_size=4, max_size=4),
+            ),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_per_tree_sums_stay_consistent_under_adds_and_updates(shape, ops):
+    """Random adds (wrapping around) and updates (duplicates, unwritten slots): every internal
+    node stays the sum of its children, and the leaves match a model of the priorities."""
+    alpha, eps = 0.6, 1e-3
+    fanout, capacity = shape
+    buffer = PrioritizedReplayBuffer(capacity, alpha=alpha, eps=eps, fanout=fanout)
+    state = buffer.init(EXAMPLE)
+    model = np.zeros(capacity, np.float64)  # raw priorities, 0 while unwritten
+    max_priority, size, position, first = 1.0, 0, 0, 1
+    for op in ops:
+        if op[0] == "add":
+            state = _add(buffer, state, items(first, 3))
+            first += 3
+            for k in range(3):
+                model[(position + k) % capacity] = max_priority
+            position, size = (position + 3) % capacity, min(size + 3, capacity)
+        else:
+            indices = np.array(op[1], np.int32) % capacity
+            td = np.array(op[2], np.float32)
+            state = _update(buffer, state, jnp.asarray(indices), jnp.asarray(td))
+            raw = np.abs(td.astype(np.float64)) + eps
+            written = indices < size
+            for i in set(indices[written].tolist()):
+                model[i] = np.max(raw[indices == i])  # duplicates keep the largest
+            if written.any():
+                max_priority = max(max_priority, raw[written].max())
+        _assert_tree_consistent(buffer, state.tree)
+    np.testing.assert_allclose(np.asarray(state.tree)[:capacity], np.where(model > 0, model**alpha, 0.0), rtol=1e-5)
+    assert float(state.max_priority) == pytest.approx(max_priority, rel=1e-6)
 
 
 # ----------------------------------------------------------------------------- transformations
@@ -405,9 +523,10 @@ def test_add_writes_in_place(kind, start):
     state = eqx.tree_at(lambda s: (s.position, s.size), state, (jnp.int32(start), jnp.int32(start)))
     batch = items(1, 4)
     add = jax.jit(lambda s, b: buffer.add(s, b), donate_argnums=0)
+    assert kind == "uniform" or state.tree.shape == (1153,)  # 1000 + 128 + 16 + 8 + 1 nodes at fan-out 8
     hlo = add.lower(state, batch).compile().as_text()
-    # No instruction copies a whole storage array (f32[1000,2], s32[1000], the tree f32[2048], ...).
-    assert not re.search(r"= \w+\[(1000|2048)[,\]][^\n]*\bcopy\(", hlo), hlo
+    # No instruction copies a whole storage array (f32[1000,2], s32[1000], the tree f32[1153], ...).
+    assert not re.search(r"= \w+\[(1000|1153)[,\]][^\n]*\bcopy\(", hlo), hlo
     before = _pointers((state.data, state.tree))
     out = add(state, batch)
     assert _pointers((out.data, out.tree)) == before
@@ -507,6 +626,14 @@ def test_bad_alpha_and_eps():
     assert buffer.alpha.dtype == jnp.float32 and buffer.eps.dtype == jnp.float32
 
 
+@pytest.mark.parametrize("fanout", [1, 0, -4])
+def test_bad_fanout(fanout):
+    # (A fanout that is not an int fails the same check; under the tests' jaxtyping hook its
+    # annotation rejects it first.)
+    with pytest.raises(ValueError, match=rf"PrioritizedReplayBuffer\(fanout\) must be an int >= 2, got {re.escape(repr(fanout))}"):
+        PrioritizedReplayBuffer(10, fanout=fanout)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_bad_batch_sizes(kind, getkey):
@@ -566,9 +693,10 @@ def test_update_priorities_writes_tree_in_place():
     state = buffer.add(buffer.init(EXAMPLE), items(1, 10))
     update = jax.jit(lambda s, i, td: buffer.update_priorities(s, i, td), donate_argnums=0)
     indices, td = jnp.array([3, 7, 3], jnp.int32), jnp.array([2.0, 5.0, 1.0])
+    assert state.tree.shape == (1153,)
     hlo = update.lower(state, indices, td).compile().as_text()
-    assert not re.search(r"= \w+\[(1000|2048)[,\]][^\n]*\bcopy\(", hlo), hlo
+    assert not re.search(r"= \w+\[(1000|1153)[,\]][^\n]*\bcopy\(", hlo), hlo
     before = _pointers(state.tree)
     out = update(state, indices, td)
     assert _pointers(out.tree) == before
-    np.testing.assert_allclose(out.tree[1024 + 3], (2.0 + 1e-6) ** 0.6, rtol=1e-6)
+    np.testing.assert_allclose(out.tree[3], (2.0 + 1e-6) ** 0.6, rtol=1e-6)

@@ -49,10 +49,10 @@ class BufferState(eqx.Module):
     - `data`: the stored pytree; every leaf has leading axis `capacity`.
     - `position`: the next slot to write.
     - `size`: the number of slots written so far (at most `capacity`).
-    - `tree`: the PER sum tree (flat, `2 * P` nodes for `P` the smallest power
-      of two >= capacity; node 1 is the root, node `i` has children `2i` and
-      `2i + 1`, slot `j` is leaf `P + j`, node 0 is unused); `None` for the
-      uniform buffer.
+    - `tree`: the PER sum tree, one flat float32 array holding its levels
+      leaves first (slot `j` is element `j`) and the root (the total mass)
+      last; each level but the root is padded to whole rows of `fanout`
+      siblings (see `PrioritizedReplayBuffer`); `None` for the uniform buffer.
     - `max_priority`: the largest raw priority `|td| + eps` seen so far (1.0
       initially); new transitions get `max_priority ** alpha`.
     """
