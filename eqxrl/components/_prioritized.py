@@ -21,8 +21,8 @@ from ..core import Key, check_hyperparameter, check_positive_int, hyperparameter
 from ._buffers import AbstractReplayBuffer, BufferState, Sample, _advance, _empty_state, _gather, _write
 
 
-# The default fan-out: with 4, the fastest for sampling at 1e4, 1e5 and 1e6 on CPU among 2, 4,
-# 8, 16 and 32, and shallower than 4 (see benchmarks/results/per_sampling.md).
+# The default fan-out: 4 and 8 were the fastest for sampling at 1e4, 1e5 and 1e6 on CPU among
+# 2, 4, 8, 16 and 32, close to each other; 8 is the shallower (see benchmarks/results/per_sampling.md).
 FANOUT = 8
 
 
