@@ -12,6 +12,11 @@ compiled on its first run; later runs reuse it, and only training time is compar
 - `command line`: what `eqxrl train ppo` runs: `eqxrl.runs.train_run` with its
   bar, into a run directory (config, metrics, final checkpoint).
 
+Also measured: the fixed cost of one chunk call, i.e. the compiled chunk called with every
+iteration past the budget (each skipped by its `cond`): what each of the bar's ~50 host
+round trips adds to the run, whatever the load (process CPU and wall, min and median of
+200 calls).
+
 Reported: the median training seconds (`TrainInfo.run_seconds`: compile excluded),
 each arm's ratio to `no bar, one chunk`, env steps per second, and the process CPU
 seconds of the training (medians of `--runs`). The issue's target: the bar under 5%
@@ -30,6 +35,7 @@ import resource
 import shutil
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import jax
@@ -70,6 +76,30 @@ def run_arm(name: str, total: int, seed: int, root: Path) -> tuple[float, float]
     return info.run_seconds, _cpu() - c0
 
 
+def chunk_call_cost(total: int, calls: int = 200) -> dict[str, float]:
+    """Seconds of one call of a run's chunk program whose iterations are all skipped (start past
+    the budget): dispatch, the launch of the executable and its `cond`s, the state's buffers."""
+    from eqxrl.loop._chunk import compile_chunk, run_init  # the loop's internals, for this figure only
+    from eqxrl.loop._keys import as_keys, batch_and_keys
+    from eqxrl.loop._pure import TrainFunction
+
+    a = agent()
+    batch, key = batch_and_keys(a, as_keys(jax.random.key(0)))
+    pure = TrainFunction(a, total // a.steps_per_iteration, 0, 10)
+    length = math.ceil(pure.num_iterations / 50)
+    state = run_init(batch, key)
+    program = compile_chunk(pure.chunk_config(key, 0, length, False, None), state)
+    leaves = program.leaves(state)
+    walls, cpus = [], []
+    for _ in range(calls):
+        t, c = time.perf_counter(), _cpu()
+        leaves, _ = program(pure.num_iterations, leaves)
+        jax.block_until_ready(leaves)
+        walls.append(time.perf_counter() - t)
+        cpus.append(_cpu() - c)
+    return {"wall min": min(walls), "wall median": statistics.median(walls), "cpu min": min(cpus), "cpu median": statistics.median(cpus)}
+
+
 ARMS = ("no bar, one chunk", "no bar, 50 chunks", "bar", "command line")
 
 
@@ -93,6 +123,7 @@ def main(argv=None) -> None:
                 print(f"run {r + 1}/{runs} {arm}: {s:.2f} s, {c:.2f} CPU-s", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    fixed = chunk_call_cost(total)
     base = statistics.median(seconds[ARMS[0]])
     rows = []
     for arm in ARMS:
@@ -104,6 +135,12 @@ def main(argv=None) -> None:
         "interleaved, medians; each arm compiled once before (untimed)",
         "",
         *table(["arm", "training s", "ratio to one chunk", "env steps/s", "process CPU-s"], rows),
+        "",
+        f"One chunk call with every iteration skipped (the fixed cost of a host round trip): wall "
+        f"{1e3 * fixed['wall min']:.2f} ms min, {1e3 * fixed['wall median']:.2f} ms median; process CPU "
+        f"{1e3 * fixed['cpu min']:.2f} ms min, {1e3 * fixed['cpu median']:.2f} ms median. The bar's ~50 round trips "
+        f"so add about {50 * fixed['wall median']:.2f} s to a run of {base:.2f} s without a bar "
+        f"({50 * fixed['wall median'] / base:.1%}).",
         "",
         "Per-run training seconds: " + "; ".join(f"{arm}: " + ", ".join(f"{s:.2f}" for s in seconds[arm]) for arm in ARMS),
     ]
