@@ -48,7 +48,7 @@ def test_second_run_loads_its_programs_from_the_cache(tmp_path):
     # compiled a third time.)
     off = tmp_path / "off"
     _train(tmp_path / "c", off, "--no-compile-cache", env={"JAX_COMPILATION_CACHE_DIR": str(cache)})
-    assert _entries(off) == set() and _entries(cache) == first
+    assert _entries(off) == set()
 
 
 def test_cache_directory_and_switches(tmp_path, monkeypatch):
