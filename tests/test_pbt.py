@@ -275,8 +275,6 @@ def test_pbt_runs_every_agent_unchanged(name, getkey):
     make, space = AGENTS[name]
     agent = make()
     pbt = PBT(agent, space, population_size=4, ready=2 * agent.steps_per_iteration, eval_episodes=1, max_eval_steps=20)
-    if name == "ppo":  # the module's shared configuration: the programs of the tests below
-        pbt, space = _small_pbt(), _small_pbt().space
     population, history = pbt.run(getkey(), 2 * pbt.steps_per_generation, progress=False)
     assert isinstance(population, Population) and int(population.generation) == 2
     assert history.fitness.shape == (2, 4) and np.all(np.isfinite(history.fitness))
