@@ -7,7 +7,6 @@ import importlib.metadata
 import io
 import json
 import math
-import pathlib
 import shutil
 import subprocess
 import sys
@@ -36,12 +35,14 @@ def _main(argv: list[str]) -> tuple[int, str]:
     return code, out.getvalue()
 
 
+ONE_SEED_FLAGS = ["--learning-rate", "1e-3", "--anneal-lr", "false", "--gamma", "0.98", "--activation", "relu"]
+
+
 @pytest.fixture(scope="module")
 def one_seed(tmp_path_factory):
     """A 1-seed run with a few hyperparameters set by flags (no agent name: the default, ppo)."""
     run_dir = tmp_path_factory.mktemp("cli") / "one"
-    flags = ["--learning-rate", "1e-3", "--anneal-lr", "false", "--gamma", "0.98", "--activation", "relu"]
-    code, out = _main(["train", "--run-dir", str(run_dir), "--quiet", *TINY, *flags])
+    code, out = _main(["train", "--run-dir", str(run_dir), "--quiet", *TINY, *ONE_SEED_FLAGS])
     assert code == 0
     return run_dir, out
 
@@ -138,6 +139,7 @@ def test_load_run_and_evaluate(request, fixture, num_seeds, seed):
     np.testing.assert_allclose(np.atleast_2d(np.asarray(returns)), expected)
 
 
+@pytest.mark.slow  # (it trains the two module runs when the slow tests that also use them are left out)
 def test_evaluate_command(one_seed, two_seeds, capsys):
     run_dir, _ = two_seeds
     assert cli.main(["evaluate", str(run_dir), "--episodes", "4"]) == 0
@@ -188,8 +190,10 @@ def test_train_bad_arguments(argv, message, tmp_path, monkeypatch, capsys):
     assert not run_dir.exists() and not (tmp_path / "runs").exists()
 
 
-def test_train_refuses_a_used_run_dir(one_seed, capsys):
-    run_dir, _ = one_seed
+def test_train_refuses_a_used_run_dir(tmp_path, capsys):
+    run_dir = tmp_path / "used"  # a run directory with a run in it (no training needed to refuse it)
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text("{}")
     _expect_usage_error(["train", "--run-dir", str(run_dir)], "already exists and is not an empty directory", capsys)
 
 
@@ -268,12 +272,14 @@ def test_flags_are_generated_from_the_dataclass():
 
 
 @pytest.mark.slow
-def test_console_script(tmp_path):
+def test_console_script(one_seed, tmp_path):
     (entry_point,) = importlib.metadata.entry_points(group="console_scripts", name="eqxrl")
     assert entry_point.value == "eqxrl.cli:main"
-    # No --run-dir: the default runs/<agent>-<env>-<timestamp> under the working directory.
+    # No --run-dir: the default runs/<agent>-<env>-<timestamp> under the working directory. (The
+    # flags of the one_seed run: the same programs, which the subprocess reads from the test run's
+    # compilation cache instead of compiling them again.)
     result = subprocess.run(
-        [sys.executable, "-m", "eqxrl", "train", *TINY],
+        [sys.executable, "-m", "eqxrl", "train", *TINY, *ONE_SEED_FLAGS],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -315,8 +321,10 @@ def test_discrete_agent_on_continuous_env_exits_2(capsys):
 
 
 # ----------------------------------------------------------------------- eqxrl pbt
-PBT_TINY = ["--population", "2", "--ready", "128", "--total-steps", "256", "--eval-episodes", "1",
-            "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2", "--hidden-sizes", "8"]  # fmt: skip
+# The population of tests/test_faults.py's PBT tests (with the default space, the same programs,
+# which a worker that ran those reads from the test run's compilation cache).
+PBT_TINY = ["--population", "2", "--ready", "64", "--total-steps", "192", "--eval-episodes", "1", "--num-envs", "2",
+            "--rollout-length", "16", "--num-epochs", "1", "--num-minibatches", "1", "--hidden-sizes", "8"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -326,18 +334,18 @@ def test_pbt_command_writes_a_run_directory_and_resumes(tmp_path, monkeypatch):
                        "--tune", "learning_rate=log:1e-4:1e-2", "--tune", "ent_coef=uniform:0:0.02",
                        "--exploit", "truncation:1:1"])  # fmt: skip
     assert code == 0
-    assert "PBT PPO on CartPole-v1: 2 members x 256 env steps, 2 generations" in out
+    assert "PBT PPO on CartPole-v1: 2 members x 192 env steps, 3 generations" in out
     assert "learning_rate" in out and "ent_coef" in out
-    for name in ("pbt.json", "history.csv", "history.png", "population/2/meta/metadata"):
+    for name in ("pbt.json", "history.csv", "history.png", "population/3/meta/metadata"):
         assert (run_dir / name).is_file()
     config = json.loads((run_dir / "pbt.json").read_text())
     assert config["space"]["learning_rate"] == {"type": "LogUniform", "low": 1e-4, "high": 1e-2, "factors": [0.8, 1.2]}
     assert config["exploit"] == {"type": "Truncation", "num_replaced": 1, "num_parents": 1}
     history = eqxrl.pbt.read_history_csv(run_dir / "history.csv")
-    assert history.fitness.shape == (2, 2)
+    assert history.fitness.shape == (3, 2)
     # A finished run resumes to the same history (nothing left to do).
     code, out = _main(["pbt", "--resume", str(run_dir)])
-    assert code == 0 and "2 generations" in out
+    assert code == 0 and "3 generations" in out
     np.testing.assert_array_equal(eqxrl.pbt.read_history_csv(run_dir / "history.csv").fitness, history.fitness)
 
 

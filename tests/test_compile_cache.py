@@ -17,8 +17,10 @@ TINY = [
 ]  # fmt: skip
 
 
-def _train(run_dir: pathlib.Path, cache: pathlib.Path, *extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, **{COMPILE_CACHE_ENV: str(cache)})
+def _train(run_dir: pathlib.Path, cache: pathlib.Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    # (Not at XLA's optimisation level 0 (_shared_a): small programs then compile in about the 0.2 s
+    # above which the CLI writes them, so a second run under load wrote new entries.)
+    env = dict(os.environ, **{COMPILE_CACHE_ENV: str(cache)}, **(env or {}))
     out = subprocess.run(
         [sys.executable, "-m", "eqxrl", "train", "ppo", "--run-dir", str(run_dir), *TINY, *extra],
         env=env, capture_output=True, text=True, timeout=600,
@@ -41,9 +43,11 @@ def test_second_run_loads_its_programs_from_the_cache(tmp_path):
     assert _entries(cache) == first  # every program came from the cache: nothing new was written
     metrics = [(tmp_path / d / "metrics.csv").read_text() for d in ("a", "b")]
     assert metrics[0] == metrics[1]
-    # Switched off by the flag: nothing is written.
+    # Switched off by the flag: nothing is written. (The test run's own cache, which JAX reads from
+    # the environment whatever the flag says, is the first run's here: the programs are loaded, not
+    # compiled a third time.)
     off = tmp_path / "off"
-    _train(tmp_path / "c", off, "--no-compile-cache")
+    _train(tmp_path / "c", off, "--no-compile-cache", env={"JAX_COMPILATION_CACHE_DIR": str(cache)})
     assert _entries(off) == set()
 
 

@@ -119,7 +119,9 @@ def registered():
 
 @pytest.mark.slow
 def test_trains_stacks_and_evaluates(agent):
-    state, metrics = eqxrl.train(agent, jax.random.key(0), STEPS, progress=False)
+    # Chunks of one iteration and eval_episodes=2, as the run directories of the test below have: its
+    # programs (eval_episodes is part of the compiled chunk, even with no evaluation in it).
+    state, metrics = eqxrl.train(agent, jax.random.key(0), STEPS, progress=False, chunk_iterations=1, eval_episodes=2)
     assert metrics["loss"].shape == (4,) and np.isfinite(metrics["loss"]).all()
     assert agent.hyperparameters().keys() == {"learning_rate", "gamma"}
     sweep = eqxrl.stack([Reinforce(eqxrl.envs.make(ENV), learning_rate=lr) for lr in (1e-3, 1e-2)])

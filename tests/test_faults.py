@@ -330,11 +330,13 @@ def test_pbt_full_disk_and_a_damaged_population_are_one_line(tmp_path, monkeypat
 def test_a_pbt_write_failing_in_orbaxs_thread_is_one_checkpoint_error(tmp_path, monkeypatch, capfd):
     # The failure happens in orbax's background write (its final rename), not in the call:
     # it arrives at the next save or at the end of the run, as one CheckpointError and no log.
-    from eqxrl.pbt import PBT, LogUniform, Truncation
+    from eqxrl.pbt import PBT, LogUniform
 
+    # The configuration `eqxrl pbt` builds in test_pbt_full_disk_and_a_damaged_population_are_one_line
+    # (its default space): the same programs.
     agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
-    pbt = PBT(agent, {"learning_rate": LogUniform(1e-4, 1e-2)}, population_size=2, ready=32, exploit=Truncation(1, 1),
-              eval_episodes=1, max_eval_steps=20)  # fmt: skip
+    lr = float(np.asarray(agent.learning_rate))
+    pbt = PBT(agent, {"learning_rate": LogUniform(lr / 10, lr * 10)}, population_size=2, ready=64, eval_episodes=1)
     real = os.rename
 
     def full(src, dst, *args, **kwargs):
@@ -345,7 +347,7 @@ def test_a_pbt_write_failing_in_orbaxs_thread_is_one_checkpoint_error(tmp_path, 
     monkeypatch.setattr(os, "rename", full)
     capfd.readouterr()
     with pytest.raises(runs.CheckpointError, match=r"could not write the checkpoint .*population.1: No space left on device; no earlier"):
-        pbt.run(jax.random.key(0), 2 * 32, progress=False, run_dir=tmp_path)
+        pbt.run(jax.random.key(0), 2 * 64, progress=False, run_dir=tmp_path)
     assert not list((tmp_path / "population").iterdir())  # no temporary directory left
     assert "orbax" not in capfd.readouterr().err
 
@@ -397,11 +399,14 @@ def test_python_api_bounds(getkey):
 def test_n_steps_then_m_more_equal_one_run_of_n_plus_m(tmp_path, getkey, capsys):
     agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,), anneal_lr=False)
     key = getkey()
-    whole = eqxrl.train(agent, key, 10 * STEPS, progress=False)
+    # Chunks of one iteration and TINY's eval_episodes, as the command line's runs below have: one
+    # program for the test (eval_episodes is part of the compiled chunk, even with no evaluation).
+    same = dict(progress=False, chunk_iterations=1, eval_episodes=2)
+    whole = eqxrl.train(agent, key, 10 * STEPS, **same)
     checkpoints = []
-    eqxrl.train(agent, key, 6 * STEPS, progress=False, chunk_iterations=4, callback=lambda c: checkpoints.append(c.copy()))
+    eqxrl.train(agent, key, 6 * STEPS, **same, callback=lambda c: checkpoints.append(c.copy()))
     assert checkpoints[-1].iteration == 6 and checkpoints[-1].num_iterations == 6
-    state, metrics = eqxrl.train(agent, key, 10 * STEPS, progress=False, resume=checkpoints[-1])  # a finished run, continued
+    state, metrics = eqxrl.train(agent, key, 10 * STEPS, **same, resume=checkpoints[-1])  # a finished run, continued
     _assert_same(whole[0], state)
     for k in whole[1]:
         np.testing.assert_array_equal(whole[1][k], metrics[k], err_msg=k)

@@ -13,13 +13,15 @@ import sys
 
 import numpy as np
 import pytest
+from _shared_a import fast_compile_env
 
 WORKER = pathlib.Path(__file__).with_name("pbt_devices_worker.py")
 
 
 def _env(devices: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    # Every process here (one device, sharded, two hosts, resumed) compiles at XLA's optimisation
+    # level 0: the same numbers in each, in about half the compile time.
+    env = fast_compile_env(dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}"))
     env["JAX_PLATFORMS"] = "cpu"
     # The worker imports the eqxrl of this checkout (not whichever one the venv installed).
     env["PYTHONPATH"] = os.pathsep.join([str(WORKER.parent.parent), *filter(None, [env.get("PYTHONPATH")])])
@@ -41,13 +43,6 @@ def _wait(proc: subprocess.Popen, timeout: float = 600) -> None:
     assert proc.returncode == 0, output[-3000:]
 
 
-@pytest.fixture(scope="module")
-def single(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("pbt") / "single.npz"
-    _wait(_run("single", out, 4))
-    return dict(np.load(out))
-
-
 def _params(result: dict) -> list[np.ndarray]:
     return [result[k] for k in sorted(result) if k.startswith("p") and k[1:].isdigit()]
 
@@ -61,24 +56,25 @@ def _assert_same_run(a: dict, b: dict) -> None:
 
 
 @pytest.mark.slow
-def test_population_is_sharded_over_four_devices_with_the_same_result(single, tmp_path):
-    out = tmp_path / "sharded.npz"
-    _wait(_run("sharded", out, 4))
-    sharded = dict(np.load(out))
+def test_population_sharded_over_four_devices_and_over_two_processes_agree_with_one_device(tmp_path):
+    """(One test, so that the one-device reference runs once: a module fixture would run it on
+    each xdist worker that the two halves went to.)"""
+    # One process on 4 devices, the one-device run (shard=False) then the sharded one: one start-up.
+    both = _run("single+sharded", tmp_path / "single.npz", 4)
+    # Meanwhile, two processes (2 devices each) with jax.distributed.
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "multihost.npz"
+    procs = [_run("multihost", out, 2, str(i), "2", str(port)) for i in range(2)]
+    _wait(both)
+    single, sharded = dict(np.load(tmp_path / "single.npz")), dict(np.load(tmp_path / "sharded.npz"))
     assert int(sharded["devices"]) == 4
     np.testing.assert_array_equal(sharded["shard_devices"], [4])  # every population leaf spans 4 devices
     assert list(sharded["specs"]) == ["P('population',)"]
     np.testing.assert_array_equal(single["shard_devices"], [1])
     _assert_same_run(sharded, single)
 
-
-@pytest.mark.slow
-def test_two_processes_with_jax_distributed_agree_with_one(single, tmp_path):
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
-    out = tmp_path / "multihost.npz"
-    procs = [_run("multihost", out, 2, str(i), "2", str(port)) for i in range(2)]
     for p in procs:
         _wait(p)
     multi = dict(np.load(out))

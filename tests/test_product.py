@@ -86,7 +86,7 @@ def _interrupted_run(monkeypatch, run_dir, agent, after: int, **kw):
 # ----------------------------------------------------------------------- checkpoint and resume
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-def test_resume_continues_exactly(name, tmp_path, monkeypatch):
+def test_resume_continues_exactly_and_the_same_key_repeats_the_run(name, tmp_path, monkeypatch):
     agent = tiny(name)
     budget = 12 * agent.steps_per_iteration
     kw = dict(total_steps=budget, seed=3, checkpoint_every=4 * agent.steps_per_iteration, eval_episodes=1)
@@ -105,6 +105,15 @@ def test_resume_continues_exactly(name, tmp_path, monkeypatch):
     # The newest two checkpoints are kept (the final one holds state.eqx's state too).
     assert [c["iteration"] for c in rundir.checkpoint_steps(tmp_path / "cut")] == [8, 12]
     _assert_same(rundir.load_checkpoint(tmp_path / "cut", agent).state, state)
+
+    # The same key gives the same result, another key another one. (`train` as train_run called it:
+    # chunks of one iteration (its choice for 12 iterations) and eval_episodes=1, which is part of
+    # the compiled chunk even when no evaluation runs in it: the programs compiled above.)
+    again = [eqxrl.train(agent, jax.random.key(k), budget, progress=False, chunk_iterations=1, eval_episodes=1)
+             for k in (3, 3, 4)]  # fmt: skip
+    _assert_same(again[0][0], again[1][0])
+    _assert_same_metrics(again[0][1], again[1][1])
+    assert any(not np.array_equal(x, y) for x, y in zip(_leaves(again[0][0]), _leaves(again[2][0])))
 
 
 @pytest.mark.slow
@@ -131,6 +140,23 @@ def test_resume_a_seed_batch_and_a_sweep(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_rollout_one_member_or_all(getkey):
+    agent = tiny("ppo")
+    # The seed batch of test_resume_a_seed_batch_and_a_sweep, trained as its train_run trains it (chunks
+    # of one iteration, eval_episodes=1): its programs.
+    state, _ = eqxrl.train(agent, jax.random.split(getkey(), 4), 8 * agent.steps_per_iteration, progress=False,
+                           chunk_iterations=1, eval_episodes=1)  # fmt: skip
+    every = eqxrl.rollout(agent, state, getkey(), 20, num_envs=2)
+    assert every["obs"].shape == (4, 20, 2, 4) and every["action"].shape == (4, 20, 2)
+    one = eqxrl.rollout(agent, state, getkey(), 20, member=1)
+    assert one["reward"].shape == (20, 1) and set(one) == {"obs", "action", "reward", "terminated", "truncated"}
+    with pytest.raises(ValueError, match=r"rollout\(member\) must be in \[-4, 4\) for a batch of 4, got 4"):
+        eqxrl.rollout(agent, state, getkey(), 5, member=4)
+    with pytest.raises(ValueError, match=r"rollout\(num_steps\) must be a positive int, got 0"):
+        eqxrl.rollout(agent, state, getkey(), 0)
+
+
+@pytest.mark.slow
 def test_train_resume_argument_checks(getkey):
     agent = tiny("ppo")
     checkpoints = []
@@ -148,6 +174,17 @@ def test_train_resume_argument_checks(getkey):
     state, metrics = eqxrl.train(agent, getkey(), 64, progress=False, resume=last)
     _assert_same(state, last.state)
     assert metrics["episode_return"].shape == (2,)
+
+
+@pytest.mark.slow
+def test_chunking_does_not_change_results():
+    agent = tiny("ppo")
+    budget = 6 * agent.steps_per_iteration
+    # (Chunks of one: the program of test_train_resume_argument_checks.)
+    a = eqxrl.train(agent, jax.random.key(5), budget, progress=False, chunk_iterations=1)  # six chunks of one
+    b = eqxrl.train(agent, jax.random.key(5), budget, progress=False, chunk_iterations=4)  # 4 + 2 (skipped) iterations
+    _assert_same(a[0], b[0])
+    _assert_same_metrics(a[1], b[1])
 
 
 @pytest.mark.slow
@@ -193,10 +230,11 @@ def test_mismatched_agent_names_the_first_field(tmp_path, getkey):
 
 def test_a_checkpoint_from_another_version_warns(tmp_path, getkey, monkeypatch):
     agent = tiny("ppo")
-    checkpoints = []
-    eqxrl.train(agent, getkey(), 64, progress=False, chunk_iterations=1, callback=lambda c: checkpoints.append(c.copy()))
+    # A hand-made checkpoint of an initial state (in the fast tier: no training to compile).
+    metrics = {"env_steps": np.array([agent.steps_per_iteration]), "episode_return": np.array([np.nan], np.float32)}
+    checkpoint = eqxrl.Checkpoint(agent.init(getkey()), 1, 2, 1, metrics)
     monkeypatch.setattr(checkpoint_module, "__version__", "0.0.1")
-    rundir.save_checkpoint(tmp_path, agent, checkpoints[0])
+    rundir.save_checkpoint(tmp_path, agent, checkpoint)
     monkeypatch.undo()
     with pytest.warns(UserWarning, match=r"written by eqxrl 0.0.1, this is eqxrl"):
         rundir.load_checkpoint(tmp_path, agent, num_seeds=1)
@@ -204,13 +242,15 @@ def test_a_checkpoint_from_another_version_warns(tmp_path, getkey, monkeypatch):
 
 # ----------------------------------------------------------------------- non-finite guard
 class NaNReward(AbstractWrapper):
-    """Rewards turn NaN: the injected fault the guard must catch."""
+    """Rewards turn NaN: the injected fault the guard must catch. The factor is an array leaf
+    (traced, not static), so a healthy run (`factor=1.0`) is the same compiled program."""
 
     env: object
+    factor: jax.Array = eqx.field(default_factory=lambda: jnp.float32(jnp.nan))
 
     def step(self, key, state, action):
         state, ts = self.env.step(key, state, action)
-        return state, TimeStep(ts.obs, ts.reward * jnp.float32(jnp.nan), ts.terminated, ts.truncated, ts.info)
+        return state, TimeStep(ts.obs, ts.reward * self.factor, ts.terminated, ts.truncated, ts.info)
 
 
 @pytest.mark.slow
@@ -231,19 +271,19 @@ def test_nan_guard_stops_at_the_first_nonfinite_iteration(name, getkey):
         assert "metric loss (NaN)" in err.quantities and "actor.torso.net.layers[0].weight" in err.quantities
     assert err.checkpoint is None  # nothing finite to fall back on in the first chunk
 
-
-@pytest.mark.slow
-def test_nan_guard_is_silent_on_a_healthy_run(getkey):
-    agent = tiny("sac")  # max_grad_norm=inf lives in the optimizer state: not a fault
-    state, metrics = eqxrl.train(agent, getkey(), 20 * agent.steps_per_iteration, progress=False, nan_guard=True)
-    assert "nonfinite" not in metrics and metrics["episode_return"].shape == (20,)
+    # The guard is silent on a healthy run (the same program: the factor is traced). For SAC, say,
+    # max_grad_norm=inf lives in the optimizer state: not a fault.
+    healthy = tiny(name, env=NaNReward(env, jnp.float32(1.0)))
+    state, metrics = eqxrl.train(healthy, getkey(), 40 * agent.steps_per_iteration, progress=False, nan_guard=True)
+    assert "nonfinite" not in metrics and metrics["episode_return"].shape == (40,)
 
 
 @pytest.mark.slow
 def test_cli_nan_guard_exits_1_with_the_iteration(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli_train_module, "make", lambda name: NaNReward(eqxrl.envs.make(name)))
     code = cli.main(["train", "ppo", "--run-dir", str(tmp_path / "r"), "--quiet", "--nan-guard", "--total-steps", "1024",
-                     "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2", "--hidden-sizes", "8"])  # fmt: skip
+                     "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2", "--hidden-sizes", "8",
+                     "--checkpoint-every", "128"])  # fmt: skip  (the programs of the test below)
     assert code == 1
     err = capsys.readouterr().err
     assert "non-finite values after iteration 1 of 8" in err and "metric" in err
@@ -284,30 +324,7 @@ def test_cli_nan_guard_on_resume_exits_1_too(tmp_path, monkeypatch, capsys):
     assert "non-finite values after iteration" in err and "usage:" not in err
 
 
-# ----------------------------------------------------------------------- reproducibility
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
-def test_same_key_same_result(name):
-    agent = tiny(name)
-    budget = 6 * agent.steps_per_iteration
-    a = eqxrl.train(agent, jax.random.key(5), budget, progress=False)
-    b = eqxrl.train(agent, jax.random.key(5), budget, progress=False)
-    _assert_same(a[0], b[0])
-    _assert_same_metrics(a[1], b[1])
-    c = eqxrl.train(agent, jax.random.key(6), budget, progress=False)
-    assert any(not np.array_equal(x, y) for x, y in zip(_leaves(a[0]), _leaves(c[0])))
-
-
-@pytest.mark.slow
-def test_chunking_does_not_change_results():
-    agent = tiny("ppo")
-    budget = 6 * agent.steps_per_iteration
-    a = eqxrl.train(agent, jax.random.key(5), budget, progress=False)  # one chunk
-    b = eqxrl.train(agent, jax.random.key(5), budget, progress=False, chunk_iterations=4)  # 4 + 2 (skipped) iterations
-    _assert_same(a[0], b[0])
-    _assert_same_metrics(a[1], b[1])
-
-
+# ----------------------------------------------------------------------- the command line
 def _main(argv):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -414,20 +431,6 @@ def test_load_a_policy_and_act_in_three_lines(tmp_path):
     assert second(jnp.zeros((3, 4), jnp.float32), jax.random.key(0)).shape == (3,)
     with pytest.raises(ValueError, match=r"load_policy\(member\) must be in \[-2, 2\) for this run of 2 seed\(s\), got 2"):
         rundir.load_policy(tmp_path / "r", member=2)
-
-
-@pytest.mark.slow
-def test_rollout_one_member_or_all(getkey):
-    agent = tiny("ppo")
-    state, _ = eqxrl.train(agent, jax.random.split(getkey(), 3), 4 * agent.steps_per_iteration, progress=False)
-    every = eqxrl.rollout(agent, state, getkey(), 20, num_envs=2)
-    assert every["obs"].shape == (3, 20, 2, 4) and every["action"].shape == (3, 20, 2)
-    one = eqxrl.rollout(agent, state, getkey(), 20, member=1)
-    assert one["reward"].shape == (20, 1) and set(one) == {"obs", "action", "reward", "terminated", "truncated"}
-    with pytest.raises(ValueError, match=r"rollout\(member\) must be in \[-3, 3\) for a batch of 3, got 3"):
-        eqxrl.rollout(agent, state, getkey(), 5, member=3)
-    with pytest.raises(ValueError, match=r"rollout\(num_steps\) must be a positive int, got 0"):
-        eqxrl.rollout(agent, state, getkey(), 0)
 
 
 # ----------------------------------------------------------------------- config validation, every agent

@@ -13,6 +13,10 @@ from eqxrl.agents import PPO
 
 SMALL = dict(num_envs=4, rollout_length=8, num_epochs=2, num_minibatches=2, hidden_sizes=(8,))
 PER_ITER = 32
+# Runs of 3 iterations or chunks of 3 throughout (a run of 3 iterations is one chunk of 3): one
+# compiled program per layout (one run, 4 seeds, a stack of 3), shared by the tests here and by
+# tests/test_pure.py's (same agent, same chunks), through the run's compilation cache.
+CHUNK = 3
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +31,8 @@ def agent(env):
 
 @pytest.mark.slow
 def test_single_run_layout(agent, getkey):
-    state, metrics, info = eqxrl.train(agent, getkey(), 5 * PER_ITER + 7, progress=False, return_info=True)
+    state, metrics, info = eqxrl.train(agent, getkey(), 5 * PER_ITER + 7, progress=False, return_info=True,
+                                       chunk_iterations=CHUNK)  # fmt: skip
     assert all(v.shape == (5,) for v in metrics.values())
     np.testing.assert_array_equal(metrics["env_steps"], PER_ITER * np.arange(1, 6))
     assert int(state.env_steps) == 5 * PER_ITER and int(state.iteration) == 5
@@ -39,22 +44,22 @@ def test_single_run_layout(agent, getkey):
 @pytest.mark.slow
 def test_last_chunk_skips_iterations_past_the_budget(agent, getkey):
     # 7 iterations in chunks of 3: the third chunk runs 1 iteration and skips 2.
-    state, metrics = eqxrl.train(agent, getkey(), 7 * PER_ITER, progress=False, chunk_iterations=3)
+    state, metrics = eqxrl.train(agent, getkey(), 7 * PER_ITER, progress=False, chunk_iterations=CHUNK)
     assert metrics["loss"].shape == (7,)
     assert int(state.iteration) == 7 and int(state.env_steps) == 7 * PER_ITER
 
 
 @pytest.mark.slow
 def test_seed_batch_matches_single_runs(agent):
-    keys = jax.random.split(jax.random.key(0), 3)
-    states, metrics = eqxrl.train(agent, keys, 2 * PER_ITER, progress=False)
-    assert metrics["loss"].shape == (3, 2)
-    assert jax.tree.leaves(states)[0].shape[0] == 3
-    for i in range(3):
-        _, single = eqxrl.train(agent, keys[i], 2 * PER_ITER, progress=False)
+    keys = jax.random.split(jax.random.key(0), 4)
+    states, metrics = eqxrl.train(agent, keys, 3 * PER_ITER, progress=False)
+    assert metrics["loss"].shape == (4, 3)
+    assert jax.tree.leaves(states)[0].shape[0] == 4
+    for i in range(4):
+        _, single = eqxrl.train(agent, keys[i], 3 * PER_ITER, progress=False)
         np.testing.assert_allclose(metrics["loss"][i], single["loss"], rtol=1e-4, atol=1e-6)
     returns = eqxrl.evaluate(agent, states, jax.random.key(1), num_episodes=5)
-    assert returns.shape == (3, 5)
+    assert returns.shape == (4, 5)
 
 
 @pytest.mark.slow
@@ -72,25 +77,21 @@ def test_sweep_matches_individual_agents(env):
     assert eqxrl.evaluate(stacked, states, jax.random.key(1), num_episodes=2).shape == (3, 2)
     member = stacked.member(1)
     assert float(member.learning_rate) == pytest.approx(1e-3) and float(member.clip_eps) == pytest.approx(0.2)
-
-
-@pytest.mark.slow
-def test_sweep_with_one_key_splits_it(env, getkey):
-    stacked = eqxrl.stack([PPO(env, **SMALL, ent_coef=e) for e in (0.0, 0.1)])
-    _, metrics = eqxrl.train(stacked, getkey(), PER_ITER, progress=False)
-    assert metrics["loss"].shape == (2, 1)
+    # One key for a stack is split into one per member (the same program as above).
+    _, metrics = eqxrl.train(stacked, jax.random.key(0), 3 * PER_ITER, progress=False)
+    assert metrics["loss"].shape == (3, 3)
 
 
 @pytest.mark.slow
 def test_legacy_uint32_keys_are_accepted(agent):
-    _, m_new = eqxrl.train(agent, jax.random.key(5), PER_ITER, progress=False)
-    _, m_old = eqxrl.train(agent, jax.random.PRNGKey(5), PER_ITER, progress=False)
+    _, m_new = eqxrl.train(agent, jax.random.key(5), 3 * PER_ITER, progress=False)
+    _, m_old = eqxrl.train(agent, jax.random.PRNGKey(5), 3 * PER_ITER, progress=False)
     np.testing.assert_array_equal(m_new["loss"], m_old["loss"])
 
 
 @pytest.mark.slow
 def test_progress_bar_shows_steps_and_return(agent, getkey, capsys):
-    eqxrl.train(agent, getkey(), 4 * PER_ITER, progress=True, desc="probe-run")
+    eqxrl.train(agent, getkey(), 4 * PER_ITER, progress=True, desc="probe-run", chunk_iterations=CHUNK)
     err = capsys.readouterr().err
     assert "probe-run" in err and "sps=" in err and "ret=" in err
 
