@@ -180,6 +180,7 @@ def test_learning_rate_fields_take_schedules_and_optax_schedules():
         PPO("CartPole-v1", learning_rate=-0.1)
 
 
+@pytest.mark.slow  # compiles training programs: over 10 CPU-s, already at the smallest sizes
 def test_optimizer_slots_take_optax_and_eqxrl_optimizers():
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
     agent = SAC("Pendulum-v1", critic_optimizer=tx, actor_optimizer=Optimizer(1e-3, 5.0), alpha_optimizer=optax.sgd(1e-2), **TINY_OFF)
@@ -218,6 +219,7 @@ class CountingBuffer(ReplayBuffer):
         return eqx.tree_at(lambda s: s.data, out, out.data["item"])
 
 
+@pytest.mark.slow  # compiles training programs: over 10 CPU-s, already at the smallest sizes
 def test_off_policy_agents_use_a_given_buffer():
     agent = DQN("CartPole-v1", buffer=CountingBuffer(64), num_envs=2, **{k: v for k, v in TINY_OFF.items() if k != "buffer_size"})
     assert agent.replay_buffer is agent.buffer
@@ -327,6 +329,7 @@ def test_hyperparameters_by_dotted_path():
         set_paths(agent, {"buffer.alpha": -1.0})
 
 
+@pytest.mark.slow  # compiles training programs: over 10 CPU-s, already at the smallest sizes
 def test_agents_built_alike_stack_and_sweep_over_paths():
     make = lambda lr: PPO("CartPole-v1", actor_torso=MLPTorso((8,)), learning_rate=CosineSchedule(lr), policy_loss_terms=L2Penalty(1e-4), **TINY_PPO)  # noqa: E731
     stacked = eqxrl.stack([make(1e-3), make(3e-4)])
@@ -344,6 +347,7 @@ def test_agents_built_alike_stack_and_sweep_over_paths():
         eqxrl.sweep(make(1e-3), {"gamma": [0.9], "clip_eps": [0.1, 0.2]}, grid=False)
 
 
+@pytest.mark.slow  # compiles training programs: over 10 CPU-s, already at the smallest sizes
 def test_pbt_over_a_nested_path():
     agent = PPO("CartPole-v1", learning_rate=CosineSchedule(1e-3), **TINY_PPO)
     pbt = eqxrl.pbt.PBT(agent, {"learning_rate.init_value": eqxrl.pbt.LogUniform(1e-4, 1e-2)}, population_size=2, ready=16, eval_episodes=1, max_eval_steps=20)

@@ -32,6 +32,8 @@ train_module = importlib.import_module("eqxrl.loop._train")  # where `train` loo
 
 f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
 
+# The loop-mechanics tests (seeds, sweeps, compile-once) check shapes and traces, not values:
+# one hidden layer of 8 (a (32, 32) network's programs cost about a third more to compile).
 LOOP = dict(
     num_envs=8,
     rollout_length=2,
@@ -39,13 +41,14 @@ LOOP = dict(
     batch_size=32,
     buffer_size=1024,
     learning_starts=64,
-    hidden_sizes=(32, 32),
+    hidden_sizes=(8,),
     num_action_samples=8,
 )
 # Probes are short (1,600 updates): targets follow by polyak averaging, and the
 # mean's KL bound is loose enough for the policy to move within that budget.
 PROBE = dict(
     LOOP,
+    hidden_sizes=(32, 32),
     target_update_period=1,
     tau=0.05,
     kl_mean=0.05,
@@ -213,6 +216,7 @@ def test_kl_constraints_hold_after_m_step_updates():
     q = -10.0 * jnp.square(jnp.clip(actions, -1.0, 1.0)[..., 0] - 0.9)
     eps_mean, eps_std = 2.5e-3, 1e-4
 
+    @jax.jit  # the bounds are arrays: both runs are one program
     def fit(bound_mean, bound_std):
         duals = MPODuals(softplus_inverse(f32(1.0)), softplus_inverse(f32([1.0, 1.0])))
         policy_opt, dual_opt = Optimizer(1e-3), Optimizer(0.1)
@@ -234,12 +238,12 @@ def test_kl_constraints_hold_after_m_step_updates():
 
         init = (learner.policy, duals, policy_opt.init(learner.policy), dual_opt.init(duals))
         _, kls = jax.lax.scan(step, init, length=1000)
-        return np.asarray(kls)
+        return kls
 
-    constrained = fit(eps_mean, eps_std)
+    constrained = np.asarray(fit(f32(eps_mean), f32(eps_std)))
     assert constrained[-200:, 0].max() <= 1.25 * eps_mean, constrained[-200:, 0].max()
     assert constrained[-200:, 1].max() <= 1.25 * eps_std, constrained[-200:, 1].max()
-    free = fit(1e6, 1e6)
+    free = np.asarray(fit(f32(1e6), f32(1e6)))
     assert free[-1, 0] > 10 * eps_mean, free[-1]
     assert free[-1, 1] > 10 * eps_std, free[-1]
 
@@ -267,11 +271,12 @@ def test_categorical_loss_moves_toward_the_e_step():
 @settings(deadline=None, max_examples=6)
 @given(n=st.integers(1, 6), b=st.integers(1, 5), d=st.integers(1, 3), seed=st.integers(0, 2**16))
 def test_gaussian_loss_shapes(n, b, d, seed):
-    k = jax.random.split(jax.random.key(seed), 4)
-    loc = jax.random.normal(k[0], (b, d))
-    scale = jnp.exp(jax.random.normal(k[1], (b, d)))
-    actions = jax.random.normal(k[2], (n, b, d))
-    q = jax.random.normal(k[3], (n, b))
+    rng = np.random.default_rng(seed)  # (jax.random compiles its sampler again for every new shape)
+    normal = lambda *shape: jnp.asarray(rng.standard_normal(shape), jnp.float32)  # noqa: E731
+    loc = normal(b, d)
+    scale = jnp.exp(normal(b, d))
+    actions = normal(n, b, d)
+    q = normal(n, b)
     weights, loss, kl = jax.jit(mpo_e_step)(q, _uniform_log_prior(n, b), f32(1.0), f32(0.1))
     assert weights.shape == (n, b) and loss.shape == () and kl.shape == (b,)
     np.testing.assert_allclose(jnp.sum(weights, axis=0), np.ones(b), rtol=1e-5)
@@ -286,8 +291,8 @@ def test_gaussian_loss_shapes(n, b, d, seed):
 @settings(deadline=None, max_examples=6)
 @given(b=st.integers(1, 5), a=st.integers(1, 6), seed=st.integers(0, 2**16))
 def test_categorical_loss_shapes(b, a, seed):
-    k = jax.random.split(jax.random.key(seed), 3)
-    online, target, q = (jax.random.normal(kk, (b, a)) for kk in k)
+    rng = np.random.default_rng(seed)  # (jax.random compiles its sampler again for every new shape)
+    online, target, q = (jnp.asarray(rng.standard_normal((b, a)), jnp.float32) for _ in range(3))
     loss, stats = jax.jit(mpo_categorical_loss)(online, target, q, *(f32(v) for v in (1.0, 1.0, 0.1, 0.01)))
     assert loss.shape == () and jnp.isfinite(loss)
     assert all(v.shape == () for v in stats.values())
@@ -392,14 +397,8 @@ def test_kl_bounds_hold_with_mstep_iterations():
     with the bounds lifted (1e6), the same run ends more than 10x above them (19x, 177x)."""
     eps_mean, eps_std = 2.5e-3, 1e-4
 
-    def run(bound_mean, bound_std):
-        agent = MPO(
-            "Pendulum-v1", hidden_sizes=(16,), num_action_samples=8, mstep_iterations=5,
-            target_update_period=10**6, kl_mean=bound_mean, kl_std=bound_std, dual_learning_rate=0.05,
-            policy_learning_rate=1e-3,
-        )
-        learner = agent.init_learner(jax.random.key(0))
-
+    @eqx.filter_jit  # the bounds are the agent's array fields: both runs are one program
+    def updates(agent, learner):
         def step(learner, i):
             batch = _batch(agent, 32, jax.random.fold_in(jax.random.key(1), i))
             learner, _, _ = agent.update(learner, batch, jax.random.fold_in(jax.random.key(2), i), i, f32(0.0))
@@ -410,8 +409,15 @@ def test_kl_bounds_hold_with_mstep_iterations():
             kl_std = normal_kl(target.loc, target.scale, target.loc, online.scale)
             return learner, jnp.stack([jnp.mean(kl_mean), jnp.mean(kl_std)])
 
-        _, kls = eqx.filter_jit(lambda l: jax.lax.scan(step, l, jnp.arange(200, dtype=jnp.int32)))(learner)
-        return np.asarray(kls)
+        return jax.lax.scan(step, learner, jnp.arange(200, dtype=jnp.int32))[1]
+
+    def run(bound_mean, bound_std):
+        agent = MPO(
+            "Pendulum-v1", hidden_sizes=(16,), num_action_samples=8, mstep_iterations=5,
+            target_update_period=10**6, kl_mean=bound_mean, kl_std=bound_std, dual_learning_rate=0.05,
+            policy_learning_rate=1e-3,
+        )
+        return np.asarray(updates(agent, agent.init_learner(jax.random.key(0))))
 
     constrained = run(eps_mean, eps_std).astype(np.float64)
     assert constrained[-100:, 0].mean() <= 1.25 * eps_mean, constrained[-100:, 0].mean()

@@ -30,6 +30,9 @@ LOOP = dict(
     hidden_sizes=(16,),
 )
 CONTINUOUS = dict(LOOP, hidden_sizes=(32, 32), tau=0.05, actor_learning_rate=3e-3, critic_learning_rate=3e-3)
+# The loop-mechanics tests (sweeps, seeds, compile-once) check shapes and traces, not values: one
+# hidden layer of 8 (the probes' (32, 32) networks cost about a third more to compile).
+MECHANICS = dict(CONTINUOUS, hidden_sizes=(8,))
 DISCRETE = dict(LOOP, learning_rate=3e-3, tau=0.1, target_update_period=1, exploration_fraction=0.3)
 PROBE_STEPS = 16 * 400
 CONTINUOUS_AGENTS = [DDPG, TD3, SAC]
@@ -214,7 +217,7 @@ def test_n_step_prefill_counts_env_steps(getkey):
 
 @pytest.mark.slow
 def test_seeds_and_sweeps_work_for_off_policy_agents(getkey):
-    agents = [SAC(ConstantReward(discrete_actions=False), **{**CONTINUOUS, "critic_learning_rate": lr}) for lr in (1e-3, 3e-3)]
+    agents = [SAC(ConstantReward(discrete_actions=False), **{**MECHANICS, "critic_learning_rate": lr}) for lr in (1e-3, 3e-3)]
     stacked = eqxrl.stack(agents)
     states, metrics = eqxrl.train(stacked, getkey(), 16 * 6, progress=False)
     assert metrics["critic_loss"].shape == (2, 6)
@@ -235,7 +238,7 @@ def test_off_policy_chunk_compiles_once(cls, getkey, monkeypatch):
         env, base = ConstantReward(), DISCRETE
         changes = [dict(learning_rate=1e-3, gamma=0.9, eps_end=0.1), dict(learning_rate=3e-3, gamma=0.5, tau=0.5)]
     else:
-        env, base = ConstantReward(discrete_actions=False), CONTINUOUS
+        env, base = ConstantReward(discrete_actions=False), MECHANICS
         changes = [dict(exploration_noise=0.2, target_noise=0.1), dict(critic_learning_rate=1e-4, gamma=0.8)]
     for change in changes:
         eqxrl.train(cls(env, **{**base, **change}), getkey(), 16 * 6, progress=False, chunk_iterations=3)

@@ -54,7 +54,8 @@ def test_recurrent_torso_shapes(spec):
 @eqx.filter_jit
 def _scan_and_restart(enc, xs, start, resets, t):
     """The features of `xs` from `start` with `resets`, and those of a fresh sequence (zero state,
-    no reset flag at its start) begun at step `t` (rolled to the front, so the shapes stay fixed)."""
+    no reset flag at its start) begun at step `t` (rolled to the front, so the shapes stay fixed;
+    `t` is an array, so every start step runs the same compiled program)."""
     features, _ = enc.scan(xs, start, resets)
     shifted = jnp.roll(resets, -t, axis=0).at[0].set(False)
     fresh, _ = enc.scan(jnp.roll(xs, -t, axis=0), enc.initial_state(resets.shape[1:]), shifted)
@@ -77,7 +78,7 @@ def test_the_output_after_a_reset_equals_a_fresh_sequence_started_there(resets, 
     # A non-zero starting state, so a missed reset shows.
     start = jax.tree.map(lambda h: h + 0.5, enc.initial_state((3,)))
     for t in sorted({int(t) for t in np.flatnonzero(resets.any(axis=1))} | {0}):
-        features, fresh = _scan_and_restart(enc, xs, start, jnp.asarray(resets), t)
+        features, fresh = _scan_and_restart(enc, xs, start, jnp.asarray(resets), jnp.asarray(t, jnp.int32))
         for b in range(resets.shape[1]):
             if resets[t, b]:  # reset at t: from there on, as if the sequence began at t
                 np.testing.assert_allclose(np.asarray(features[t:, b]), np.asarray(fresh[: T - t, b]), rtol=1e-5, atol=1e-6)
