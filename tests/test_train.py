@@ -147,3 +147,17 @@ def test_evaluate_errors(agent, getkey):
     other = PPO(eqxrl.envs.make("CartPole-v1"), **SMALL)
     with pytest.raises(ValueError, match=r"evaluate\(state\)"):
         eqxrl.evaluate(other, state, getkey())
+
+
+def test_runs_without_evaluation_share_one_program_whatever_eval_episodes():
+    # eval_episodes is static in the compiled chunk; with no eval_every it is not used, so
+    # train() (10) and train_run / the command line (their own) compile the same program.
+    from eqxrl.loop._pure import TrainFunction
+
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=8, num_minibatches=1, hidden_sizes=(8,))
+    key = jax.random.key(0)
+    configs = [TrainFunction(agent, 4, 0, episodes).chunk_config(key, 0, 4) for episodes in (1, 10, 32)]
+    assert len({jax.tree.structure(c) for c in configs}) == 1
+    # With evaluation the number of episodes still makes its own program.
+    with_eval = [TrainFunction(agent, 4, 2, episodes).chunk_config(key, 0, 4) for episodes in (1, 10)]
+    assert jax.tree.structure(with_eval[0]) != jax.tree.structure(with_eval[1])

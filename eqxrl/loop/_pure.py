@@ -45,13 +45,17 @@ class TrainFunction(eqx.Module):
         budget are skipped; `guard`: the non-finite guard of `train(nan_guard=True)`;
         `sharding`: the member axis's, see `eqxrl.loop.member_sharding`)."""
         batch, keys = batch_and_keys(self.agent, key)
-        max_steps = default_eval_steps(batch.agent)
+        episodes, max_steps = self.eval_episodes, default_eval_steps(batch.agent)
+        if not self.eval_every:
+            # No evaluation runs: its (static) settings stay at Chunk's defaults, so runs that
+            # differ only in an unused `eval_episodes` share one compiled program.
+            episodes, max_steps = Chunk.eval_episodes, Chunk.eval_max_steps
         # A concrete start as a NumPy scalar: `jnp.asarray` would dispatch a conversion
         # per chunk (measurable with 1-iteration chunks).
         index = lambda x: np.asarray(x, np.int32) if isinstance(x, (int, np.integer)) else jnp.asarray(x, jnp.int32)  # noqa: E731
         return Chunk(
             batch, index(start), index(self.num_iterations), length, guard,
-            self.eval_every, self.eval_episodes, max_steps, keys if self.eval_every else None, sharding,
+            self.eval_every, episodes, max_steps, keys if self.eval_every else None, sharding,
         )  # fmt: skip
 
     def run(self, state: PyTree, key: Array, start: Any, length: int) -> tuple[PyTree, dict[str, Array]]:
