@@ -18,8 +18,9 @@ TINY = [
 
 
 def _train(run_dir: pathlib.Path, cache: pathlib.Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    # (Not at XLA's optimisation level 0 (_shared_a): small programs then compile in about the 0.2 s
-    # above which the CLI writes them, so a second run under load wrote new entries.)
+    # (The subprocess compiles unoptimised, as every test process does (conftest.py): small helper
+    # programs then take about the 0.2 s above which the CLI writes them, so which of them are
+    # written can change from run to run under load; the test checks the first run's entries.)
     env = dict(os.environ, **{COMPILE_CACHE_ENV: str(cache)}, **(env or {}))
     out = subprocess.run(
         [sys.executable, "-m", "eqxrl", "train", "ppo", "--run-dir", str(run_dir), *TINY, *extra],
