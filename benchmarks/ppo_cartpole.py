@@ -39,9 +39,10 @@ bootstraps through time-limit truncation (rejax treats it as termination),
 initialises with orthogonal weights (rejax: LeCun normal), uses Adam eps 1e-5
 (rejax: optax's default 1e-8) and trains actor and critic with one optimizer
 (rejax: two; Adam and per-element clipping act elementwise, so this changes
-nothing numerically). eqxrl runs its training as ~50 compiled chunks with a
-host round trip in between (for its progress bar and metrics); rejax runs one
-program.
+nothing numerically). eqxrl's `train` compiles an `init` program and the
+training chunk (concurrently) and, timed here without a progress bar, runs the
+whole training as one chunk (with a bar: ~50 chunks and a host round trip
+between them); rejax compiles and runs one program.
 
 The rejax side is ``peers/rejax_adapter.py``.
 """
@@ -184,7 +185,7 @@ def main(argv=None) -> None:
     p.add_argument("--return-steps", type=int, default=None, help="env steps per seed there (default: --steps)")
     p.add_argument(
         "--eqxrl-chunk-iterations", type=int, default=None,
-        help="passed to eqxrl.train(chunk_iterations=...); default: eqxrl's own (about 50 chunks per run)",
+        help="passed to eqxrl.train(chunk_iterations=...); default: eqxrl's own (one chunk without a progress bar)",
     )  # fmt: skip
     p.add_argument("--no-returns", action="store_true", help="skip the final-return comparison")
     p.add_argument("--num-envs", type=int, default=4, help="envs per seed on both sides (PureJaxRL's config: 4)")
@@ -256,11 +257,11 @@ def render(report, a, settings, results, returns, net) -> str:
     lines += [
         "",
         "- **compile, wall**: trace + lower + XLA compile of the training program. eqxrl: "
-        "`TrainInfo.compile_seconds`, the AOT compile of one chunk (its `init` is a separate jitted "
-        "program, compiled before and not counted there); rejax: `jax.jit(train).lower(key).compile()`, "
+        "`TrainInfo.compile_seconds`, the AOT compile of the chunk and of its `init` program "
+        "(compiled concurrently); rejax: `jax.jit(train).lower(key).compile()`, "
         "a program that includes `init_state`.",
         "- **env steps/s after compile, wall**: env steps / execution time. eqxrl: "
-        f"`TrainInfo.steps_per_second`, all chunks (chunk_iterations={a.eqxrl_chunk_iterations or 'default, ~50 chunks'}) "
+        f"`TrainInfo.steps_per_second`, all chunks (chunk_iterations={a.eqxrl_chunk_iterations or 'default: one chunk without a progress bar'}) "
         "including the host round trips between them; "
         "rejax: one call of the compiled program, until the result is ready.",
         "- **process CPU**: CPU seconds of this process (all threads) over the same phases "
