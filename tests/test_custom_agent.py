@@ -219,3 +219,36 @@ def test_the_metrics_contract_is_checked_when_an_iteration_is_traced(agent):
             run(NoReturn(eqxrl.envs.make(ENV)))
     with pytest.raises(ValueError, match=r"Vector.train_iteration: metric 'loss' must be a scalar per run, got shape \(3,\)"):
         eqxrl.train(Vector(eqxrl.envs.make(ENV)), jax.random.key(0), 64, progress=False)
+
+
+class CountedInit(Reinforce):
+    """Reinforce whose init counts its Python runs (traces) and calls the parent's init."""
+
+    runs: list = eqx.field(static=True, default_factory=list)
+
+    def init(self, key):
+        self.runs.append(key)
+        return super().init(key)
+
+
+def _array_leaves(state):
+    data = lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x  # noqa: E731
+    return [np.asarray(x) for x in jax.tree.leaves(jax.tree.map(data, eqx.filter(state, eqx.is_array)))]
+
+
+def test_a_custom_agents_init_is_one_compiled_program_with_the_same_weights():
+    agent = CountedInit(eqxrl.envs.make(ENV))
+    first = agent.init(jax.random.key(0))
+    # Traced twice (batched_orthogonal's two runs), then reused: no trace for a new key.
+    assert len(agent.runs) == 2
+    second = agent.init(jax.random.key(1))
+    assert len(agent.runs) == 2
+    assert not all(np.array_equal(a, b) for a, b in zip(_array_leaves(first), _array_leaves(second), strict=True))
+    # The weights are the bits that drawing each layer on its own gives (the unwrapped init, jitted).
+    unwrapped = jax.jit(lambda k: type(agent).init.__wrapped__(agent, k))(jax.random.key(0))
+    for a, b in zip(_array_leaves(first), _array_leaves(unwrapped), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # And so is train's initial state (init traced inside train's own init program).
+    initial = eqxrl.loop.run_init(*eqxrl.loop.batch_and_keys(agent, jax.random.key(0)))
+    for a, b in zip(_array_leaves(first), _array_leaves(initial), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -26,7 +26,8 @@ from eqxrl.components import (
     TanhNormal,
     ValueHead,
 )
-from eqxrl.components.networks import ACTIVATIONS, get_activation
+from eqxrl.components.networks import ACTIVATIONS, batched_orthogonal, get_activation, orthogonal
+from eqxrl.components.networks import _init as init_module
 
 HIDDEN = (8,)
 # Few distinct shapes: every new shape is a new compilation.
@@ -64,6 +65,78 @@ def test_linear_is_affine_and_orthogonal(getkey):
     np.testing.assert_allclose(layer.weight @ layer.weight.T, 4.0 * np.eye(3), atol=1e-5)
     x = jax.random.normal(getkey(), (2, 4, 3))
     np.testing.assert_allclose(layer(x), np.asarray(x) @ np.asarray(layer.weight), rtol=1e-5, atol=1e-6)
+
+
+def _networks(key):
+    """Layers of several shapes (tall, wide, repeated), and an ensemble built under vmap."""
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    return (
+        MLP(3, 2, (5, 4), key=k1, final_scale=0.01),
+        Linear(7, 3, key=k2, scale=0.5),
+        MLP(3, 2, (5, 4), key=k3),
+        Ensemble(lambda k: MLP(2, 6, (3,), key=k), 2, key=k4),
+    )
+
+
+def _leaves(tree):
+    return [np.asarray(x) for x in jax.tree.leaves(eqx.filter(tree, eqx.is_array))]
+
+
+@pytest.mark.parametrize("limit", [init_module._ONE_CALL_LIMIT, 16])
+def test_batched_orthogonal_draws_the_same_bits_with_one_normal_draw(limit, monkeypatch):
+    # limit 16: too small for one call, so the normals are drawn per power-of-two size class
+    # (3 classes outside the ensemble, 2 inside).
+    monkeypatch.setattr(init_module, "_ONE_CALL_LIMIT", limit)
+    key = jax.random.key(5)
+    plain, batched = jax.jit(_networks)(key), jax.jit(batched_orthogonal(_networks))(key)
+    for a, b in zip(_leaves(plain), _leaves(batched), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # One normal draw per layer (each a kernel XLA compiles), against one per size class
+    # plus the ensemble's own (it batches its members' draws under its vmap).
+    assert _normal_draws(jax.make_jaxpr(_networks)(key).jaxpr) == 7 + 1
+    assert _normal_draws(jax.make_jaxpr(batched_orthogonal(_networks))(key).jaxpr) == (1 + 1 if limit > 16 else 3 + 2)
+
+
+def _normal_draws(jaxpr) -> int:
+    """erf_inv equations (one per normal draw) in `jaxpr` and, call by call, in its sub-jaxprs."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        count += eqn.primitive.name == "erf_inv"
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else [param]:
+                sub = getattr(sub, "jaxpr", sub)
+                if hasattr(sub, "eqns"):
+                    count += _normal_draws(sub)
+    return count
+
+
+def test_orthogonal_is_jaxs_orthogonal_initialiser(getkey):
+    key = getkey()
+    for shape in [(3, 5), (5, 3), (4, 4)]:
+        expected = jax.nn.initializers.orthogonal(0.5)(key, shape, jnp.float32)
+        np.testing.assert_array_equal(orthogonal(key, shape, 0.5), expected)
+
+
+def test_batched_orthogonal_under_vmap_and_nested():
+    keys = jax.random.split(jax.random.key(1), 3)
+    plain = jax.jit(jax.vmap(_networks))(keys)
+    nested = jax.jit(jax.vmap(batched_orthogonal(lambda k: batched_orthogonal(_networks)(k))))(keys)
+    for a, b in zip(_leaves(plain), _leaves(nested), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # A function without orthogonal draws runs once and is returned as it is.
+    calls = []
+    assert batched_orthogonal(lambda x: calls.append(x) or x + 1)(1) == 2 and calls == [1]
+
+
+def test_batched_orthogonal_needs_a_deterministic_function():
+    sizes = iter([3, 4, 4])
+    different = lambda k: Linear(2, next(sizes), key=k)  # noqa: E731
+    with pytest.raises(RuntimeError, match=r"batched_orthogonal: the function drew different matrices on its second run"):
+        batched_orthogonal(different)(jax.random.key(0))
+    counts = iter([2, 1])
+    more = lambda k: [Linear(2, 2, key=k) for _ in range(next(counts))]  # noqa: E731
+    with pytest.raises(RuntimeError, match=r"made 1 orthogonal draws on its second run and 2 on its first"):
+        batched_orthogonal(more)(jax.random.key(0))
 
 
 @pytest.mark.slow

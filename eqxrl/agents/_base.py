@@ -2,6 +2,7 @@
 
 import abc
 import dataclasses
+import functools
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -9,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
+from ..components.networks import batched_orthogonal
 from ..core import Key, Metrics, hyperparameter_paths, to_spec
 from ..envs import AbstractEnv, check_env
 
@@ -30,6 +32,17 @@ class Clock(eqx.Module):
         return self.iteration.astype(jnp.float32) / jnp.maximum(self.num_iterations, 1).astype(jnp.float32)
 
 
+def _compiled_init(init):
+    compiled = eqx.filter_jit(batched_orthogonal(init))
+
+    @functools.wraps(init)
+    def wrapped(self, key):
+        return compiled(self, key)
+
+    wrapped._eqxrl_compiled = True
+    return wrapped
+
+
 class AbstractAgent(eqx.Module):
     """An RL algorithm: configuration (static structure + array hyperparameters) and pure methods.
 
@@ -45,6 +58,16 @@ class AbstractAgent(eqx.Module):
     """`{slot: (field, ...)}`: fields a module-valued slot makes unused when it is given
     (`{"critic_optimizer": ("critic_learning_rate",)}`); `hyperparameters()` leaves
     them out, so PBT and sweeps never tune a number nothing reads."""
+
+    def __init_subclass__(cls, **kwargs):
+        """A subclass's `init` runs as one compiled program, its orthogonal weights drawn in one
+        batch (`batched_orthogonal`). Called eagerly, an uncompiled `init` dispatched and
+        compiled its operations one by one: TD3's took 8.5 s against ~3 s compiled. Inside a
+        trace (`eqxrl.train`, `jax.jit`, `vmap`) it is traced inline as before."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("init")
+        if callable(init) and not getattr(init, "__isabstractmethod__", False) and not hasattr(init, "_eqxrl_compiled"):
+            cls.init = _compiled_init(init)
 
     def __check_init__(self):
         # Every agent, built-in or a user's, checks its env's reset/step outputs against its

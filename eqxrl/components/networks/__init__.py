@@ -8,6 +8,8 @@ from ._heads import DiscreteQHead as DiscreteQHead
 from ._heads import GaussianHead as GaussianHead
 from ._heads import TanhGaussianHead as TanhGaussianHead
 from ._heads import ValueHead as ValueHead
+from ._init import batched_orthogonal as batched_orthogonal
+from ._init import orthogonal as orthogonal
 from ._mlp import ACTIVATIONS as ACTIVATIONS
 from ._mlp import MLP as MLP
 from ._mlp import Linear as Linear

@@ -8,6 +8,7 @@ import jax
 from jaxtyping import PyTree
 
 from ...core import Key, check_positive_int
+from ._init import batched_orthogonal
 
 M = TypeVar("M", bound=eqx.Module)
 
@@ -30,7 +31,8 @@ class Ensemble(eqx.Module, Generic[M]):
         - `key`: PRNG key; each member gets its own split.
         """
         num = check_positive_int("Ensemble", "num", num)
-        self.members = eqx.filter_vmap(make)(jax.random.split(key, num))
+        # A member's orthogonal weights in one batched draw (see `batched_orthogonal`).
+        self.members = eqx.filter_vmap(batched_orthogonal(make))(jax.random.split(key, num))
         self.num = num
 
     def __call__(self, *args: Any) -> PyTree:

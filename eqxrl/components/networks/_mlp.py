@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ...core import Key, check_positive_int, is_positive_int
+from ._init import orthogonal
 
 ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
     "tanh": jnp.tanh,
@@ -52,7 +53,7 @@ class Linear(eqx.Module):
         - `key`: PRNG key for the weights.
         - `scale`: gain of the orthogonal initialiser (biases start at zero).
         """
-        self.weight = jax.nn.initializers.orthogonal(scale)(key, (in_size, out_size), jnp.float32)
+        self.weight = orthogonal(key, (in_size, out_size), scale)
         self.bias = jnp.zeros((out_size,), jnp.float32)
 
     def __call__(self, x: Float[Array, "*batch in_size"]) -> Float[Array, "*batch out_size"]:
