@@ -97,7 +97,7 @@ class CountingReplayBuffer(ReplayBuffer):
 @pytest.mark.learning
 def test_dqn_with_a_user_buffer_learns_cartpole():
     buffer = CountingReplayBuffer(50_000)
-    agent = DQN("CartPole-v1", buffer=buffer, double=False)  # plain DQN: the double variant learns in test_off_policy
+    agent = DQN("CartPole-v1", buffer=buffer)  # double DQN (the default): the suite's DQN learning test
     assert agent.replay_buffer is buffer
     state, _ = eqxrl.train(agent, jax.random.key(0), 100_000, progress=False)
     assert isinstance(state.buffer, CountingState)

@@ -523,26 +523,13 @@ def test_bad_pbt_agent_and_budget(getkey):
 # ----------------------------------------------------------------------- learning
 @pytest.mark.slow
 @pytest.mark.learning
-def test_pbt_ppo_solves_cartpole():
-    agent = PPO("CartPole-v1")
-    pbt = PBT(agent, {"learning_rate": LogUniform(1e-4, 3e-3), "ent_coef": Uniform(0.0, 0.02)},
-              population_size=4, ready=50_000, exploit=Truncation(1, 1), eval_episodes=8)  # fmt: skip
-    population, history = pbt.run(jax.random.key(0), 300_000, progress=False)
-    best, fitness = history.best()
-    assert fitness >= 475, history.fitness
-    member_agent, member_state = population.member(best)
-    returns = eqxrl.evaluate(member_agent, member_state, jax.random.key(1), num_episodes=16)
-    assert float(jnp.mean(returns)) >= 475
-
-
-@pytest.mark.slow
-@pytest.mark.learning
 def test_pbt_td3_beats_the_median_of_fixed_hyperparameters():
     # A learning-rate range with bad values at both ends: 1e-5 barely learns, 1e-1 diverges.
     # Four generations of 2,000 steps per member, small networks and batches: with keys 0, 1, 2 (fixed
     # runs key + 1) PBT's best member scored -155, -153, -156 against fixed-run medians of -1097, -1146,
-    # -1389 (margins of 890 to 1180 over the bound's 50). About 15 CPU-s of training and 55 of compiling
-    # (it was 12,000 steps, 64x64 networks, batches of 256: 150 CPU-s for the test).
+    # -1389 (margins of 890 to 1180 over the bound's 50) when this test was written; key 0 gives -473
+    # today. About 15 CPU-s of training and 55 of compiling (it was 12,000 steps, 64x64 networks,
+    # batches of 256: 150 CPU-s for the test). On-policy PBT learns in docs/tutorial.md (its A2C).
     agent = TD3("Pendulum-v1", hidden_sizes=(32, 32), batch_size=128, learning_starts=1_000, num_envs=2, rollout_length=1)
     space = {"actor_learning_rate": LogUniform(1e-5, 1e-1), "critic_learning_rate": LogUniform(1e-5, 1e-1)}
     pbt = PBT(agent, space, population_size=4, ready=2_000, exploit=Truncation(1, 1), eval_episodes=4)
@@ -557,3 +544,6 @@ def test_pbt_td3_beats_the_median_of_fixed_hyperparameters():
     member_agent, member_state = population.member(best)
     pbt_return = float(jnp.mean(eqxrl.evaluate(member_agent, member_state, jax.random.key(2), num_episodes=8)))
     assert pbt_return > np.median(fixed) + 50, (pbt_return, fixed, history.fitness)
+    # And TD3 learns (the suite's TD3 learning test; the bound of test_off_policy's DDPG test):
+    # an untrained policy scores about -1200, PBT's best member -473 (key 0, eqxrl today).
+    assert pbt_return > -600, (pbt_return, history.fitness)
