@@ -2,6 +2,7 @@
 
 import functools
 import math
+import re
 
 import equinox as eqx
 import hypothesis.strategies as st
@@ -93,21 +94,23 @@ def test_batched_orthogonal_draws_the_same_bits_with_one_normal_draw(limit, monk
         np.testing.assert_array_equal(a, b)
     # One normal draw per layer (each a kernel XLA compiles), against one per size class
     # plus the ensemble's own (it batches its members' draws under its vmap).
-    assert _normal_draws(jax.make_jaxpr(_networks)(key).jaxpr) == 7 + 1
-    assert _normal_draws(jax.make_jaxpr(batched_orthogonal(_networks))(key).jaxpr) == (1 + 1 if limit > 16 else 3 + 2)
+    assert _normal_draws(_networks, key) == 7 + 1
+    assert _normal_draws(batched_orthogonal(_networks), key) == (1 + 1 if limit > 16 else 3 + 2)
 
 
-def _normal_draws(jaxpr) -> int:
-    """erf_inv equations (one per normal draw) in `jaxpr` and, call by call, in its sub-jaxprs."""
-    count = 0
-    for eqn in jaxpr.eqns:
-        count += eqn.primitive.name == "erf_inv"
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (tuple, list)) else [param]:
-                sub = getattr(sub, "jaxpr", sub)
-                if hasattr(sub, "eqns"):
-                    count += _normal_draws(sub)
-    return count
+def _normal_draws(fn, key) -> int:
+    """Calls of `jax.random.normal` in the program XLA gets for `jax.jit(fn)(key)`, each a
+    random-number kernel once XLA inlines the module's functions: counted call by call from
+    `main` through the functions that call it (the first run's unused draws are not there)."""
+    text = jax.jit(fn).lower(key).as_text()
+    bodies = dict(re.findall(r"func\.func (?:public |private )?@(\w+)\((.*?)(?=\n  func\.func|\Z)", text, re.DOTALL))
+
+    @functools.cache
+    def count(name: str) -> int:
+        calls = re.findall(r"call @(\w+)\(", bodies[name])
+        return sum(1 if re.fullmatch(r"_normal(_\d+)?", callee) else count(callee) for callee in calls if callee in bodies)
+
+    return count("main")
 
 
 def test_orthogonal_is_jaxs_orthogonal_initialiser(getkey):
@@ -126,6 +129,19 @@ def test_batched_orthogonal_under_vmap_and_nested():
     # A function without orthogonal draws runs once and is returned as it is.
     calls = []
     assert batched_orthogonal(lambda x: calls.append(x) or x + 1)(1) == 2 and calls == [1]
+
+
+def test_a_nested_jit_traced_inside_batched_orthogonal_keeps_real_weights():
+    # JAX caches the inner program's trace, made during the outer function's first run: it must
+    # hold the real draws (not that run's placeholders) when it is reused, there or later.
+    inner = jax.jit(lambda k: MLP(3, 2, (5,), key=k))
+    outer = batched_orthogonal(lambda k: (Linear(2, 3, key=k), inner(jax.random.fold_in(k, 1))))
+    key = jax.random.key(2)
+    (layer, mlp), expected = jax.jit(outer)(key), MLP(3, 2, (5,), key=jax.random.fold_in(key, 1))
+    for a, b in zip(_leaves((mlp, inner(jax.random.fold_in(key, 1)))), _leaves((expected, expected)), strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(layer.weight, Linear(2, 3, key=key).weight)
+    assert all(np.linalg.norm(w) > 0.1 for w in (layer.weight, *(x.weight for x in mlp.layers)))
 
 
 def test_batched_orthogonal_needs_a_deterministic_function():

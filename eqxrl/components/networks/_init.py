@@ -6,7 +6,8 @@ XLA compiles each separately (~0.25 s apiece, optimised, on a 2-core CPU). An ag
 time went into near-identical random-number kernels.
 
 `batched_orthogonal(fn)` runs `fn` twice under tracing. The first run records every
-`orthogonal(key, shape, scale)` call (and gets zeros back); the recorded matrices are
+`orthogonal(key, shape, scale)` call made at the trace level of `fn` (and gets zeros
+back: that run's outputs are discarded); the recorded matrices are
 then drawn together (the normals in one vmapped call per size class) and the second run gets them back in call order.
 The result is bit-identical to drawing each matrix on its own with
 `jax.nn.initializers.orthogonal`: partitionable threefry's bits for `(n,)` are the
@@ -60,15 +61,14 @@ def orthogonal(key: Key, shape: tuple[int, int], scale: float) -> jax.Array:
     `in_size < out_size`) times `scale`: `jax.nn.initializers.orthogonal(scale)`, drawn
     with the other matrices of the same initialisation inside `batched_orthogonal`."""
     draws = _ACTIVE.get()
-    if draws is None:
+    if draws is None or draws.state != _trace_state():
+        # Not batched here: outside `batched_orthogonal`, or inside a transformation of the
+        # function (a `vmap`, a nested `jit`) whose trace JAX may cache and reuse. Such a call
+        # always draws its matrix, whichever run of the function it is in.
         return _draw_one(key, shape, scale)
-    here = draws.state == _trace_state()
-    if draws.recording:  # (the first run's values are never used)
-        if here:
-            draws.calls.append((key, shape, scale))
+    if draws.recording:  # the first run: its values are never used (and this trace is not cached)
+        draws.calls.append((key, shape, scale))
         return jnp.zeros(shape, jnp.float32)
-    if not here:
-        return _draw_one(key, shape, scale)
     if draws.next >= len(draws.calls) or draws.calls[draws.next][1:] != (shape, scale):
         raise RuntimeError(
             "batched_orthogonal: the function drew different matrices on its second run "
@@ -126,9 +126,8 @@ def batched_orthogonal(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapped(*args, **kwargs):
         state = _trace_state()
         outer = _ACTIVE.get()
-        if outer is not None and (outer.state == state or outer.recording):
-            # An enclosing use batches these draws, or records and then discards them.
-            return fn(*args, **kwargs)
+        if outer is not None and outer.state == state:
+            return fn(*args, **kwargs)  # the enclosing use batches these draws
         record = _Draws(state, recording=True)
         with _active(record):
             first = fn(*args, **kwargs)
