@@ -48,6 +48,7 @@ def test_target_update_interval(cls, env, kwargs, period, getkey):
     assert changed == [(step + 1) % period == 0 for step in range(2 * period)]
 
 
+@pytest.mark.slow  # over 5 s in the fast tier (2 cores)
 def test_target_update_interval_one_is_every_update(getkey):
     agent = DDPG("Pendulum-v1", **SMALL)
     assert agent.target_update_interval == 1

@@ -95,6 +95,7 @@ def _main(argv):
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.slow  # over 5 s in the fast tier (2 cores)
 def test_flags_build_the_agent_and_reach_its_config(tmp_path):
     run_dir = tmp_path / "run"
     code, out, err = _main([

@@ -67,6 +67,7 @@ def _iterate(agent, state, n):
 
 
 # ----------------------------------------------------------------------------- torsos
+@pytest.mark.slow  # over 5 s in the fast tier (2 cores)
 @settings(max_examples=6, deadline=None)
 @given(batch=st.lists(st.integers(1, 3), min_size=0, max_size=2), image=st.sampled_from([(10, 10, 4), (10, 10), (12, 9, 2)]))
 def test_cnn_torso_shapes_over_batch_shapes(batch, image):
@@ -104,6 +105,7 @@ def test_continuous_q_head_torso_maps_obs_and_action():
     assert q(jnp.zeros((7, 3)), jnp.zeros((7, 2))).shape == (7,)
 
 
+@pytest.mark.slow  # over 5 s in the fast tier (2 cores)
 def test_user_module_class_is_a_torso_with_no_registration():
     agent = PPO("CartPole-v1", actor_torso=UserTorso, **TINY_PPO)
     assert agent.actor_torso == ModuleTorso(UserTorso)
@@ -244,6 +246,7 @@ def _ppo_batch(agent, state, key):
     return (x, action, jnp.full((16,), -0.7), jnp.zeros((16,)), jnp.linspace(-1, 1, 16), jnp.ones((16,)))
 
 
+@pytest.mark.slow  # over 5 s in the fast tier (2 cores)
 def test_an_extra_loss_term_adds_exactly_its_own_gradient():
     plain = PPO("CartPole-v1", **TINY_PPO)
     coef = 0.3
@@ -283,6 +286,7 @@ def test_a_loss_term_moves_an_off_policy_update_by_its_gradient():
     assert "critic_loss_terms/l2_penalty" in metrics
 
 
+@pytest.mark.slow  # over 5 s in the fast tier (2 cores)
 def test_kl_to_reference():
     agent = PPO("CartPole-v1", **TINY_PPO)
     state = agent.init(jax.random.key(0))

@@ -129,6 +129,7 @@ def _hand_targets(stored, gamma, next_q):
     return reward + discount * next_q
 
 
+@pytest.mark.slow  # over 5 s in the fast tier (2 cores)
 @pytest.mark.parametrize("n_step", [1, 3])
 def test_a_changed_gamma_acts_on_the_very_next_update(n_step, getkey):
     # The buffer is filled under gamma = 0.99 (two warm-up iterations), then the agent's gamma becomes

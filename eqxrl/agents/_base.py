@@ -36,8 +36,8 @@ def _compiled_init(init):
     compiled = eqx.filter_jit(batched_orthogonal(init))
 
     @functools.wraps(init)
-    def wrapped(self, key):
-        return compiled(self, key)
+    def wrapped(self, *args, **kwargs):
+        return compiled(self, *args, **kwargs)
 
     wrapped._eqxrl_compiled = True
     return wrapped
@@ -62,7 +62,8 @@ class AbstractAgent(eqx.Module):
     def __init_subclass__(cls, **kwargs):
         """A subclass's `init` runs as one compiled program, its orthogonal weights drawn in one
         batch (`batched_orthogonal`). Called eagerly, an uncompiled `init` dispatched and
-        compiled its operations one by one: TD3's took 8.5 s against ~3 s compiled. Inside a
+        compiled its operations one by one: TD3's first call took 7.7 s, compiled 3.0 s
+        (benchmarks/results/init_compile.md). Inside a
         trace (`eqxrl.train`, `jax.jit`, `vmap`) it is traced inline as before."""
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("init")

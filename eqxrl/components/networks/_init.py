@@ -7,9 +7,10 @@ time went into near-identical random-number kernels.
 
 `batched_orthogonal(fn)` runs `fn` twice under tracing. The first run records every
 `orthogonal(key, shape, scale)` call made at the trace level of `fn` (and gets zeros
-back: that run's outputs are discarded); the recorded matrices are
-then drawn together (the normals in one vmapped call per size class) and the second run gets them back in call order.
-The result is bit-identical to drawing each matrix on its own with
+back: that run's outputs are discarded); the recorded matrices are then drawn
+together (the normals in one vmapped call per size class) and the second run gets
+them back in call order. Draws inside a transformation of `fn` (a `vmap`, a nested
+`jit`) are made where they are, in both runs. The result is bit-identical to drawing each matrix on its own with
 `jax.nn.initializers.orthogonal`: partitionable threefry's bits for `(n,)` are the
 first n of its bits for any longer shape, so a slice of a longer draw is the same draw.
 """
