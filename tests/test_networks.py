@@ -144,6 +144,16 @@ def test_a_nested_jit_traced_inside_batched_orthogonal_keeps_real_weights():
     assert all(np.linalg.norm(w) > 0.1 for w in (layer.weight, *(x.weight for x in mlp.layers)))
 
 
+def test_batched_orthogonal_draws_one_by_one_without_partitionable_threefry():
+    # Without partitionable threefry a prefix of a longer draw is not the shorter draw: no batching.
+    with jax.threefry_partitionable(False):
+        key = jax.random.key(4)
+        plain, batched = jax.jit(_networks)(key), jax.jit(batched_orthogonal(_networks))(key)
+        for a, b in zip(_leaves(plain), _leaves(batched), strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert _normal_draws(batched_orthogonal(_networks), key) == 7 + 2  # the ensemble draws per layer too
+
+
 def test_batched_orthogonal_needs_a_deterministic_function():
     sizes = iter([3, 4, 4])
     different = lambda k: Linear(2, next(sizes), key=k)  # noqa: E731

@@ -62,7 +62,7 @@ def orthogonal(key: Key, shape: tuple[int, int], scale: float) -> jax.Array:
     `in_size < out_size`) times `scale`: `jax.nn.initializers.orthogonal(scale)`, drawn
     with the other matrices of the same initialisation inside `batched_orthogonal`."""
     draws = _ACTIVE.get()
-    if draws is None or draws.state != _trace_state():
+    if draws is None or draws.state != _trace_state() or 0 in shape:
         # Not batched here: outside `batched_orthogonal`, or inside a transformation of the
         # function (a `vmap`, a nested `jit`) whose trace JAX may cache and reuse. Such a call
         # always draws its matrix, whichever run of the function it is in.
@@ -129,6 +129,8 @@ def batched_orthogonal(fn: Callable[..., Any]) -> Callable[..., Any]:
         outer = _ACTIVE.get()
         if outer is not None and outer.state == state:
             return fn(*args, **kwargs)  # the enclosing use batches these draws
+        if not jax.config.jax_threefry_partitionable:
+            return fn(*args, **kwargs)  # a slice of a longer draw would not be the same draw
         record = _Draws(state, recording=True)
         with _active(record):
             first = fn(*args, **kwargs)
