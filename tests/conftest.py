@@ -103,8 +103,9 @@ def _learning_tests_first(items, workers):
 @pytest.fixture(autouse=True)
 def _optimised_for_learning_tests(request):
     """A learning test's programs (and an `optimised` test's) are compiled with XLA's
-    optimisations (see the top of this file). JAX's in-memory caches are cleared on the way in and out, so no program compiled one
-    way is reused by a test of the other kind (the persistent cache keys them apart already)."""
+    optimisations (see the top of this file). JAX's in-memory caches are cleared on the way
+    in and out, so no program compiled one way is reused by a test of the other kind (the
+    persistent cache keys them apart already)."""
     optimised = any(request.node.get_closest_marker(m) is not None for m in ("learning", "optimised"))
     if not _NO_OPT or not optimised:
         yield
