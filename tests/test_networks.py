@@ -120,6 +120,12 @@ def test_orthogonal_is_jaxs_orthogonal_initialiser(getkey):
         np.testing.assert_array_equal(orthogonal(key, shape, 0.5), expected)
 
 
+@pytest.mark.parametrize("shape", [(4,), (2, 3, 4), (4, -1)])
+def test_orthogonal_names_a_bad_shape(shape):
+    with pytest.raises(ValueError, match=re.escape(f"orthogonal(shape) must be (in_size, out_size), two non-negative ints, got {shape!r}")):
+        orthogonal(jax.random.key(0), shape, 1.0)
+
+
 def test_batched_orthogonal_under_vmap_and_nested():
     keys = jax.random.split(jax.random.key(1), 3)
     plain = jax.jit(jax.vmap(_networks))(keys)

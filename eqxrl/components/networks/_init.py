@@ -24,6 +24,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax._src import core as _jax_core  # the trace-state check below; see `_trace_state`
 
 from ...core import Key
@@ -57,10 +58,16 @@ def _draw_one(key: Key, shape: tuple[int, int], scale: float) -> jax.Array:
     return jax.nn.initializers.orthogonal(scale)(key, shape, jnp.float32)
 
 
-def orthogonal(key: Key, shape: tuple[int, int], scale: float) -> jax.Array:
+def orthogonal(key: Key, shape: tuple[int, ...], scale: float) -> jax.Array:
     """An `(in_size, out_size)` float32 matrix with orthonormal columns (or rows, when
     `in_size < out_size`) times `scale`: `jax.nn.initializers.orthogonal(scale)`, drawn
     with the other matrices of the same initialisation inside `batched_orthogonal`."""
+    if (
+        not isinstance(shape, tuple)
+        or len(shape) != 2
+        or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in shape)
+    ):
+        raise ValueError(f"orthogonal(shape) must be (in_size, out_size), two non-negative ints, got {shape!r}")
     draws = _ACTIVE.get()
     if draws is None or draws.state != _trace_state() or 0 in shape:
         # Not batched here: outside `batched_orthogonal`, or inside a transformation of the
