@@ -267,6 +267,24 @@ def test_an_extra_loss_term_adds_exactly_its_own_gradient():
     assert float(metrics["policy_loss_terms/l2_penalty/l2"]) == pytest.approx(l2, rel=1e-5)
 
 
+class _Counts(eqxrl.components.AbstractLossTerm):
+    """Adds nothing; logs a float32 scalar, an int32 scalar and a vector."""
+
+    def __call__(self, network, batch, outputs):
+        return jnp.zeros((), jnp.float32), {"half": jnp.float32(1.5), "count": jnp.int32(3), "pair": jnp.array([1.0, 2.0])}
+
+
+@pytest.mark.slow  # over 5 s in the fast tier (2 cores)
+def test_ppo_logs_a_loss_terms_metrics_of_any_dtype_and_shape():
+    # PPO stacks its float32 scalar metrics into one vector per minibatch; the others pass as they are.
+    agent = PPO("CartPole-v1", policy_loss_terms=(_Counts(),), **{**TINY_PPO, "num_minibatches": 2, "num_epochs": 2})
+    _, metrics = eqxrl.train(agent, jax.random.key(0), 16 * 2, progress=False)
+    for name, value in [("half", 1.5), ("count", 3.0), ("pair", 1.5)]:
+        np.testing.assert_allclose(metrics[f"policy_loss_terms/_counts/{name}"], [value, value], err_msg=name)
+    assert np.all(np.isfinite(metrics["approx_kl"])) and metrics["approx_kl"].shape == (2,)
+    np.testing.assert_array_equal(metrics["updates_applied"], [4, 4])
+
+
 def test_a_loss_term_moves_an_off_policy_update_by_its_gradient():
     # One DQN update with plain SGD (lr 1): the term adds exactly -lr * 2 * coef * w to every weight.
     base = DQN("CartPole-v1", critic_optimizer=optax.sgd(1.0), **TINY_OFF)

@@ -101,6 +101,21 @@ def test_categorical_log_prob_accepts_int_action_arrays():
     np.testing.assert_allclose(dist.log_prob(jnp.array([0, 3])), np.log(0.25), rtol=1e-6)
 
 
+def test_categorical_log_prob_of_an_action_out_of_range_is_nan():
+    dist = Categorical(jnp.zeros((4, 3)))
+    logp = np.asarray(dist.log_prob(jnp.array([0, 2, 3, -1])))
+    np.testing.assert_allclose(logp[:2], np.log(1 / 3), rtol=1e-6)
+    assert np.all(np.isnan(logp[2:]))
+
+
+def test_categorical_log_prob_gradient_is_one_hot_minus_probabilities(getkey):
+    logits = jax.random.normal(getkey(), (5, 4))
+    action = jnp.array([0, 3, 1, 1, 2])
+    grad = jax.grad(lambda x: jnp.sum(Categorical(x).log_prob(action)))(logits)
+    expected = np.eye(4)[np.asarray(action)] - np.asarray(jax.nn.softmax(logits, axis=-1))
+    np.testing.assert_allclose(grad, expected, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------- Normal
 
 

@@ -38,15 +38,38 @@ def minibatch_step(grad_fn: Callable, optimizer: AbstractOptimizer, target_kl: A
         params = tree_select(stopped, params, new_params)
         opt_state = tree_select(stopped, opt_state, new_opt_state)
         aux["applied"] = 1.0 - stopped.astype(jnp.float32)
-        return (params, opt_state, stopped), aux
+        return (params, opt_state, stopped), _Packed.of(aux)
 
     return minibatch
 
 
+class _Packed(eqx.Module):
+    """A minibatch's metrics as the scan stores them: the float32 scalars stacked in one
+    vector (one write per minibatch instead of one per metric: on a GPU each write is a
+    kernel of its own), any other metric (a user's loss term may report one) as it is."""
+
+    names: tuple[str, ...] = eqx.field(static=True)
+    values: Array
+    rest: dict
+
+    @staticmethod
+    def of(aux: Metrics) -> "_Packed":
+        scalar = lambda v: jnp.ndim(v) == 0 and jnp.result_type(v) == jnp.float32  # noqa: E731
+        names = tuple(k for k, v in aux.items() if scalar(v))
+        values = jnp.stack([jnp.asarray(aux[k]) for k in names]) if names else jnp.zeros((0,), jnp.float32)
+        return _Packed(names, values, {k: v for k, v in aux.items() if k not in names})
+
+    def unpack(self) -> Metrics:
+        """**Returns:** the metrics by name, each with the leading axes the scans added."""
+        return {**{k: self.values[..., i] for i, k in enumerate(self.names)}, **self.rest}
+
+
 def iteration_metrics(
-    ro: _Rollout, aux: Metrics, env_steps: Array, optimizer: AbstractOptimizer, progress: Array
+    ro: _Rollout, packed: _Packed, env_steps: Array, optimizer: AbstractOptimizer, progress: Array
 ) -> Metrics:
-    """**Returns:** an iteration's metrics: the update's means, the finished episodes' statistics."""
+    """**Returns:** an iteration's metrics: the update's means (`packed`: the minibatch steps'
+    metrics, stacked by the scans), the finished episodes' statistics."""
+    aux = packed.unpack()
     done = ro.terminated | ro.truncated
     num_done = jnp.sum(done.astype(jnp.float32))
     mean_or_nan = lambda x: jnp.where(  # noqa: E731

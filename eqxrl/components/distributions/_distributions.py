@@ -70,7 +70,11 @@ class Categorical(AbstractDistribution):
             )
         logp = jax.nn.log_softmax(self.logits, axis=-1)
         value = jnp.asarray(value).astype(jnp.int32)
-        return jnp.take_along_axis(logp, value[..., None], axis=-1)[..., 0]
+        n = self.logits.shape[-1]
+        # A one-hot select rather than a gather: the same number (one term and zeros), and its
+        # gradient is elementwise (a gather's is a scatter-add, a kernel of its own on a GPU).
+        chosen = jnp.sum(jnp.where(value[..., None] == jnp.arange(n), logp, 0.0), axis=-1)
+        return jnp.where((value >= 0) & (value < n), chosen, jnp.nan)  # out of range: NaN, as a gather gives
 
     def entropy(self, key: Key | None = None) -> Float[Array, "*batch"]:
         logp = jax.nn.log_softmax(self.logits, axis=-1)
