@@ -74,7 +74,7 @@ class Categorical(AbstractDistribution):
         # A one-hot select rather than a gather: the same number (one term and zeros), and its
         # gradient is elementwise (a gather's is a scatter-add, a kernel of its own on a GPU).
         chosen = jnp.sum(jnp.where(value[..., None] == jnp.arange(n), logp, 0.0), axis=-1)
-        return jnp.where((value >= 0) & (value < n), chosen, jnp.nan)  # out of range: NaN, as a gather gives
+        return jnp.where((value >= 0) & (value < n), chosen, jnp.nan)  # an action out of range: NaN
 
     def entropy(self, key: Key | None = None) -> Float[Array, "*batch"]:
         logp = jax.nn.log_softmax(self.logits, axis=-1)
