@@ -29,7 +29,9 @@ def _within(x, low, high) -> bool:
 
 
 def _f32(lo: float, hi: float):
-    return st.floats(lo, hi, width=32, allow_nan=False, allow_infinity=False)
+    # No subnormals: XLA on CPU flushes them to zero, NumPy does not (logits [0, 4e-45, 0, ...]
+    # have argmax 0 under jnp and 1 under np: a failure of the comparison, not of eqxrl).
+    return st.floats(lo, hi, width=32, allow_nan=False, allow_infinity=False, allow_subnormal=False)
 
 
 @st.composite
