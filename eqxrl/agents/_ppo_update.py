@@ -56,7 +56,7 @@ class _Packed(eqx.Module):
     def of(aux: Metrics) -> "_Packed":
         scalar = lambda v: jnp.ndim(v) == 0 and jnp.result_type(v) == jnp.float32  # noqa: E731
         names = tuple(k for k, v in aux.items() if scalar(v))
-        values = jnp.stack([jnp.asarray(aux[k]) for k in names]) if names else jnp.zeros((0,), jnp.float32)
+        values = jnp.stack([jnp.asarray(aux[k]) for k in names])  # never empty: `applied` is one
         return _Packed(names, values, {k: v for k, v in aux.items() if k not in names})
 
     def unpack(self) -> Metrics:

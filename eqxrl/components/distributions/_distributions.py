@@ -61,7 +61,8 @@ class Categorical(AbstractDistribution):
 
     def log_prob(self, value: Int[Array, "*batch"]) -> Float[Array, "*batch"]:
         """**Returns:** the log-mass of `value`, integer actions of exactly the logits' batch
-        shape (a `(batch, 1)` column is rejected: it would broadcast to `(batch, batch)`)."""
+        shape (a `(batch, 1)` column is rejected: it would broadcast to `(batch, batch)`);
+        NaN for an action outside `0, ..., n - 1`."""
         batch = tuple(self.logits.shape[:-1])
         if tuple(jnp.shape(value)) != batch:
             raise ValueError(
