@@ -83,18 +83,24 @@ def _leaves(tree):
     return [np.asarray(x) for x in jax.tree.leaves(eqx.filter(tree, eqx.is_array))]
 
 
+# The bit-for-bit claims hold for the programs XLA compiles for users (optimised, its current
+# fusion emitters); the unoptimised test programs (conftest) may fuse the two versions apart.
+@pytest.mark.optimised
 @pytest.mark.parametrize("limit", [init_module._ONE_CALL_LIMIT, 16])
 def test_batched_orthogonal_draws_the_same_bits_with_one_normal_draw(limit, monkeypatch):
     # limit 16: too small for one call, so the normals are drawn per power-of-two size class
     # (3 classes outside the ensemble, 2 inside).
     monkeypatch.setattr(init_module, "_ONE_CALL_LIMIT", limit)
+    jax.clear_caches()  # no program traced under another limit (the ensemble's init) is reused
     key = jax.random.key(5)
     plain, batched = jax.jit(_networks)(key), jax.jit(batched_orthogonal(_networks))(key)
     for a, b in zip(_leaves(plain), _leaves(batched), strict=True):
         np.testing.assert_array_equal(a, b)
     # One normal draw per layer (each a kernel XLA compiles), against one per size class
-    # plus the ensemble's own (it batches its members' draws under its vmap).
-    assert _normal_draws(_networks, key) == 7 + 1
+    # plus the ensemble's own (it batches its members' draws under its vmap, per size class too).
+    # (The ensemble's 2 classes at limit 16 were hidden while a program traced at the first
+    # limit stayed in JAX's cache; the test passed only after the other case, on one worker.)
+    assert _normal_draws(_networks, key) == 7 + (1 if limit > 16 else 2)
     assert _normal_draws(batched_orthogonal(_networks), key) == (1 + 1 if limit > 16 else 3 + 2)
 
 
@@ -126,6 +132,7 @@ def test_orthogonal_names_a_bad_shape(shape):
         orthogonal(jax.random.key(0), shape, 1.0)
 
 
+@pytest.mark.optimised
 def test_batched_orthogonal_under_vmap_and_nested():
     keys = jax.random.split(jax.random.key(1), 3)
     plain = jax.jit(jax.vmap(_networks))(keys)

@@ -20,7 +20,7 @@ WORKER = pathlib.Path(__file__).with_name("pbt_devices_worker.py")
 def _env(devices: int) -> dict[str, str]:
     # Every process here (one device, sharded, two hosts, resumed) inherits the test run's
     # compile settings (unoptimised, conftest.py): the same numbers in each.
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}")
     env["JAX_PLATFORMS"] = "cpu"
     # The worker imports the eqxrl of this checkout (not whichever one the venv installed).
     env["PYTHONPATH"] = os.pathsep.join([str(WORKER.parent.parent), *filter(None, [env.get("PYTHONPATH")])])
