@@ -13,14 +13,17 @@ import tempfile
 # time for these programs (PBT-TD3 7.4 -> 2.9 s, DADS 10.6 -> 4.9 s), the fast tier 189 -> 147 s;
 # the current emitters run compiled programs ~30% faster, which is what eqxrl's users get.
 # Learning tests, which train for minutes, and tests marked `optimised` compile as users do
-# (`_optimised_for_learning_tests`). JAX_DISABLE_MOST_OPTIMIZATIONS=0 in the environment runs the
-# whole suite that way.
+# (`_compile_settings_by_marker`). The older emitters can round differently (by an ulp) in two
+# differently structured programs that compute the same numbers (a run chunked two ways, jit of
+# train against train, eval during training or not), so a test that compares such programs bit
+# for bit is marked `bitwise`: still unoptimised, with the current emitters, as users get them.
+# JAX_DISABLE_MOST_OPTIMIZATIONS=0 in the environment runs the whole suite optimised.
 _NO_OPT_ENV = "JAX_DISABLE_MOST_OPTIMIZATIONS"
 os.environ.setdefault(_NO_OPT_ENV, "1")
 _EMITTERS = "xla_cpu_use_fusion_emitters"
 if os.environ[_NO_OPT_ENV].lower() in ("1", "true", "yes", "on") and _EMITTERS not in os.environ.get("XLA_FLAGS", ""):
-    # Read when the backend starts (after this file). A test that sets XLA_FLAGS for a
-    # subprocess appends to this value (test_train_devices, test_pbt_devices).
+    # Read when the backend starts (after this file). A `bitwise` test that starts a subprocess
+    # appends `--xla_cpu_use_fusion_emitters=true` to it (the last occurrence of a flag counts).
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_EMITTERS}=false".strip()
 
 import jax  # noqa: E402
@@ -30,16 +33,15 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 # (Also here: a plugin may have imported jax before this file set the environment.)
 _NO_OPT = os.environ[_NO_OPT_ENV].lower() in ("1", "true", "yes", "on")
 jax.config.update("jax_disable_most_optimizations", _NO_OPT)
+_CURRENT_EMITTERS = {"bitwise test": False}  # set by `_compile_settings_by_marker`
 
 
-def _emitters_follow_the_optimisation_switch():
-    """In this process the fusion emitters follow `jax_disable_most_optimizations` program by
-    program (XLA_FLAGS above holds for the whole process): an optimised test's programs get
-    the current emitters, an unoptimised one's the older ones. Through JAX's private
-    `get_compile_options`, as there is no public default for compiler options: should JAX
-    rename it, this fails here, at the start of the run. Bits can differ between the emitters where XLA fuses
-    differently, so a test that compares two differently structured programs bit for bit is
-    marked `optimised`."""
+def _emitters_chosen_program_by_program():
+    """In this process the fusion emitters are chosen program by program (XLA_FLAGS above holds
+    for the whole process): the older ones for an unoptimised program, unless a `bitwise` test
+    compiles it; the current ones otherwise. Through JAX's private `get_compile_options`, as
+    there is no public default for compiler options: should JAX rename it, this fails here, at
+    the start of the run."""
     from jax._src import compiler
 
     original = compiler.get_compile_options
@@ -48,8 +50,9 @@ def _emitters_follow_the_optimisation_switch():
 
     def get_compile_options(*args, **kwargs):
         options = original(*args, **kwargs)
+        older = jax.config.read("jax_disable_most_optimizations") and not _CURRENT_EMITTERS["bitwise test"]
         overrides = dict(options.env_option_overrides)
-        overrides.setdefault(_EMITTERS, not jax.config.read("jax_disable_most_optimizations"))
+        overrides.setdefault(_EMITTERS, not older)
         options.env_option_overrides = list(overrides.items())
         return options
 
@@ -57,7 +60,7 @@ def _emitters_follow_the_optimisation_switch():
     compiler.get_compile_options = get_compile_options
 
 
-_emitters_follow_the_optimisation_switch()
+_emitters_chosen_program_by_program()
 # The CLI's persistent compilation cache stays off in tests (in-process `main()` calls and the
 # subprocesses they start), so no test writes to the user's cache home; test_compile_cache.py
 # switches it on in a temporary directory.
@@ -138,21 +141,25 @@ def _learning_tests_first(items, workers):
 
 
 @pytest.fixture(autouse=True)
-def _optimised_for_learning_tests(request):
+def _compile_settings_by_marker(request):
     """A learning test's programs (and an `optimised` test's) are compiled with XLA's
-    optimisations (see the top of this file). JAX's in-memory caches are cleared on the way
-    in and out, so no program compiled one way is reused by a test of the other kind (the
-    persistent cache keys them apart already)."""
-    optimised = any(request.node.get_closest_marker(m) is not None for m in ("learning", "optimised"))
-    if not _NO_OPT or not optimised:
+    optimisations, a `bitwise` test's unoptimised with XLA:CPU's current fusion emitters (see
+    the top of this file). JAX's in-memory caches are cleared on the way in and out, so no
+    program compiled one way is reused by a test of another kind (the persistent cache keys
+    them apart already)."""
+    marked = lambda *names: any(request.node.get_closest_marker(m) is not None for m in names)  # noqa: E731
+    optimised, bitwise = marked("learning", "optimised"), marked("bitwise")
+    if not _NO_OPT or not (optimised or bitwise):
         yield
         return
-    jax.config.update("jax_disable_most_optimizations", False)
+    jax.config.update("jax_disable_most_optimizations", not optimised)
+    _CURRENT_EMITTERS["bitwise test"] = True
     jax.clear_caches()
     try:
         yield
     finally:
         jax.config.update("jax_disable_most_optimizations", True)
+        _CURRENT_EMITTERS["bitwise test"] = False
         jax.clear_caches()
 
 

@@ -247,6 +247,7 @@ def _ppo_batch(agent, state, key):
 
 
 @pytest.mark.slow  # over 5 s in the fast tier (2 cores)
+@pytest.mark.bitwise
 def test_an_extra_loss_term_adds_exactly_its_own_gradient():
     plain = PPO("CartPole-v1", **TINY_PPO)
     coef = 0.3

@@ -42,6 +42,7 @@ def _same_tree(a, b):
 
 # ----------------------------------------------------------------- evaluation inside the program
 @pytest.mark.slow
+@pytest.mark.bitwise
 def test_eval_return_equals_evaluate_at_that_iteration_and_leaves_training_unchanged(agent):
     key = jax.random.key(1)
     seen = []
@@ -68,6 +69,7 @@ def test_eval_return_equals_evaluate_at_that_iteration_and_leaves_training_uncha
 
 
 @pytest.mark.slow
+@pytest.mark.bitwise
 def test_eval_return_of_a_seed_batch_equals_evaluate_per_member(agent):
     keys = jax.random.split(jax.random.key(2), 2)
     seen = []
@@ -101,6 +103,7 @@ def test_make_train_of_a_sweep_logs_what_train_logs():
 
 
 @pytest.mark.slow
+@pytest.mark.bitwise
 def test_a_callback_stops_training_early(agent, capsys):
     key = jax.random.key(1)
     out = io.StringIO()
@@ -119,6 +122,7 @@ def test_a_callback_stops_training_early(agent, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.bitwise
 def test_pbt_logs_eval_return_without_changing_the_run():
     from eqxrl.pbt import PBT, LogUniform
 

@@ -83,10 +83,8 @@ def _leaves(tree):
     return [np.asarray(x) for x in jax.tree.leaves(eqx.filter(tree, eqx.is_array))]
 
 
-# The bit-for-bit claims hold for the programs XLA compiles for users (optimised, its current
-# fusion emitters); the unoptimised test programs (conftest) may fuse the two versions apart.
-@pytest.mark.optimised
 @pytest.mark.parametrize("limit", [init_module._ONE_CALL_LIMIT, 16])
+@pytest.mark.bitwise
 def test_batched_orthogonal_draws_the_same_bits_with_one_normal_draw(limit, monkeypatch):
     # limit 16: too small for one call, so the normals are drawn per power-of-two size class
     # (3 classes outside the ensemble, 2 inside).
@@ -132,7 +130,7 @@ def test_orthogonal_names_a_bad_shape(shape):
         orthogonal(jax.random.key(0), shape, 1.0)
 
 
-@pytest.mark.optimised
+@pytest.mark.bitwise
 def test_batched_orthogonal_under_vmap_and_nested():
     keys = jax.random.split(jax.random.key(1), 3)
     plain = jax.jit(jax.vmap(_networks))(keys)
@@ -144,6 +142,7 @@ def test_batched_orthogonal_under_vmap_and_nested():
     assert batched_orthogonal(lambda x: calls.append(x) or x + 1)(1) == 2 and calls == [1]
 
 
+@pytest.mark.bitwise
 def test_a_nested_jit_traced_inside_batched_orthogonal_keeps_real_weights():
     # JAX caches the inner program's trace, made during the outer function's first run: it must
     # hold the real draws (not that run's placeholders) when it is reused, there or later.
@@ -157,6 +156,7 @@ def test_a_nested_jit_traced_inside_batched_orthogonal_keeps_real_weights():
     assert all(np.linalg.norm(w) > 0.1 for w in (layer.weight, *(x.weight for x in mlp.layers)))
 
 
+@pytest.mark.bitwise
 def test_batched_orthogonal_draws_one_by_one_without_partitionable_threefry():
     # Without partitionable threefry a prefix of a longer draw is not the shorter draw: no batching.
     with jax.threefry_partitionable(False):

@@ -86,6 +86,7 @@ def _interrupted_run(monkeypatch, run_dir, agent, after: int, **kw):
 # ----------------------------------------------------------------------- checkpoint and resume
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.bitwise
 def test_resume_continues_exactly_and_the_same_key_repeats_the_run(name, tmp_path, monkeypatch):
     agent = tiny(name)
     budget = 12 * agent.steps_per_iteration
@@ -117,6 +118,7 @@ def test_resume_continues_exactly_and_the_same_key_repeats_the_run(name, tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.bitwise
 def test_resume_a_seed_batch_and_a_sweep(tmp_path, monkeypatch):
     agent = tiny("ppo")
     budget = 8 * agent.steps_per_iteration
@@ -177,6 +179,7 @@ def test_train_resume_argument_checks(getkey):
 
 
 @pytest.mark.slow
+@pytest.mark.bitwise
 def test_chunking_does_not_change_results():
     agent = tiny("ppo")
     budget = 6 * agent.steps_per_iteration

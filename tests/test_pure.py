@@ -28,6 +28,7 @@ def _assert_same(a, b):
 
 
 @pytest.mark.slow
+@pytest.mark.bitwise
 def test_jit_of_make_train_equals_train_bit_for_bit(agent):
     key = jax.random.key(3)
     state, metrics = jax.jit(eqxrl.make_train(agent, STEPS))(key)
