@@ -22,8 +22,9 @@ _NO_OPT_ENV = "JAX_DISABLE_MOST_OPTIMIZATIONS"
 os.environ.setdefault(_NO_OPT_ENV, "1")
 _EMITTERS = "xla_cpu_use_fusion_emitters"
 if os.environ[_NO_OPT_ENV].lower() in ("1", "true", "yes", "on") and _EMITTERS not in os.environ.get("XLA_FLAGS", ""):
-    # Read when the backend starts (after this file). A `bitwise` test that starts a subprocess
-    # appends `--xla_cpu_use_fusion_emitters=true` to it (the last occurrence of a flag counts).
+    # Read when the backend starts (after this file). A test that sets XLA_FLAGS for a subprocess
+    # appends to this value (test_train_devices, test_pbt_devices); a `bitwise` test that starts
+    # one would append `--xla_cpu_use_fusion_emitters=true` (the last occurrence of a flag counts).
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_EMITTERS}=false".strip()
 
 import jax  # noqa: E402
@@ -145,8 +146,9 @@ def _compile_settings_by_marker(request):
     """A learning test's programs (and an `optimised` test's) are compiled with XLA's
     optimisations, a `bitwise` test's unoptimised with XLA:CPU's current fusion emitters (see
     the top of this file). JAX's in-memory caches are cleared on the way in and out, so no
-    program compiled one way is reused by a test of another kind (the persistent cache keys
-    them apart already)."""
+    program compiled one way is reused by a test of another kind (their keys do not hold the
+    emitters; the persistent cache keys them apart already): a test that compares a program
+    run here with one run in a subprocess gets the same emitters on both sides."""
     marked = lambda *names: any(request.node.get_closest_marker(m) is not None for m in names)  # noqa: E731
     optimised, bitwise = marked("learning", "optimised"), marked("bitwise")
     if not _NO_OPT or not (optimised or bitwise):

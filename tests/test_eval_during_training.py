@@ -69,7 +69,6 @@ def test_eval_return_equals_evaluate_at_that_iteration_and_leaves_training_uncha
 
 
 @pytest.mark.slow
-@pytest.mark.bitwise
 def test_eval_return_of_a_seed_batch_equals_evaluate_per_member(agent):
     keys = jax.random.split(jax.random.key(2), 2)
     seen = []
@@ -103,7 +102,6 @@ def test_make_train_of_a_sweep_logs_what_train_logs():
 
 
 @pytest.mark.slow
-@pytest.mark.bitwise
 def test_a_callback_stops_training_early(agent, capsys):
     key = jax.random.key(1)
     out = io.StringIO()

@@ -481,7 +481,6 @@ def test_save_and_load_trained_seeds_and_a_sweep(tmp_path, getkey):
 
 # ----------------------------------------------------------------------- best and last
 @pytest.mark.slow
-@pytest.mark.bitwise
 def test_the_best_evaluated_checkpoint_is_kept_and_restored(tmp_path, capsys):
     agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
     run_dir = tmp_path / "r"

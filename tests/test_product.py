@@ -86,7 +86,6 @@ def _interrupted_run(monkeypatch, run_dir, agent, after: int, **kw):
 # ----------------------------------------------------------------------- checkpoint and resume
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.bitwise
 def test_resume_continues_exactly_and_the_same_key_repeats_the_run(name, tmp_path, monkeypatch):
     agent = tiny(name)
     budget = 12 * agent.steps_per_iteration
@@ -118,7 +117,6 @@ def test_resume_continues_exactly_and_the_same_key_repeats_the_run(name, tmp_pat
 
 
 @pytest.mark.slow
-@pytest.mark.bitwise
 def test_resume_a_seed_batch_and_a_sweep(tmp_path, monkeypatch):
     agent = tiny("ppo")
     budget = 8 * agent.steps_per_iteration
