@@ -21,8 +21,9 @@ import tempfile
 # JAX_DISABLE_MOST_OPTIMIZATIONS=0 in the environment runs the whole suite optimised.
 _NO_OPT_ENV = "JAX_DISABLE_MOST_OPTIMIZATIONS"
 os.environ.setdefault(_NO_OPT_ENV, "1")
+_NO_OPT = os.environ[_NO_OPT_ENV].lower() in ("1", "true", "yes", "on")
 _EMITTERS = "xla_cpu_use_fusion_emitters"
-if os.environ[_NO_OPT_ENV].lower() in ("1", "true", "yes", "on") and _EMITTERS not in os.environ.get("XLA_FLAGS", ""):
+if _NO_OPT and _EMITTERS not in os.environ.get("XLA_FLAGS", ""):
     # Read when the backend starts (after this file). A test that sets XLA_FLAGS for a subprocess
     # appends to this value (test_train_devices, test_pbt_devices); a `bitwise` test that starts
     # one would append `--xla_cpu_use_fusion_emitters=true` (the last occurrence of a flag counts).
@@ -33,7 +34,6 @@ import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 # (Also here: a plugin may have imported jax before this file set the environment.)
-_NO_OPT = os.environ[_NO_OPT_ENV].lower() in ("1", "true", "yes", "on")
 jax.config.update("jax_disable_most_optimizations", _NO_OPT)
 _CURRENT_EMITTERS = {"bitwise test": False}  # set by `_compile_settings_by_marker`
 
