@@ -209,6 +209,40 @@ def test_batch_for_update_needs_stored_transitions():
         agent.batch_for_update(Sample(data, jnp.arange(2, dtype=jnp.int32), jnp.ones(2)), None)
 
 
+_TRACES = {"reset": 0, "step": 0}
+
+
+class _CountedTraces(ConstantReward):
+    """ConstantReward that counts how often its reset and step are traced (Python runs)."""
+
+    def reset(self, key):
+        _TRACES["reset"] += 1
+        return super().reset(key)
+
+    def step(self, key, state, action):
+        _TRACES["step"] += 1
+        return super().step(key, state, action)
+
+
+def _traces_of(fn, *args):
+    jax.clear_caches()  # a cached trace of an earlier test would run no Python
+    _TRACES.update(reset=0, step=0)
+    eqx.filter_eval_shape(fn, *args)
+    return dict(_TRACES)
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_init_traces_the_env_step_only_to_prefill_the_window(n_step):
+    # n = 1 needs no pre-fill: init must not trace the env's step (a length-0 scan would,
+    # and for a physics env that is seconds of tracing and compiling for nothing).
+    agent = DQN(_CountedTraces(), **{**DISCRETE, "n_step": n_step})
+    traces = _traces_of(agent.init, jax.random.key(0))
+    assert traces["reset"] >= 1
+    assert (traces["step"] == 0) == (n_step == 1), traces
+    state = agent.init(jax.random.key(0))
+    assert state.window.n == n_step and state.window.data.reward.dtype == jnp.float32
+
+
 @pytest.mark.slow
 def test_n_step_prefill_counts_env_steps(getkey):
     agent = DQN(ConstantReward(), **{**DISCRETE, "n_step": 3})

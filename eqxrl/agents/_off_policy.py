@@ -302,11 +302,17 @@ class AbstractOffPolicyAgent(AbstractAgent):
             step = (obs, action, ts.reward, ts.terminated, ts.truncated, final)
             return (env_state, flatten_obs(self.env, ts.obs, owner)), (step, ts.obs)
 
-        (env_state, obs), (steps, raw_obs) = jax.lax.scan(
-            fill, (env_state, obs), jax.random.split(fill_key, self.n_step - 1)
-        )
+        if self.n_step == 1:  # zero-length steps, not a length-0 scan that traces env.step for nothing
+            none = lambda x, dtype=None: jnp.zeros((0, *jnp.shape(x)), dtype or jnp.result_type(x))  # noqa: E731
+            flags = none(ts.reward, bool)
+            steps = (none(obs), none(self._random_action(fill_key)), none(ts.reward, jnp.float32), flags, flags, none(obs))
+            last_obs = ts.obs
+        else:
+            (env_state, obs), (steps, raw_obs) = jax.lax.scan(
+                fill, (env_state, obs), jax.random.split(fill_key, self.n_step - 1)
+            )
+            last_obs = raw_obs[-1]
         window = NStepWindow.create(*steps)
-        last_obs = ts.obs if self.n_step == 1 else raw_obs[-1]
         stats = RunningMeanStd((self.obs_size,)).update(obs) if self.normalize_observations else None
         return OffPolicyState(
             learner=self.init_learner(learner_key),
