@@ -338,6 +338,36 @@ def test_brax_fast_episode_length_and_structured_observation():
         make("brax/fast", obs_mode="dict_state")
 
 
+def test_brax_reset_and_step_are_traced_once_per_program(monkeypatch):
+    # The adapter jits brax's reset and step (keyed by the env's static handle): a program
+    # that resets or steps several times (init, auto-reset, training, evaluation) runs
+    # brax's Python (about a second per trace for a physics env) once for each.
+    inner = make("brax/fast", episode_length=3).unwrapped
+    calls = {"reset": 0, "step": 0}
+    for name in calls:
+        original = getattr(inner.brax_env, name)
+
+        def counted(*args, _name=name, _original=original):
+            calls[_name] += 1
+            return _original(*args)
+
+        monkeypatch.setattr(inner.brax_env, name, counted)
+    jax.clear_caches()  # no trace of an earlier test
+
+    def program(key):
+        k1, k2 = jax.random.split(key)
+        state, _ = inner.reset(k1)
+        _, first = inner.reset(k2)
+        action = jnp.zeros(inner.action_space.shape)
+        _, ts = inner.step(k1, state, action)
+        state, ts = inner.step(k2, state, action + ts.reward)  # the same input types
+        return state, ts, first
+
+    state, ts, first = jax.eval_shape(program, jax.random.key(0))
+    assert calls == {"reset": 1, "step": 1}
+    assert ts.obs.shape == first.obs.shape == (2,) and state.obs.shape == (2,)
+
+
 # brax's swimmer steps with jnp.clip(a_min=...), which this JAX no longer accepts; make traces
 # a step (check_env), so it fails there, with the note below, instead of at the first iteration.
 SWIMMER = pytest.mark.xfail(raises=TypeError, strict=False, reason="brax's swimmer calls jnp.clip(a_min=)")
