@@ -281,16 +281,17 @@ class AbstractOffPolicyAgent(AbstractAgent):
         env = self.train_env
         env_state, ts = env.reset(env_key)
         obs = flatten_obs(self.env, ts.obs, type(self).__name__)
+        random_action = self._random_action(fill_key)  # (its dtype and shape)
         example = NStepTransition(
             obs=obs[0],
-            action=self._random_action(fill_key)[0],
+            action=random_action[0],
             rewards=jnp.zeros((self.n_step,), jnp.float32),
             steps=jnp.zeros((), jnp.int32),
             terminated=jnp.zeros((), bool),
             next_obs=obs[0],
         )
         # Pre-fill the n-step window with n - 1 random steps so that every
-        # later step emits a complete n-step transition (a length-0 scan for n = 1).
+        # later step emits a complete n-step transition (none for n = 1).
         owner = type(self).__name__
 
         def fill(carry, k):
@@ -305,7 +306,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
         if self.n_step == 1:  # zero-length steps, not a length-0 scan that traces env.step for nothing
             none = lambda x, dtype=None: jnp.zeros((0, *jnp.shape(x)), dtype or jnp.result_type(x))  # noqa: E731
             flags = none(ts.reward, bool)
-            steps = (none(obs), none(self._random_action(fill_key)), none(ts.reward, jnp.float32), flags, flags, none(obs))
+            steps = (none(obs), none(random_action), none(ts.reward, jnp.float32), flags, flags, none(obs))
             last_obs = ts.obs
         else:
             (env_state, obs), (steps, raw_obs) = jax.lax.scan(
