@@ -13,6 +13,7 @@ Two parts, each written by the script that owns the comparison, with GPU-scale s
     python benchmarks/gpu_scale.py                 # both parts (~15 min on one H100)
     python benchmarks/gpu_scale.py --part ppo      # one part
     python benchmarks/gpu_scale.py --quick         # smoke test, a few minutes
+    python benchmarks/gpu_scale.py --part ppo --purejaxrl DIR   # PPO, PureJaxRL too (a checkout of it)
 
 On a CPU the script runs too (slowly; ``--quick`` to check it); the records say which device ran.
 Each record's header gives the jax backend and device (``Report.header``).
@@ -41,7 +42,7 @@ def ppo_args(a) -> list[str]:
         "--num-envs", "2048", "--num-minibatches", "32", "--runs", str(runs), "--steps", str(steps),
         "--seeds", str(seeds), "--seed-steps", str(seed_steps), "--return-seeds", str(min(seeds, 4)),
         "--return-steps", str(seed_steps), "--out", a.ppo_out,
-    ]  # fmt: skip
+    ] + (["--purejaxrl", a.purejaxrl] if a.purejaxrl else [])  # fmt: skip
 
 
 def sac_args(a) -> list[str]:
@@ -59,6 +60,7 @@ def main(argv=None) -> None:
     p.add_argument("--quick", action="store_true", help="smoke test: 1 run, small budgets")
     p.add_argument("--ant-steps", type=int, default=131_072, help="env steps per SAC ant run")
     p.add_argument("--brax-backend", default="generalized", help="brax physics backend for both SAC sides")
+    p.add_argument("--purejaxrl", metavar="DIR", default=None, help="ppo part: also PureJaxRL (ppo_cartpole.py's option)")
     p.add_argument("--ppo-out", default=os.path.join(RESULTS, "gpu_ppo_cartpole.md"))
     p.add_argument("--sac-out", default=os.path.join(RESULTS, "gpu_sac_ant.md"))
     a = p.parse_args(argv)

@@ -1,4 +1,4 @@
-"""PPO on gymnax CartPole-v1: eqxrl versus rejax, at identical hyperparameters.
+"""PPO on gymnax CartPole-v1: eqxrl versus rejax (and PureJaxRL), at identical hyperparameters.
 
 Measures, for one seed and for a batch of seeds in one program,
 
@@ -45,6 +45,19 @@ whole training as one chunk (with a bar: ~50 chunks and a host round trip
 between them); rejax compiles and runs one program.
 
 The rejax side is ``peers/rejax_adapter.py``.
+
+PureJaxRL (``--purejaxrl DIR``)
+-------------------------------
+With ``--purejaxrl DIR`` (a checkout of https://github.com/luchris429/purejaxrl, e.g. ``git clone
+https://github.com/luchris429/purejaxrl DIR``; measured at commit 31756b1) the script also times
+PureJaxRL's own ``purejaxrl/ppo.py`` (``peers/purejaxrl_adapter.py``) against a second eqxrl arm set to
+PureJaxRL's configuration as its ``ppo.py`` gives it: gradients clipped by global norm 0.5 and the
+learning rate annealed linearly to 0 (eqxrl: ``grad_clip="global_norm"``, ``anneal_lr=True``); every
+other setting is the one above. PureJaxRL is timed as its README runs it (``jax.jit(make_train(config))``,
+vmapped over the keys for a batch of seeds), compiled ahead of time; its deliberate differences are
+rejax's (truncation treated as termination; one ``ActorCritic`` module with separate actor and critic
+MLPs, one optimizer). The four arms run interleaved: eqxrl, rejax, eqxrl (PureJaxRL's settings),
+PureJaxRL.
 """
 
 from __future__ import annotations
@@ -81,11 +94,19 @@ def set_shape(num_envs: int, num_minibatches: int) -> None:
     ROLLOUT = num_envs * 128
 
 
-def make_eqxrl() -> PPO:
+# How each peer clips gradients and schedules the learning rate, in eqxrl's terms.
+PEER_SETTINGS = {
+    "rejax": dict(grad_clip="value", anneal_lr=False),
+    "purejaxrl": dict(grad_clip="global_norm", anneal_lr=True),
+}
+
+
+def make_eqxrl(peer: str = "rejax") -> PPO:
+    """eqxrl's PPO with the configuration of the comparison against `peer`."""
     return PPO(
-        eqxrl.envs.make(ENV_ID), rollout_length=128, hidden_sizes=(64, 64), activation="tanh", grad_clip="value",
-        anneal_lr=False, clip_value_loss=True, normalize_advantages=True, normalize_observations=False,
-        **SHAPE, **HYPERS,
+        eqxrl.envs.make(ENV_ID), rollout_length=128, hidden_sizes=(64, 64), activation="tanh",
+        clip_value_loss=True, normalize_advantages=True, normalize_observations=False,
+        **PEER_SETTINGS[peer], **SHAPE, **HYPERS,
     )  # fmt: skip
 
 
@@ -112,13 +133,41 @@ def time_rejax(total_timesteps: int, key) -> dict:
     return out
 
 
-def time_eqxrl(total_timesteps: int, key, chunk_iterations: int | None = None) -> dict:
+def time_eqxrl(total_timesteps: int, key, chunk_iterations: int | None = None, peer: str = "rejax") -> dict:
     """``eqxrl.train``'s own timings: AOT compile of the chunk, then the run of all chunks."""
-    state, info, out = time_train(make_eqxrl(), key, total_timesteps, chunk_iterations=chunk_iterations)
+    state, info, out = time_train(make_eqxrl(peer), key, total_timesteps, chunk_iterations=chunk_iterations)
     out["steps"] = int(np.sum(np.asarray(state.env_steps)))
     assert out["steps"] == info.env_steps == _expected_steps(total_timesteps, key), (out["steps"], info.env_steps)
     out["sps"] = info.steps_per_second
     return out
+
+
+def purejaxrl_config(total_timesteps: int) -> dict:
+    from peers import purejaxrl_adapter
+
+    return purejaxrl_adapter.config(ENV_ID, total_timesteps, **SHAPE, **HYPERS)
+
+
+def time_purejaxrl(module, total_timesteps: int, key) -> dict:
+    """Compile ``jax.jit(make_train(config))`` (vmapped for a batch of keys) ahead of time (timed), then
+    one timed execution."""
+    from peers import purejaxrl_adapter
+
+    _, out = purejaxrl_adapter.time_train(module, purejaxrl_config(total_timesteps), key)
+    assert out["steps"] == _expected_steps(total_timesteps, key), (out["steps"], total_timesteps)
+    out["sps"] = out["steps"] / out["run"]
+    return out
+
+
+def check_purejaxrl_networks(module) -> None:
+    """PureJaxRL's ``ActorCritic`` has the parameter counts of eqxrl's actor and critic."""
+    import equinox as eqx
+
+    from peers import purejaxrl_adapter
+
+    es = eqx.filter_eval_shape(make_eqxrl("purejaxrl").init, jax.random.key(0))
+    counts = num_params(es.actor), num_params(es.critic)
+    assert counts == purejaxrl_adapter.param_counts(module, ENV_ID), counts
 
 
 def check_same_networks() -> str:
@@ -142,8 +191,8 @@ def check_same_networks() -> str:
     return f"actor {counts[0]} / critic {counts[1]} parameters on both sides, (64, 64) tanh"
 
 
-def final_returns(total_timesteps: int, num_seeds: int, key) -> dict:
-    """Train both on ``num_seeds`` seeds in one program, evaluate 32 episodes per seed.
+def final_returns(total_timesteps: int, num_seeds: int, key, purejaxrl=None) -> dict:
+    """Train each library on ``num_seeds`` seeds in one program, evaluate 32 episodes per seed.
 
     Returns, per library and policy mode (greedy = argmax action, sampled = stochastic policy), the
     per-seed mean returns. rejax: its own evaluation utility (``rejax.evaluate.evaluate``, up to 500
@@ -161,10 +210,24 @@ def final_returns(total_timesteps: int, num_seeds: int, key) -> dict:
         out[("eqxrl", mode)] = r.mean(axis=1)
     rejax = rejax_adapter.ppo_returns(make_rejax(total_timesteps), train_keys, eval_key, RETURN_EPISODES)
     out.update({("rejax", mode): r for mode, r in rejax.items()})
+    if purejaxrl is not None:
+        from peers import purejaxrl_adapter
+
+        agent = make_eqxrl("purejaxrl")
+        state, _ = eqxrl.train(agent, train_keys, total_timesteps, progress=False)
+        for mode, det in (("greedy", True), ("sampled", False)):
+            r = np.asarray(eqxrl.evaluate(agent, state, eval_key, num_episodes=RETURN_EPISODES, deterministic=det))
+            out[("eqxrl-pjr", mode)] = r.mean(axis=1)
+        cfg = purejaxrl_config(total_timesteps)
+        pj = purejaxrl_adapter.returns(purejaxrl, cfg, train_keys, eval_key, RETURN_EPISODES)
+        out.update({("purejaxrl", mode): r for mode, r in pj.items()})
     return out
 
 
 # ============================================================================ driver
+# The compared pairs: (eqxrl's side, the peer) and their labels in the report.
+PAIRS = {"rejax": ("eqxrl", "rejax"), "purejaxrl": ("eqxrl-pjr", "purejaxrl")}
+LABELS = {"eqxrl": "eqxrl", "rejax": "rejax", "eqxrl-pjr": "eqxrl (PureJaxRL's settings)", "purejaxrl": "PureJaxRL"}
 METRICS = [
     Metric("compile, wall (s)", lambda x: x["compile"], higher=False, bold=True),
     Metric("env steps/s after compile, wall", lambda x: x["sps"], "{:,.0f}", bold=True),
@@ -190,14 +253,20 @@ def main(argv=None) -> None:
     p.add_argument("--no-returns", action="store_true", help="skip the final-return comparison")
     p.add_argument("--num-envs", type=int, default=4, help="envs per seed on both sides (PureJaxRL's config: 4)")
     p.add_argument("--num-minibatches", type=int, default=4, help="minibatches per epoch on both sides")
+    p.add_argument(
+        "--purejaxrl", metavar="DIR", default=None,
+        help="a checkout of github.com/luchris429/purejaxrl: also compare against its purejaxrl/ppo.py",
+    )  # fmt: skip
     a = p.parse_args(argv)
     if a.num_envs < 1 or a.num_minibatches < 1 or (a.num_envs * 128) % a.num_minibatches:
         p.error("--num-envs and --num-minibatches must be >= 1, with num_envs * 128 divisible by num_minibatches")
     set_shape(a.num_envs, a.num_minibatches)
     report = Report(__file__, argv)
     if a.quick:
-        a.runs, a.steps, a.seeds, a.seed_steps = 1, 2**14, 4, 2**12
-        a.return_seeds, a.return_steps = 2, 2**13
+        # (4 seeds x 2^16 steps, not fewer: PureJaxRL's vmapped program at 2-4 seeds x 4k-16k steps never
+        # finishes under jax 0.10.2's XLA:CPU; see peers/purejaxrl_adapter.py)
+        a.runs, a.steps, a.seeds, a.seed_steps = 1, 2**14, 4, 2**16
+        a.return_seeds, a.return_steps = 4, 2**16
     if a.return_steps is None:
         a.return_steps = a.steps
     for name in ("steps", "seed_steps", "return_steps"):
@@ -208,15 +277,31 @@ def main(argv=None) -> None:
 
     net = check_same_networks()
     print(f"networks: {net}", flush=True)
+    purejaxrl = None
+    if a.purejaxrl is not None:
+        from peers import purejaxrl_adapter
+
+        try:
+            purejaxrl = purejaxrl_adapter.load(a.purejaxrl)
+        except FileNotFoundError as e:
+            p.error(str(e))
+        check_purejaxrl_networks(purejaxrl)
+    a.peers = ("rejax",) + (("purejaxrl",) if purejaxrl is not None else ())
     settings = [
         ("1 seed", a.steps, jax.random.key(0)),
         (f"{a.seeds} seeds", a.seed_steps, jax.random.split(jax.random.key(0), a.seeds)),
     ]
-    results = {(s, lib): [] for s, _, _ in settings for lib in ("eqxrl", "rejax")}
+    sides = {
+        "eqxrl": lambda n, k: time_eqxrl(n, k, a.eqxrl_chunk_iterations),
+        "rejax": time_rejax,
+        "eqxrl-pjr": lambda n, k: time_eqxrl(n, k, a.eqxrl_chunk_iterations, peer="purejaxrl"),
+        "purejaxrl": lambda n, k: time_purejaxrl(purejaxrl, n, k),
+    }
+    sides = {lib: sides[lib] for peer in a.peers for lib in PAIRS[peer]}
+    results = {(s, lib): [] for s, _, _ in settings for lib in sides}
     for r in range(a.runs):
         for name, steps, key in settings:
-            run_eqxrl = lambda n, k: time_eqxrl(n, k, a.eqxrl_chunk_iterations)  # noqa: E731
-            for lib, fn in (("eqxrl", run_eqxrl), ("rejax", time_rejax)):
+            for lib, fn in sides.items():
                 fresh_caches()  # every run compiles from scratch
                 res = fn(steps, key)
                 results[(name, lib)].append(res)
@@ -230,55 +315,74 @@ def main(argv=None) -> None:
     returns = None
     if not a.no_returns:
         fresh_caches()
-        returns = final_returns(a.return_steps, a.return_seeds, jax.random.key(7))
+        returns = final_returns(a.return_steps, a.return_seeds, jax.random.key(7), purejaxrl)
         print("final returns:", {k: float(v.mean()) for k, v in returns.items()}, flush=True)
     report.emit(render(report, a, settings, results, returns, net), a.out)
 
 
 def render(report, a, settings, results, returns, net) -> str:
-    lines = report.header("PPO on gymnax CartPole-v1: eqxrl vs rejax", packages=("rejax", "flax"))
+    pj = "purejaxrl" in a.peers
+    title = "PPO on gymnax CartPole-v1: eqxrl vs rejax" + (" and PureJaxRL" if pj else "")
+    lines = report.header(title, packages=("rejax", "flax") + (("distrax",) if pj else ()))
     lines += [
         f"- config: {SHAPE['num_envs']} envs x 128 steps, 4 epochs x {SHAPE['num_minibatches']} minibatches, lr 2.5e-4 constant, per-element grad clip 0.5, "
         f"gamma 0.99, GAE 0.95, clip 0.2, ent 0.01, vf 0.5; networks: {net}; "
         "eqxrl `PPO(grad_clip=\"value\", anneal_lr=False)`; rejax periodic evaluation disabled "
         "(`eval_freq=total_timesteps`, `skip_initial_evaluation=True`, no-op `eval_callback`)",
-        f"- medians of {a.runs} run(s) per cell, runs interleaved eqxrl, rejax, eqxrl, rejax, ...; "
+    ]
+    if pj:
+        lines.append(
+            "- PureJaxRL: its `purejaxrl/ppo.py` at the same settings but its own clipping and schedule (global-norm "
+            "clip 0.5, learning rate annealed linearly to 0), against eqxrl at those two settings "
+            "(`PPO(grad_clip=\"global_norm\", anneal_lr=True)`, the same networks); "
+            f"checkout {a.purejaxrl}, see `peers/purejaxrl_adapter.py`"
+        )
+    order = ", ".join(LABELS[lib] for peer in a.peers for lib in PAIRS[peer])
+    lines += [
+        f"- medians of {a.runs} run(s) per cell, runs interleaved {order}, ...; "
         "in-memory JAX caches cleared before every run",
         "",
-        "Ratios are eqxrl / rejax. For times (s) below 1 means eqxrl is faster; for throughputs "
+        "Ratios are eqxrl / peer. For times (s) below 1 means eqxrl is faster; for throughputs "
         "(steps/s) above 1 means eqxrl is faster.",
         "",
     ]
-    rows = []
-    for name, steps, _ in settings:
-        e, r = results[(name, "eqxrl")], results[(name, "rejax")]
-        rows += compare(METRICS, e, r, group=f"{name} x {steps:,} steps ({e[0]['steps']:,} in all)")
-    lines += table(["setting", "metric", "eqxrl", "rejax", "eqxrl / rejax"], rows, "llrrr")
+    for peer in a.peers:
+        mine, theirs = PAIRS[peer]
+        if len(a.peers) > 1:
+            lines += [f"### {LABELS[mine]} vs {LABELS[theirs]}", ""]
+        rows = []
+        for name, steps, _ in settings:
+            e, r = results[(name, mine)], results[(name, theirs)]
+            rows += compare(METRICS, e, r, group=f"{name} x {steps:,} steps ({e[0]['steps']:,} in all)")
+        heads = ["setting", "metric", LABELS[mine], LABELS[theirs], f"eqxrl / {LABELS[theirs]}"]
+        lines += table(heads, rows, "llrrr") + [""]
     lines += [
-        "",
         "- **compile, wall**: trace + lower + XLA compile of the training program. eqxrl: "
         "`TrainInfo.compile_seconds`, the AOT compile of the chunk and of its `init` program "
         "(compiled concurrently); rejax: `jax.jit(train).lower(key).compile()`, "
-        "a program that includes `init_state`.",
+        "a program that includes `init_state`"
+        + ("; PureJaxRL: `jax.jit(make_train(config)).lower(key).compile()`, its network and env "
+           "initialisation included." if pj else "."),
         "- **env steps/s after compile, wall**: env steps / execution time. eqxrl: "
         f"`TrainInfo.steps_per_second`, all chunks (chunk_iterations={a.eqxrl_chunk_iterations or 'default: one chunk without a progress bar'}) "
         "including the host round trips between them; "
-        "rejax: one call of the compiled program, until the result is ready.",
+        "rejax" + (" and PureJaxRL" if pj else "") + ": one call of the compiled program, until the result is ready.",
         "- **process CPU**: CPU seconds of this process (all threads) over the same phases "
         "(eqxrl's phases located with a 5 ms sampler around `eqxrl.train`). Far less sensitive than "
         "wall time to other load on a shared machine; the steadier basis for comparison here.",
         "- **setup**: everything in a run but the execution. eqxrl: the `init` compile plus the chunk "
-        "compile (plus host work); rejax: the compile.",
+        "compile (plus host work); the peers: the compile.",
         "",
         "Per-run values (compile wall s / steps/s wall / steps per CPU-s):",
         "",
     ]
+    sides = [lib for peer in a.peers for lib in PAIRS[peer]]
     for name, _, _ in settings:
-        for lib in ("eqxrl", "rejax"):
+        for lib in sides:
             vals = ", ".join(
                 f"{x['compile']:.2f} / {x['sps']:,.0f} / {x['steps'] / x['run_cpu']:,.0f}" for x in results[(name, lib)]
             )
-            lines.append(f"- {name}, {lib}: {vals}")
+            lines.append(f"- {name}, {LABELS[lib]}: {vals}")
     if returns is not None:
         lines += [
             "",
@@ -286,20 +390,22 @@ def render(report, a, settings, results, returns, net) -> str:
             "",
             f"Mean over seeds of each seed's mean return over {RETURN_EPISODES} evaluation episodes (max 500). "
             f"eqxrl: `eqxrl.evaluate(..., num_episodes={RETURN_EPISODES})`; rejax: `rejax.evaluate.evaluate` "
-            f"({RETURN_EPISODES} episodes) vmapped over the seeds. greedy = argmax action, sampled = actions drawn "
-            "from the policy (rejax's own `make_act`).",
+            f"({RETURN_EPISODES} episodes) vmapped over the seeds"
+            + ("; PureJaxRL: the same episode loop (`rejax.evaluate.evaluate`) with its `ActorCritic`" if pj else "")
+            + ". greedy = argmax action, sampled = actions drawn from the policy (rejax's own `make_act`"
+            + ("; PureJaxRL: its `distrax.Categorical`" if pj else "") + ").",
             "",
         ]
         rows = []
-        for lib in ("eqxrl", "rejax"):
+        for lib in sides:
             g, s = returns[(lib, "greedy")], returns[(lib, "sampled")]
-            rows.append([lib, f"{g.mean():.1f}", f"{g.min():.1f}", f"{s.mean():.1f}", f"{s.min():.1f}"])
+            rows.append([LABELS[lib], f"{g.mean():.1f}", f"{g.min():.1f}", f"{s.mean():.1f}", f"{s.min():.1f}"])
         lines += table(["library", "greedy mean", "greedy min seed", "sampled mean", "sampled min seed"], rows)
         lines += [""]
-        for lib in ("eqxrl", "rejax"):
+        for lib in sides:
             for mode in ("greedy", "sampled"):
                 per = ", ".join(f"{x:.0f}" for x in returns[(lib, mode)])
-                lines.append(f"- {lib} {mode} per seed: {per}")
+                lines.append(f"- {LABELS[lib]} {mode} per seed: {per}")
     return "\n".join(lines) + "\n"
 
 
