@@ -15,8 +15,9 @@ never finishes: its execution stalls with the process idle (its own code, unchan
 sizes and 3-32 seeds at 65,536 or more run normally). Switching off XLA:CPU's concurrency-optimised
 scheduler (``XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false``) or Eigen's thread pool
 (``--xla_cpu_multi_thread_eigen=false``) lets it finish, which points at a deadlock in XLA's CPU
-runtime; ``ppo_cartpole.py --quick`` uses 65,536 steps per seed for that reason. eqxrl's programs have
-not shown it (the test suite and the benchmarks run them at many sizes).
+runtime; ``ppo_cartpole.py --quick`` uses 65,536 steps per seed for that reason. ``eqxrl.train`` has not
+shown it in the test suite or the benchmarks; a hand-built program of eqxrl's pieces (``jax.vmap`` of
+``PPO.train_iteration`` over 32 seeds in a scan) did (``results/ppo_cartpole.md``, notes).
 
 The training program is timed as PureJaxRL's README runs it: ``jax.jit(make_train(config))`` (one
 seed) or ``jax.jit(jax.vmap(make_train(config)))`` (a batch of seeds), compiled ahead of time
@@ -152,16 +153,12 @@ def returns(module, cfg: dict, train_keys, eval_key, episodes: int) -> dict[str,
     """Train one seed per key in one program, then each seed's mean return over `episodes` episodes
     (``rejax.evaluate.evaluate``'s episode loop, as for the rejax column): "greedy" (argmax of the
     actor's logits) and "sampled" (an action drawn from PureJaxRL's ``distrax.Categorical``)."""
-    import gymnax
     from rejax.evaluate import evaluate
-
-    from peers.rejax_adapter import FiveTupleGymnaxEnv
 
     out = jax.jit(jax.vmap(module.make_train(dict(cfg))))(train_keys)
     params = out["runner_state"][0].params
     net, _ = network(module, cfg["ENV_NAME"])
-    env, env_params = gymnax.make(cfg["ENV_NAME"])
-    env = FiveTupleGymnaxEnv(env)
+    env, env_params = _FiveTupleGymnax.make(cfg["ENV_NAME"])
     result = {}
     for mode in ("greedy", "sampled"):
 
