@@ -123,14 +123,19 @@ def _expected_steps(total_timesteps: int, key) -> int:
     return (key.shape[0] if key.ndim == 1 else 1) * (total_timesteps // ROLLOUT) * ROLLOUT
 
 
+def _peer_timings(out: dict, total_timesteps: int, key) -> dict:
+    """A peer's timings with its env steps checked and its steps per second added."""
+    assert out["steps"] == _expected_steps(total_timesteps, key), (out["steps"], total_timesteps)
+    out["sps"] = out["steps"] / out["run"]
+    return out
+
+
 def time_rejax(total_timesteps: int, key) -> dict:
     """Compile with ``jax.jit(...).lower(key).compile()`` (timed), then one timed execution."""
     from peers import rejax_adapter
 
     _, out = rejax_adapter.time_train(make_rejax(total_timesteps), key)
-    assert out["steps"] == _expected_steps(total_timesteps, key), (out["steps"], total_timesteps)
-    out["sps"] = out["steps"] / out["run"]
-    return out
+    return _peer_timings(out, total_timesteps, key)
 
 
 def time_eqxrl(total_timesteps: int, key, chunk_iterations: int | None = None, peer: str = "rejax") -> dict:
@@ -154,32 +159,33 @@ def time_purejaxrl(module, total_timesteps: int, key) -> dict:
     from peers import purejaxrl_adapter
 
     _, out = purejaxrl_adapter.time_train(module, purejaxrl_config(total_timesteps), key)
-    assert out["steps"] == _expected_steps(total_timesteps, key), (out["steps"], total_timesteps)
-    out["sps"] = out["steps"] / out["run"]
-    return out
+    return _peer_timings(out, total_timesteps, key)
+
+
+def _eqxrl_param_counts(agent: PPO) -> tuple[int, int]:
+    """``(actor, critic)`` parameter counts of `agent`'s initial state (shapes only)."""
+    import equinox as eqx
+
+    es = eqx.filter_eval_shape(agent.init, jax.random.key(0))
+    return num_params(es.actor), num_params(es.critic)
 
 
 def check_purejaxrl_networks(module) -> None:
     """PureJaxRL's ``ActorCritic`` has the parameter counts of eqxrl's actor and critic."""
-    import equinox as eqx
-
     from peers import purejaxrl_adapter
 
-    es = eqx.filter_eval_shape(make_eqxrl("purejaxrl").init, jax.random.key(0))
-    counts = num_params(es.actor), num_params(es.critic)
+    counts = _eqxrl_param_counts(make_eqxrl("purejaxrl"))
     assert counts == purejaxrl_adapter.param_counts(module, ENV_ID), counts
 
 
 def check_same_networks() -> str:
     """Both sides: (64, 64) tanh actor and critic with the same parameter counts."""
-    import equinox as eqx
     from flax import linen as nn
 
     from peers import rejax_adapter
 
     agent = make_eqxrl()
-    es = eqx.filter_eval_shape(agent.init, jax.random.key(0))
-    counts = num_params(es.actor), num_params(es.critic)
+    counts = _eqxrl_param_counts(agent)
     algo = make_rejax(ROLLOUT)
     assert algo.actor.activation is nn.tanh and algo.critic.activation is nn.tanh
     assert tuple(algo.actor.hidden_layer_sizes) == (64, 64) == tuple(agent.hidden_sizes)
@@ -189,6 +195,18 @@ def check_same_networks() -> str:
         agent.num_envs, agent.rollout_length, agent.num_epochs, agent.num_minibatches,
     )  # fmt: skip
     return f"actor {counts[0]} / critic {counts[1]} parameters on both sides, (64, 64) tanh"
+
+
+def _eqxrl_returns(peer: str, total_timesteps: int, train_keys, eval_key) -> dict[str, np.ndarray]:
+    """eqxrl at `peer`'s settings trained on every key in one program: each seed's mean return over
+    the evaluation episodes, greedy and sampled."""
+    agent = make_eqxrl(peer)
+    state, _ = eqxrl.train(agent, train_keys, total_timesteps, progress=False)
+    out = {}
+    for mode, det in (("greedy", True), ("sampled", False)):
+        r = np.asarray(eqxrl.evaluate(agent, state, eval_key, num_episodes=RETURN_EPISODES, deterministic=det))
+        out[mode] = r.mean(axis=1)
+    return out
 
 
 def final_returns(total_timesteps: int, num_seeds: int, key, purejaxrl=None) -> dict:
@@ -202,22 +220,14 @@ def final_returns(total_timesteps: int, num_seeds: int, key, purejaxrl=None) -> 
 
     train_keys = jax.random.split(key, num_seeds)
     eval_key = jax.random.key(12345)
-    agent = make_eqxrl()
-    state, _ = eqxrl.train(agent, train_keys, total_timesteps, progress=False)
-    out = {}
-    for mode, det in (("greedy", True), ("sampled", False)):
-        r = np.asarray(eqxrl.evaluate(agent, state, eval_key, num_episodes=RETURN_EPISODES, deterministic=det))
-        out[("eqxrl", mode)] = r.mean(axis=1)
+    out = {("eqxrl", mode): r for mode, r in _eqxrl_returns("rejax", total_timesteps, train_keys, eval_key).items()}
     rejax = rejax_adapter.ppo_returns(make_rejax(total_timesteps), train_keys, eval_key, RETURN_EPISODES)
     out.update({("rejax", mode): r for mode, r in rejax.items()})
     if purejaxrl is not None:
         from peers import purejaxrl_adapter
 
-        agent = make_eqxrl("purejaxrl")
-        state, _ = eqxrl.train(agent, train_keys, total_timesteps, progress=False)
-        for mode, det in (("greedy", True), ("sampled", False)):
-            r = np.asarray(eqxrl.evaluate(agent, state, eval_key, num_episodes=RETURN_EPISODES, deterministic=det))
-            out[("eqxrl-pjr", mode)] = r.mean(axis=1)
+        mine = _eqxrl_returns("purejaxrl", total_timesteps, train_keys, eval_key)
+        out.update({("eqxrl-pjr", mode): r for mode, r in mine.items()})
         cfg = purejaxrl_config(total_timesteps)
         pj = purejaxrl_adapter.returns(purejaxrl, cfg, train_keys, eval_key, RETURN_EPISODES)
         out.update({("purejaxrl", mode): r for mode, r in pj.items()})
