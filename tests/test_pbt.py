@@ -525,25 +525,32 @@ def test_bad_pbt_agent_and_budget(getkey):
 @pytest.mark.learning
 def test_pbt_td3_beats_the_median_of_fixed_hyperparameters():
     # A learning-rate range with bad values at both ends: 1e-5 barely learns, 1e-1 diverges.
-    # Four generations of 2,000 steps per member, small networks and batches: with keys 0, 1, 2 (fixed
-    # runs key + 1) PBT's best member scored -155, -153, -156 against fixed-run medians of -1097, -1146,
-    # -1389 (margins of 890 to 1180 over the bound's 50) when this test was written; key 0 gives -473
-    # today. About 15 CPU-s of training and 55 of compiling (it was 12,000 steps, 64x64 networks,
-    # batches of 256: 150 CPU-s for the test). On-policy PBT learns in docs/tutorial.md (its A2C).
+    # Four generations of 2,000 steps per member, small networks and batches, over 6 keys (one
+    # compiled program each for PBT and the fixed runs, reused across keys). One key's result
+    # moves with the CPU's floating-point code paths (key 0 gave -473 on one machine, -741 and
+    # -946 on others), so the bounds are on counts over keys. On this project's 2-core AMD EPYC
+    # (2026-11-26, keys 0-5): PBT's best member scored -946, -214, -126, -221, -582, -1384 against
+    # fixed-run medians of -1302, -1176, -1399, -760, -939, -1464 (margins 80 to 1274, every key
+    # above the 50 asked); 4 of 6 best members above -600, where an untrained policy scores about
+    # -1200. The bounds ask 5 of 6 margins and 3 of 6 learners: one more key (of 6) than observed
+    # may fall each way. About 15 CPU-s of training per key and 55 of compiling.
     agent = TD3("Pendulum-v1", hidden_sizes=(32, 32), batch_size=128, learning_starts=1_000, num_envs=2, rollout_length=1)
     space = {"actor_learning_rate": LogUniform(1e-5, 1e-1), "critic_learning_rate": LogUniform(1e-5, 1e-1)}
     pbt = PBT(agent, space, population_size=4, ready=2_000, exploit=Truncation(1, 1), eval_episodes=4)
     budget = 8_000
-    key = jax.random.key(0)
-    # The same initial population, trained with its sampled hyperparameters fixed, same budget per member.
-    fixed_agents = pbt.init(key).agent
-    fixed_state, _ = eqxrl.train(fixed_agents, jax.random.key(1), budget, progress=False)
-    fixed = np.asarray(eqxrl.evaluate(fixed_agents, fixed_state, jax.random.key(2), num_episodes=8)).mean(axis=1)
-    population, history = pbt.run(key, budget, progress=False)
-    best, _ = history.best()
-    member_agent, member_state = population.member(best)
-    pbt_return = float(jnp.mean(eqxrl.evaluate(member_agent, member_state, jax.random.key(2), num_episodes=8)))
-    assert pbt_return > np.median(fixed) + 50, (pbt_return, fixed, history.fitness)
-    # And TD3 learns (the suite's TD3 learning test; the bound of test_off_policy's DDPG test):
-    # an untrained policy scores about -1200, PBT's best member -473 (key 0, eqxrl today).
-    assert pbt_return > -600, (pbt_return, history.fitness)
+    pbt_returns, fixed_medians = [], []
+    for seed in range(6):
+        key = jax.random.key(seed)
+        # The same initial population, trained with its sampled hyperparameters fixed, same budget per member.
+        fixed_agents = pbt.init(key).agent
+        fixed_state, _ = eqxrl.train(fixed_agents, jax.random.fold_in(key, 1), budget, progress=False)
+        fixed = np.asarray(eqxrl.evaluate(fixed_agents, fixed_state, jax.random.fold_in(key, 2), num_episodes=8))
+        population, history = pbt.run(key, budget, progress=False)
+        member_agent, member_state = population.member(history.best()[0])
+        returns = eqxrl.evaluate(member_agent, member_state, jax.random.fold_in(key, 2), num_episodes=8)
+        pbt_returns.append(float(jnp.mean(returns)))
+        fixed_medians.append(float(np.median(fixed.mean(axis=1))))
+    pbt_returns, fixed_medians = np.array(pbt_returns), np.array(fixed_medians)
+    assert np.sum(pbt_returns > fixed_medians + 50) >= 5, (pbt_returns, fixed_medians)
+    # And TD3 learns (the bound of test_off_policy's DDPG test).
+    assert np.sum(pbt_returns > -600) >= 3, (pbt_returns, fixed_medians)
