@@ -13,7 +13,7 @@ from ..envs import make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError
 from ..runs import CONFIG, MAX_SEED, CheckpointError, agent_from_config, checkpoint_steps, load_config, resume_run, train_run
 from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir, print_returns
-from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, build_agent, first_line, given_fields
+from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
 
 
@@ -87,6 +87,7 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         "--config", default=None, metavar="CONFIG_JSON",
         help="reproduce a run: agent, env, fields, budget and seeds from a run directory's config.json",
     )  # fmt: skip
+    add_trust_flag(run)
     add_field_flags(p, cls)
 
 

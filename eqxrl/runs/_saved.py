@@ -80,12 +80,13 @@ def save(path: PathLike, agent: Any, state: PyTree, *, overwrite: bool = False) 
     return path
 
 
-def load(path: PathLike, env: AbstractEnv | None = None) -> tuple[Any, PyTree]:
+def load(path: PathLike, env: AbstractEnv | None = None, *, trust: Any = ()) -> tuple[Any, PyTree]:
     """Load what `eqxrl.save` wrote.
 
-    **Arguments:** the `path`, and `env`: the environment to rebuild the agent with
+    **Arguments:** the `path`; `env`: the environment to rebuild the agent with
     (default: `eqxrl.envs.make` of the saved env name; give it for an env that
-    `make` cannot build).
+    `make` cannot build); and `trust`: the modules whose classes `agent.json` may name
+    besides eqxrl's own and registered ones (`trust=("my_pkg",)`; nothing else is imported).
 
     **Returns:** `(agent, state)`. Raises `ValueError` naming the path when it is not a
     save, when the state does not match its agent, or when an array was damaged.
@@ -97,6 +98,8 @@ def load(path: PathLike, env: AbstractEnv | None = None) -> tuple[Any, PyTree]:
         record = json.loads((path / AGENT).read_text())
         config = {"agent": record["agent"], "agent_class": record.get("agent_class"), "env": record["env"]}
         members = record["members"]
+        if not isinstance(members, list) or not members or not all(isinstance(m, dict) for m in members):
+            raise TypeError(f"'members' must be a non-empty list of objects, got {members!r}")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
         raise ValueError(f"{path / AGENT} is damaged: {one_line(e)}") from None
     if record.get("stacked"):
@@ -104,7 +107,7 @@ def load(path: PathLike, env: AbstractEnv | None = None) -> tuple[Any, PyTree]:
     else:
         config["agent_config"] = members[0]
     try:
-        agent = agent_from_config(config, env=env)
+        agent = agent_from_config(config, env=env, trust=trust)
     except (ValueError, TypeError) as e:
         raise ValueError(f"{path / AGENT}: {one_line(e)}") from None
     try:
