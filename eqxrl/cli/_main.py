@@ -9,6 +9,7 @@ from ..core import __version__, one_line, trusting
 from ._common import use_compile_cache
 from ._evaluate import add_evaluate_command, evaluate_command
 from ._flags import DEFAULT_AGENT, trusted_in_argv
+from ._parse import attach_negative_values
 from ._pbt import add_pbt_command, pbt_command
 from ._train import add_train_command, train_command
 
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (`eqxrl.core.trusting`). They are read before parsing, since flags' class specs
     are resolved while argparse parses them.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = attach_negative_values(list(sys.argv[1:] if argv is None else argv))
     try:
         trust = trusted_in_argv(argv)
     except ValueError as e:

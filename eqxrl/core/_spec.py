@@ -172,7 +172,7 @@ def import_class(path: str, what: str = "class", expected: type | tuple[type, ..
     if not isinstance(obj, type):
         raise ValueError(f"{what} must be a class, got {path!r}, which is a {type(obj).__name__}")
     if expected is not None and not issubclass(obj, expected):
-        names = " or ".join(f"{c.__module__}.{c.__qualname__}" for c in (expected if isinstance(expected, tuple) else (expected,)))
+        names = " or ".join(class_path(c) for c in (expected if isinstance(expected, tuple) else (expected,)))
         raise ValueError(f"{what} must be a subclass of {names}, got {path!r}")
     return obj
 

@@ -5,7 +5,7 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
-from ..core import one_line
+from ..core import one_line, trust_modules
 from ..runs import agent_from_config
 from ._exploit import Tournament, Truncation
 from ._generation import Novelty
@@ -80,6 +80,7 @@ def resume(
     **Returns:** `(population, history)` as the uninterrupted `PBT.run` would have.
     """
     run_dir = pathlib.Path(run_dir)
+    trust = trust_modules(trust, "resume(trust)")
     path = run_dir / CONFIG
     if not path.is_file():
         raise ValueError(f"{str(run_dir)!r} is not a PBT run directory: it has no {CONFIG}")

@@ -8,7 +8,7 @@ import jax
 from jaxtyping import Array, PyTree
 
 from ..agents import AbstractAgent, Batch
-from ..core import Key
+from ..core import Key, trust_modules
 from ._checkpoint import load_checkpoint
 from ._config import load_agent, load_config
 from ._files import PathLike
@@ -78,6 +78,7 @@ def load_policy(
     for the final state, or `"best"`, `"last"` or an env step (see `load_run`); and
     `trust`, modules whose classes the run directory may name (see `load_run`).
     """
+    trust = trust_modules(trust, "load_policy(trust)")
     config = load_config(run_dir)
     agent = load_agent(run_dir, trust=trust)
     state = _load_state(run_dir, agent, config["seeds"], checkpoint)
@@ -104,6 +105,7 @@ def load_run(run_dir: PathLike, checkpoint: Any = None, *, trust: Any = ()) -> t
 
     **Returns:** `(agent, state, config)`, ready for `eqxrl.evaluate(agent, state, key)`.
     """
+    trust = trust_modules(trust, "load_run(trust)")
     config = load_config(run_dir)
     agent = load_agent(run_dir, trust=trust)
     return agent, _load_state(run_dir, agent, config["seeds"], checkpoint), config

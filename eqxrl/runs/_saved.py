@@ -12,7 +12,7 @@ import jax
 from jaxtyping import PyTree
 
 from ..agents import agent_name, class_path
-from ..core import __version__, one_line
+from ..core import __version__, one_line, trust_modules
 from ..envs import AbstractEnv
 from ..loop import state_batch
 from ._checkpoint import crc32_of, state_arrays
@@ -92,6 +92,7 @@ def load(path: PathLike, env: AbstractEnv | None = None, *, trust: Any = ()) -> 
     save, when the state does not match its agent, or when an array was damaged.
     """
     path = pathlib.Path(path)
+    trust = trust_modules(trust, "load(trust)")
     if not (path / AGENT).is_file():
         raise ValueError(f"load(path): {str(path)!r} is not an eqxrl save (no {AGENT})")
     try:
