@@ -356,3 +356,28 @@ def test_a_run_made_from_an_optimizer_spec_evaluates_and_resumes(tmp_path):
     for a, b in zip(jax.tree.leaves(eqx.filter(state, eqx.is_inexact_array)), jax.tree.leaves(eqx.filter(reproduced, eqx.is_inexact_array))):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
+
+
+def test_named_optimizer_steps_as_optax_does_and_checks_its_numbers():
+    import jax.numpy as jnp
+    import optax
+
+    from eqxrl.components import NamedOptimizer
+    from eqxrl.core import foreign_promotion
+
+    params = {"w": jnp.arange(3.0), "b": jnp.ones(2)}
+    grads = {"w": jnp.array([0.5, -1.0, 2.0]), "b": jnp.array([1.0, -3.0])}
+    for named, tx in [(NamedOptimizer("adamw", 1e-2, 1e-1), optax.adamw(1e-2, weight_decay=1e-1)),
+                      (NamedOptimizer("sgd", 0.1), optax.sgd(0.1)), (NamedOptimizer("rmsprop", 1e-2), optax.rmsprop(1e-2))]:  # fmt: skip
+        state, ours, theirs, reference = named.init(params), params, params, tx.init(params)
+        for _ in range(3):
+            ours, state = named.update(grads, state, ours)
+            with foreign_promotion():  # optax itself is not strict-promotion clean
+                updates, reference = tx.update(grads, reference, theirs)
+            theirs = optax.apply_updates(theirs, updates)
+        for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"NamedOptimizer\(name\) must be one of \['adamw', 'rmsprop', 'sgd'\], got 'lion'"):
+        NamedOptimizer("lion", 1e-3)
+    with pytest.raises(ValueError, match=r"NamedOptimizer\(weight_decay\) must be 0 for sgd \(only adamw decays weights\), got 0.1"):
+        NamedOptimizer("sgd", 1e-3, 0.1)
