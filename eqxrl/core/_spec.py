@@ -55,7 +55,7 @@ _TRUSTED: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("eqxr
 """The modules trusted by the calls in progress (`trusting`); empty outside them."""
 
 _REGISTERED: list[type] = []
-"""Classes registered with `register_component` (and agents with `register_agent`)."""
+"""Classes registered with `register_component` (agents are in `eqxrl.agents.AGENTS`, which `agent_class` passes as `among`)."""
 
 
 def _is_module_name(name: Any) -> bool:
