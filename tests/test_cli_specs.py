@@ -81,7 +81,7 @@ def test_presets():
         (parse_optimizer, "adamw:1e-3:-1", r"NamedOptimizer\(weight_decay\) must be a finite number >= 0, got -1.0"),
         (parse_optimizer, "sgd:0.1:0.1", r"expected sgd:LR, got 'sgd:0.1:0.1'"),
         (parse_buffer, "os.path:join", r"the class of buffer must be a class, got 'os.path:join', which is a function"),
-        (parse_buffer, "eqxrl.components:MLPTorso", r"the class of buffer must be a subclass of eqxrl.components._buffers.AbstractReplayBuffer"),
+        (parse_buffer, "eqxrl.components:MLPTorso", r"the class of buffer must be a subclass of eqxrl.components:AbstractReplayBuffer, got .eqxrl.components:MLPTorso."),
         (parse_buffer, '{"class": "os:getcwd"}', r"the class of buffer names 'os:getcwd', whose module 'os' is not trusted: .* pass --trust os \(command line\) or trust=\('os',\) \(Python\)"),
         (parse_loss_terms, "l1:0.1", r"unknown loss term 'l1:0.1'"),
         (parse_learning_rate, "cosine", r"expected cosine:VALUE"),
