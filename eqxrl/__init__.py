@@ -19,6 +19,7 @@ from .agents import stack as stack
 from .agents import sweep as sweep
 from .core import __version__ as __version__
 from .core import hyperparameter as hyperparameter
+from .core import register_component as register_component
 from .loop import Checkpoint as Checkpoint
 from .loop import EvalLogger as EvalLogger
 from .loop import NonFiniteError as NonFiniteError

@@ -7,7 +7,6 @@ import io
 import json
 import re
 
-import optax
 import pytest
 
 from eqxrl import cli
@@ -28,8 +27,8 @@ from eqxrl.components import (
     LinearSchedule,
     MLPTorso,
     ModuleTorso,
+    NamedOptimizer,
     Optimizer,
-    OptaxOptimizer,
     PrioritizedReplayBuffer,
     ReplayBuffer,
     WarmupCosineSchedule,
@@ -47,8 +46,9 @@ def test_presets():
     assert parse_buffer("uniform") == ReplayBuffer() and parse_buffer("uniform:500") == ReplayBuffer(500)
     assert parse_buffer("prioritized:500:0.5") == PrioritizedReplayBuffer(500, alpha=0.5)
     assert parse_optimizer("adam:1e-3:0.5") == Optimizer(1e-3, 0.5)
-    assert isinstance(parse_optimizer("adamw:1e-3:0.01"), OptaxOptimizer)
-    assert isinstance(parse_optimizer("sgd:0.1").tx, optax.GradientTransformation)
+    assert parse_optimizer("adamw:1e-3:0.01") == NamedOptimizer("adamw", 1e-3, 0.01)
+    assert parse_optimizer("adamw:1e-3") == NamedOptimizer("adamw", 1e-3, 1e-4)  # optax's default decay
+    assert parse_optimizer("sgd:0.1") == NamedOptimizer("sgd", 0.1) and parse_optimizer("rmsprop:0.1").name == "rmsprop"
     assert parse_loss_terms("l2:1e-4,l2:0.1") == (L2Penalty(1e-4), L2Penalty(0.1)) and parse_loss_terms("none") == ()
     assert parse_learning_rate("3e-4") == 3e-4
     assert parse_learning_rate("cosine:3e-4:0.1") == CosineSchedule(3e-4, 0.1)
@@ -72,6 +72,17 @@ def test_presets():
         (parse_optimizer, "adam", r"expected adam:LR\[:MAX_GRAD_NORM\], got 'adam'"),
         (parse_optimizer, "lion:1e-3", r"unknown optimizer 'lion:1e-3'"),
         (parse_optimizer, "adam:-1", r"learning_rate must be > 0, got -1.0"),
+        (parse_optimizer, "adam:inf", r"learning_rate must be finite, got inf"),
+        (parse_optimizer, "adam:1e-3:nan", r"max_grad_norm must be > 0 \(inf disables clipping\), got nan"),
+        (parse_optimizer, "sgd:-1", r"NamedOptimizer\(learning_rate\) must be a finite number > 0, got -1.0"),
+        (parse_optimizer, "rmsprop:nan", r"NamedOptimizer\(learning_rate\) must be a finite number > 0, got nan"),
+        (parse_optimizer, "adamw:inf", r"NamedOptimizer\(learning_rate\) must be a finite number > 0, got inf"),
+        (parse_optimizer, "adamw:1e-3:nan", r"NamedOptimizer\(weight_decay\) must be a finite number >= 0, got nan"),
+        (parse_optimizer, "adamw:1e-3:-1", r"NamedOptimizer\(weight_decay\) must be a finite number >= 0, got -1.0"),
+        (parse_optimizer, "sgd:0.1:0.1", r"expected sgd:LR, got 'sgd:0.1:0.1'"),
+        (parse_buffer, "os.path:join", r"the class of buffer must be a class, got 'os.path:join', which is a function"),
+        (parse_buffer, "eqxrl.components:MLPTorso", r"the class of buffer must be a subclass of eqxrl.components:AbstractReplayBuffer, got .eqxrl.components:MLPTorso."),
+        (parse_buffer, '{"class": "os:getcwd"}', r"the class of buffer names 'os:getcwd', whose module 'os' is not trusted: .* pass --trust os \(command line\) or trust=\('os',\) \(Python\)"),
         (parse_loss_terms, "l1:0.1", r"unknown loss term 'l1:0.1'"),
         (parse_learning_rate, "cosine", r"expected cosine:VALUE"),
         (parse_learning_rate, "exponential:1e-3", r"expected exponential:LR:END, got 'exponential:1e-3'"),

@@ -389,7 +389,10 @@ def test_config_round_trip_of_module_fields():
     config = json.loads(json.dumps(run_config(agent, total_steps=100)))
     assert config["agent_config"]["actor_torso"] == {"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8], "activation": "tanh"}
     assert config["agent_config"]["critic_torso"]["module"] == {"type": f"{__name__}:UserTorso"}
-    assert agent_from_config(config) == agent
+    # A user's class in a config loads only from a trusted module (or once registered).
+    with pytest.raises(ValueError, match=rf"the class of critic_torso.module names '{__name__}:UserTorso', whose module '{__name__}' is not trusted"):
+        agent_from_config(config)
+    assert agent_from_config(config, trust=(__name__,)) == agent
     optax_agent = SAC("Pendulum-v1", critic_optimizer=optax.adam(1e-3))
     config = json.loads(json.dumps(run_config(optax_agent, total_steps=100)))
     assert "unserializable" in config["agent_config"]["critic_optimizer"]

@@ -2,12 +2,14 @@
 
 It trains, stacks into a sweep, runs in PBT, and once registered works with run
 directories, `eqxrl train pkg.mod:Class`, `eqxrl evaluate`, `--resume` and
-`eqxrl pbt --resume` exactly like a built-in agent. Also: the errors a custom
+`eqxrl pbt --resume` exactly like a built-in agent; a process that did not register
+it loads its run directories when trusting its module (`--trust`, `trust=`) and not otherwise. Also: the errors a custom
 agent's author meets (undeclared hyperparameters, the metrics contract).
 """
 
 import importlib
 import json
+import re
 
 import equinox as eqx
 import jax
@@ -158,10 +160,18 @@ def test_run_directory_cli_evaluate_and_resume(registered, tmp_path, capsys, mon
     assert config["agent_config"]["learning_rate"] == 0.005
     agent, state, _ = eqxrl.runs.load_run(run)
     assert isinstance(agent, Reinforce)
-    # A process that never registered the class finds it through config.json's agent_class.
+    # A process that never registered the class imports it from config.json's agent_class only
+    # when trusting its module: a run directory is data, and opening one runs no code it names.
     eqxrl.agents.AGENTS.pop("reinforce")
-    assert isinstance(eqxrl.runs.load_agent(run), Reinforce) and eqxrl.agents.agent_class("reinforce") is Reinforce
-    assert cli.main(["evaluate", str(run), "--episodes", "2"]) == 0
+    untrusted = rf"agent_class names '{__name__}:Reinforce', whose module '{__name__}' is not trusted: .*pass --trust {__name__}"
+    with pytest.raises(ValueError, match=untrusted):
+        eqxrl.runs.load_agent(run)
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate", str(run), "--episodes", "2"])
+    assert re.search(untrusted, capsys.readouterr().err)
+    assert isinstance(eqxrl.runs.load_agent(run, trust=(__name__,)), Reinforce) and eqxrl.agents.agent_class("reinforce") is Reinforce
+    eqxrl.agents.AGENTS.pop("reinforce")
+    assert cli.main(["evaluate", str(run), "--episodes", "2", "--trust", __name__]) == 0
     assert "Reinforce on CartPole-v1" in capsys.readouterr().out
     # Interrupted right after its first checkpoint, then continued from the command line:
     # the same final state as the uninterrupted run above.
@@ -180,7 +190,8 @@ def test_run_directory_cli_evaluate_and_resume(registered, tmp_path, capsys, mon
                              progress=False, checkpoint_every=64, eval_episodes=2)  # fmt: skip
     monkeypatch.undo()
     assert not (cut / "state.eqx").exists()
-    assert cli.main(["train", "--resume", str(cut), "--quiet"]) == 0
+    eqxrl.agents.AGENTS.pop("reinforce")  # (--trust again, in a process that never registered it)
+    assert cli.main(["train", "--resume", str(cut), "--quiet", "--trust", __name__]) == 0
     resumed = eqxrl.runs.load_state(cut, agent)
     for a, b in zip(jax.tree.leaves(eqx.filter(state, eqx.is_inexact_array)), jax.tree.leaves(eqx.filter(resumed, eqx.is_inexact_array))):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

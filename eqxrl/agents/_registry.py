@@ -49,27 +49,31 @@ def agent_name(agent: Any) -> str:
     return cls.__name__
 
 
-def _import_class(path: str) -> Any:
-    return import_class(path, "agent")
-
-
 def import_agent(path: str) -> type[AbstractAgent]:
     """Import and register an agent class given as `"package.module:ClassName"` (the
     command line's `eqxrl train package.module:ClassName`).
 
+    The user names the class, so its module is imported whether trusted or not
+    (`eqxrl.core.trusting`); it must then be a subclass of `AbstractAgent`.
+
     **Returns:** the class, registered under its lower-case name (`register_agent`)
     unless it was registered already.
     """
-    cls = _import_class(path)
+    cls = import_class(path, "agent", AbstractAgent, trusted=True, among=AGENTS.values())
     return cls if any(known is cls for known in AGENTS.values()) else register_agent(cls)
 
 
 def agent_class(name: str, path: str | None = None) -> type[AbstractAgent]:
     """**Returns:** the agent class registered as `name`, or else the class at `path`
     (`"package.module:ClassName"`, a run directory's record of a custom agent), which is
-    then registered as `name`; a `ValueError` listing the known names otherwise."""
+    then registered as `name`; a `ValueError` listing the known names otherwise.
+
+    `path` is only imported when its module is trusted for the call in progress
+    (`eqxrl.core.trusting`, `load_run(trust=...)`, `--trust MODULE`): a run directory
+    is data, and naming a module in it must not run that module.
+    """
     if name not in AGENTS and path is not None:
-        cls = _import_class(path)
+        cls = import_class(path, "agent_class", AbstractAgent, among=AGENTS.values())
         if not any(known is cls for known in AGENTS.values()):
             return register_agent(cls, name)
     if name not in AGENTS:

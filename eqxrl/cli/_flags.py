@@ -9,7 +9,7 @@ from typing import Any
 
 from ..agents import AbstractAgent
 from ..components import as_buffer, as_learning_rate, as_optimizer, as_terms, as_torso
-from ..core import as_float, set_paths
+from ..core import as_float, set_paths, trust_modules
 from ._parse import SCALARS, or_none, tuple_of
 from ._specs import SET_HELP, SPEC_HELP, SPEC_PARSERS, parse_set
 
@@ -17,6 +17,52 @@ DEFAULT_AGENT = "ppo"
 DEFAULT_ENV = "CartPole-v1"
 DEFAULT_TOTAL_STEPS = 500_000
 DEFAULT_EVAL_EPISODES = 32
+
+
+TRUST_HELP = (
+    "MODULE, repeatable: also import classes of MODULE (and its submodules) that the run directory or "
+    "config names; without it only eqxrl's own and registered classes load (a run directory is data: "
+    "opening one runs no code it names)"
+)
+
+
+def parse_module(text: str) -> str:
+    """A dotted module name (`my_pkg` or `my_pkg.sub`), for `--trust`."""
+    try:
+        return trust_modules(text, "--trust")[0]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a module name like my_pkg or my_pkg.sub, got {text!r}") from None
+
+
+def add_trust_flag(group: Any) -> None:
+    """Add `--trust MODULE` (repeatable) to a command that loads a run directory or a config.
+
+    `main` reads it from the command line before parsing the rest (`trusted_in_argv`),
+    so that it covers the class specs of other flags too; this declaration gives it
+    help and a parser."""
+    group.add_argument("--trust", type=parse_module, action="append", default=argparse.SUPPRESS, metavar="MODULE", help=TRUST_HELP)
+
+
+def trusted_in_argv(argv: list[str]) -> tuple[str, ...]:
+    """The modules `--trust MODULE` (or `--trust=MODULE`) names in `argv`, checked.
+
+    Raises `ValueError` (one line, naming `--trust`) for a value that is not a module name."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--trust":
+            if i + 1 >= len(argv):
+                raise ValueError("argument --trust: expected one argument")
+            found.append(argv[i + 1])
+        elif arg.startswith("--trust="):
+            found.append(arg.partition("=")[2])
+    for text in found:
+        try:
+            parse_module(text)
+        except argparse.ArgumentTypeError as e:
+            raise ValueError(f"argument --trust: {e}") from None
+    return tuple(found)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,10 +5,11 @@ import sys
 from collections.abc import Sequence
 
 from ..agents import AGENTS, agent_name, import_agent
-from ..core import __version__, one_line
+from ..core import __version__, one_line, trusting
 from ._common import use_compile_cache
 from ._evaluate import add_evaluate_command, evaluate_command
-from ._flags import DEFAULT_AGENT
+from ._flags import DEFAULT_AGENT, trusted_in_argv
+from ._parse import attach_negative_values
 from ._pbt import add_pbt_command, pbt_command
 from ._train import add_train_command, train_command
 
@@ -45,8 +46,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     **Returns:** the exit status, 0 on success. Bad arguments raise `SystemExit(2)`
     after printing the usage and a one-line reason on stderr.
+
+    The command runs trusting the modules of `--trust MODULE` and of an agent class
+    named on the command line (`eqxrl train my_pkg.mod:MyAgent`): the classes that the
+    files it reads name resolve to those, to eqxrl's own and to registered ones
+    (`eqxrl.core.trusting`). They are read before parsing, since flags' class specs
+    are resolved while argparse parses them.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = attach_negative_values(list(sys.argv[1:] if argv is None else argv))
+    try:
+        trust = trusted_in_argv(argv)
+    except ValueError as e:
+        build_parser().error(one_line(e))
+    if len(argv) > 1 and argv[0] in ("train", "pbt") and ":" in argv[1] and not argv[1].startswith("-"):
+        module = argv[1].partition(":")[0]
+        if module and all(part.isidentifier() for part in module.split(".")):
+            trust += (module,)
+    with trusting(trust):
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
         argv = with_default_agent(argv)
     except ValueError as e:

@@ -45,6 +45,40 @@ def parse_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number (or inf), got {text!r}") from None
 
 
+def is_negative_number(text: str) -> bool:
+    """Whether `text` is a negative number as `float` reads it (`-1e-3`, `-inf`, `-nan`):
+    argparse takes only `-1` and `-0.5` for numbers, and anything else after a flag for
+    another flag."""
+    if not text.startswith("-") or text == "-":
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def attach_negative_values(argv: list[str]) -> list[str]:
+    """`--flag -inf` as `--flag=-inf` (and `-1e-3`, `-nan`), so that argparse gives the value
+    to the flag's parser (which accepts it or refuses it with the field's own message)
+    instead of reading it as an unknown option. A value argparse already reads (`-1`) and
+    anything after `--` are left as they are."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return out + argv[i:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if arg.startswith("--") and "=" not in arg and nxt is not None and is_negative_number(nxt):
+            out.append(f"{arg}={nxt}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
 def parse_str(text: str) -> str:
     return text
 

@@ -6,6 +6,12 @@ Every such flag takes a short preset (`--actor-torso cnn`, `--buffer prioritized
 a class given as `package.module:Name` (built with no arguments; a torso class is
 used as a user's torso), or the JSON a run's `config.json` holds for that field
 (`{"class": "eqxrl.components:MLPTorso", "hidden_sizes": [64, 64]}`).
+
+A class named as `package.module:Name` is the user's own choice, so its module is
+imported (trusted for that flag); it must be a subclass of the family's base
+(`AbstractReplayBuffer` for `--buffer`, an Equinox module for a torso) before it
+is built. Classes inside JSON resolve like a run directory's: eqxrl's own,
+registered ones, and `--trust MODULE`.
 """
 
 import argparse
@@ -13,7 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import optax
+import equinox as eqx
 
 from ..components import (
     AbstractLossTerm,
@@ -31,8 +37,8 @@ from ..components import (
     L2Penalty,
     LinearSchedule,
     MLPTorso,
+    NamedOptimizer,
     Optimizer,
-    OptaxOptimizer,
     PrioritizedReplayBuffer,
     ReplayBuffer,
     WarmupCosineSchedule,
@@ -58,8 +64,8 @@ SET_HELP = (
 )
 
 
-def _generic(text: str, what: str) -> Any:
-    """JSON, or a class path; None when `text` is neither (a preset)."""
+def _generic(text: str, what: str, expected: type) -> Any:
+    """JSON, or a class path (a subclass of `expected`); None when `text` is neither (a preset)."""
     if text[:1] in "{[":
         try:
             return from_spec(json.loads(text), what)
@@ -67,10 +73,9 @@ def _generic(text: str, what: str) -> Any:
             raise ValueError(f"{what} is not valid JSON: {e}") from None
     head = text.partition(":")[0]
     if ":" in text and "." in head:
-        obj = import_class(text, f"the class of {what}")
+        cls = import_class(text, f"the class of {what}", expected, trusted=True)
         # A torso class is kept (as_torso makes it a torso); any other class is built with no arguments.
-        return obj() if isinstance(obj, type) and what != "torso" else obj
-    return None
+        return cls() if what != "torso" else cls
 
 
 def _args(rest: str, parsers: list[Callable[[str], Any]], text: str, usage: str) -> list[Any]:
@@ -81,7 +86,7 @@ def _args(rest: str, parsers: list[Callable[[str], Any]], text: str, usage: str)
 
 
 def parse_torso(text: str) -> AbstractTorso | AbstractRecurrentTorso:
-    found = _generic(text, "torso")
+    found = _generic(text, "torso", eqx.Module)
     if found is not None:
         return as_torso(found)
     kind, _, rest = text.partition(":")
@@ -100,7 +105,7 @@ def parse_torso(text: str) -> AbstractTorso | AbstractRecurrentTorso:
 
 
 def parse_buffer(text: str) -> AbstractReplayBuffer:
-    found = _generic(text, "buffer")
+    found = _generic(text, "buffer", AbstractReplayBuffer)
     if found is not None:
         return found
     kind, _, rest = text.partition(":")
@@ -113,7 +118,7 @@ def parse_buffer(text: str) -> AbstractReplayBuffer:
 
 
 def parse_optimizer(text: str) -> AbstractOptimizer:
-    found = _generic(text, "optimizer")
+    found = _generic(text, "optimizer", AbstractOptimizer)
     if found is not None:
         return found
     kind, _, rest = text.partition(":")
@@ -122,18 +127,19 @@ def parse_optimizer(text: str) -> AbstractOptimizer:
         if not args:
             raise ValueError(f"expected adam:LR[:MAX_GRAD_NORM], got {text!r}")
         return Optimizer(*args)
-    makers = {"adamw": (optax.adamw, 2), "sgd": (optax.sgd, 1), "rmsprop": (optax.rmsprop, 1)}
-    if kind in makers:
-        make, most = makers[kind]
+    most = {"adamw": 2, "sgd": 1, "rmsprop": 1}.get(kind)
+    if most is not None:
         args = _args(rest, [parse_float] * most, text, f"{kind}:LR" + ("[:WEIGHT_DECAY]" if most == 2 else ""))
         if not args:
             raise ValueError(f"expected {kind}:LR, got {text!r}")
-        return OptaxOptimizer(make(*args))
+        # A module of numbers, not an optax transformation: config.json can hold it, and
+        # its checks refuse a learning rate that is not finite and > 0 like any other.
+        return NamedOptimizer(kind, *args)
     raise ValueError(f"unknown optimizer {text!r}; expected {OPTIMIZER_HELP}")
 
 
 def parse_loss_terms(text: str) -> tuple[AbstractLossTerm, ...]:
-    found = _generic(text, "loss terms")
+    found = _generic(text, "loss terms", AbstractLossTerm)
     if found is not None:
         return found if isinstance(found, tuple) else (found,)
     if text == "none":
@@ -152,7 +158,7 @@ def parse_learning_rate(text: str) -> Any:
         return parse_float(text)
     except (argparse.ArgumentTypeError, ValueError):
         pass
-    found = _generic(text, "learning rate")
+    found = _generic(text, "learning rate", AbstractSchedule)
     if found is not None:
         return found
     kind, _, rest = text.partition(":")

@@ -11,9 +11,9 @@ from ..agents import AGENTS, AbstractAgent, Batch
 from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError
-from ..runs import CONFIG, MAX_SEED, CheckpointError, agent_from_config, checkpoint_steps, load_config, resume_run, train_run
+from ..runs import CONFIG, MAX_SEED, CheckpointError, agent_from_config, check_config, checkpoint_steps, load_config, resume_run, train_run
 from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir, print_returns
-from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, build_agent, first_line, given_fields
+from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
 
 
@@ -87,6 +87,7 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         "--config", default=None, metavar="CONFIG_JSON",
         help="reproduce a run: agent, env, fields, budget and seeds from a run directory's config.json",
     )  # fmt: skip
+    add_trust_flag(run)
     add_field_flags(p, cls)
 
 
@@ -116,6 +117,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
             parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(named)})")
         try:
             config = json.loads(pathlib.Path(args.config).read_text())
+            check_config(config, args.config)
             agent = agent_from_config(config)
         except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             parser.error(f"--config {args.config!r}: {one_line(e)}")

@@ -29,6 +29,7 @@ from ._nstep import NStepWindow as NStepWindow
 from ._nstep import nstep_return as nstep_return
 from ._optimizers import AbstractOptimizer as AbstractOptimizer
 from ._optimizers import OptState as OptState
+from ._optimizers import NamedOptimizer as NamedOptimizer
 from ._optimizers import OptaxOptimizer as OptaxOptimizer
 from ._optimizers import Optimizer as Optimizer
 from ._optimizers import as_optimizer as as_optimizer

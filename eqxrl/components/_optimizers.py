@@ -67,6 +67,7 @@ class Optimizer(AbstractOptimizer):
             raise ValueError(f"Optimizer(clip) must be 'global_norm', 'value' or 'none', got {self.clip!r}")
         if not isinstance(self.learning_rate, AbstractSchedule):
             _check_concrete(self.learning_rate, "learning_rate", lambda v: v > 0, "> 0")
+            _check_concrete(self.learning_rate, "learning_rate", math.isfinite, "finite")
         _check_concrete(self.max_grad_norm, "max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
 
     def _tx(self, learning_rate: Any) -> optax.GradientTransformation:
@@ -164,6 +165,66 @@ class OptaxOptimizer(AbstractOptimizer):
     def update(self, grads, state, params, progress=0.0):
         with foreign_promotion():
             updates, state = self.tx.update(grads, state, eqx.filter(params, eqx.is_inexact_array))
+        return eqx.apply_updates(params, updates), state
+
+
+_NAMED = {"adamw": optax.adamw, "sgd": optax.sgd, "rmsprop": optax.rmsprop}
+
+
+class NamedOptimizer(AbstractOptimizer):
+    """One of optax's optimizers by name (`adamw`, `sgd`, `rmsprop`), its numbers array
+    leaves: what the command line's `--optimizer adamw:LR[:WEIGHT_DECAY]`, `sgd:LR` and
+    `rmsprop:LR` build, and what a run's `config.json` records for them (so such a run
+    evaluates, resumes and reproduces, where an `OptaxOptimizer` cannot be written down).
+
+    The optax state is built with `optax.inject_hyperparams`, and each `update` writes
+    this module's numbers into it: a sweep or PBT member uses its own values.
+    """
+
+    name: Literal["adamw", "sgd", "rmsprop"] = eqx.field(static=True)
+    learning_rate: Float[Array, ""] = hyperparameter()
+    weight_decay: Float[Array, ""] = hyperparameter()
+
+    def __init__(self, name: str, learning_rate: Any, weight_decay: Any = None):
+        """**Arguments:**
+
+        - `name`: `"adamw"`, `"sgd"` or `"rmsprop"` (`optax.adamw`, `optax.sgd`, `optax.rmsprop`
+          with their other defaults).
+        - `learning_rate`: a finite number > 0.
+        - `weight_decay`: adamw's decoupled weight decay, a finite number >= 0 (default
+          optax's 1e-4); the others take none (default 0).
+        """
+        self.name = name  # type: ignore[assignment]
+        self.learning_rate = learning_rate
+        self.weight_decay = (1e-4 if name == "adamw" else 0.0) if weight_decay is None else weight_decay
+
+    def __check_init__(self):
+        if self.name not in _NAMED:
+            raise ValueError(f"NamedOptimizer(name) must be one of {sorted(_NAMED)}, got {self.name!r}")
+        _check_concrete(self.learning_rate, "NamedOptimizer(learning_rate)", lambda v: 0 < v < math.inf, "a finite number > 0")
+        _check_concrete(self.weight_decay, "NamedOptimizer(weight_decay)", lambda v: 0 <= v < math.inf, "a finite number >= 0")
+        if self.name != "adamw":
+            _check_concrete(self.weight_decay, "NamedOptimizer(weight_decay)", lambda v: v == 0, f"0 for {self.name} (only adamw decays weights)")
+
+    def _tx(self) -> optax.GradientTransformation:
+        if self.name == "adamw":
+            return optax.inject_hyperparams(optax.adamw)(learning_rate=self.learning_rate, weight_decay=self.weight_decay)
+        return optax.inject_hyperparams(_NAMED[self.name])(learning_rate=self.learning_rate)
+
+    def init(self, params: PyTree) -> OptState:
+        return self._tx().init(eqx.filter(params, eqx.is_inexact_array))
+
+    def current_learning_rate(self, progress: Float[Array, ""] | float = 0.0) -> Float[Array, ""]:
+        return self.learning_rate
+
+    def update(self, grads, state, params, progress=0.0):
+        hyper = dict(state.hyperparams)
+        hyper["learning_rate"] = jnp.asarray(self.learning_rate, hyper["learning_rate"].dtype)
+        if "weight_decay" in hyper:
+            hyper["weight_decay"] = jnp.asarray(self.weight_decay, hyper["weight_decay"].dtype)
+        state = state._replace(hyperparams=hyper)
+        with foreign_promotion():
+            updates, state = self._tx().update(grads, state, eqx.filter(params, eqx.is_inexact_array))
         return eqx.apply_updates(params, updates), state
 
 

@@ -20,6 +20,11 @@ from ._plot import png_bytes as png_bytes
 from ._spec import class_path as class_path
 from ._spec import from_spec as from_spec
 from ._spec import import_class as import_class
+from ._spec import is_trusted as is_trusted
+from ._spec import register_component as register_component
+from ._spec import registered_class as registered_class
+from ._spec import trust_modules as trust_modules
+from ._spec import trusting as trusting
 from ._spec import to_spec as to_spec
 from ._types import Action as Action
 from ._types import EnvState as EnvState

@@ -9,11 +9,22 @@ Scalar float arrays become floats (non-finite ones the strings "inf", "-inf",
 "nan", which `float` reads back). What has no such form (a function, a network's
 weights, an optax transformation) is written as `{"unserializable": repr}`, and
 rebuilding it raises a ValueError naming the field.
+
+What a class path may name (a run directory is data people share: opening one must
+never run code it names): eqxrl's own classes, classes registered in this process
+(`eqxrl.register_component`, `eqxrl.register_agent`), and classes of the modules
+trusted for the call (`trusting`, which `load_run(trust=...)`, `eqxrl.load`,
+`resume_run`, `eqxrl.pbt.resume` and the command line's `--trust MODULE` set). The
+module is checked before it is imported, and the object must then be a class of
+the kind the field expects before anything calls it.
 """
 
+import contextlib
+import contextvars
 import dataclasses
 import importlib
 import sys
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import equinox as eqx
@@ -40,19 +51,129 @@ def class_path(cls: type) -> str:
     return f"{module}:{cls.__qualname__}"
 
 
-def import_class(path: str, what: str = "class") -> Any:
-    """**Returns:** the object at `"package.module:Qualified.Name"`; a ValueError naming `what` otherwise."""
-    module, sep, qualname = str(path).partition(":")
-    if not sep or not module or not qualname:
-        raise ValueError(f"{'an agent class' if what == 'agent' else what} must be given as package.module:ClassName, got {path!r}")
+_TRUSTED: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("eqxrl_trusted_modules", default=())
+"""The modules trusted by the calls in progress (`trusting`); empty outside them."""
+
+_REGISTERED: list[type] = []
+"""Classes registered with `register_component` (agents are in `eqxrl.agents.AGENTS`, which `agent_class` passes as `among`)."""
+
+
+def _is_module_name(name: Any) -> bool:
+    return isinstance(name, str) and bool(name) and all(part.isidentifier() for part in name.split("."))
+
+
+def trust_modules(trust: Any, owner: str = "trust") -> tuple[str, ...]:
+    """**Returns:** `trust` (a module name or an iterable of them, like `("my_pkg",)`) as a
+    tuple of dotted module names; a ValueError naming `owner` otherwise."""
+    names = (trust,) if isinstance(trust, str) else trust
     try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as e:
-        raise ValueError(f"cannot import the module of {what} {path!r}: {e}") from None
-    for part in qualname.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"module {module!r} has no {qualname!r} ({what} {path!r})")
-        obj = getattr(obj, part)
+        names = tuple(names)
+    except TypeError:
+        raise ValueError(f"{owner} must be module names like ('my_pkg',), got {trust!r}") from None
+    for name in names:
+        if not _is_module_name(name):
+            raise ValueError(f"{owner} must be module names like ('my_pkg',), got {name!r}")
+    return names
+
+
+@contextlib.contextmanager
+def trusting(trust: Any, owner: str = "trust") -> Iterator[tuple[str, ...]]:
+    """Trust the modules `trust` (and their submodules) for the class paths that the code
+    inside the `with` block reads from files: `with trusting(("my_pkg",)): ...`.
+
+    The public loaders take `trust=` and call this; the command line's `--trust MODULE`
+    does too, for one command. Nested blocks add to the outer block's modules, and
+    leaving a block restores them (a context variable, so threads and tasks do not share it).
+
+    **Yields:** every module trusted inside the block.
+    """
+    token = _TRUSTED.set(_TRUSTED.get() + trust_modules(trust, owner))
+    try:
+        yield _TRUSTED.get()
+    finally:
+        _TRUSTED.reset(token)
+
+
+def _within(module: str, package: str) -> bool:
+    # A prefix test on dotted names: "my_pkg" covers "my_pkg" and "my_pkg.sub", not "my_pkgx".
+    return module == package or module.startswith(package + ".")
+
+
+def is_trusted(module: str) -> bool:
+    """Whether a class path's `module` may be imported: eqxrl's own (but not
+    `eqxrl.__main__`, which runs the command line), or trusted by `trusting`."""
+    if _within(module, "eqxrl") and "__main__" not in module.split("."):
+        return True
+    return any(_within(module, package) for package in _TRUSTED.get())
+
+
+def register_component(cls: Any) -> Any:
+    """Make a class of yours (a torso, a buffer, a schedule, a loss term, an optimizer:
+    any Equinox module an agent's field holds) loadable from run directories and saves
+    without trusting its module: `eqxrl.register_component(MyTorso)`, or as a decorator.
+
+    **Returns:** `cls`.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, eqx.Module)):
+        raise ValueError(f"register_component(cls) must be a class (a subclass of equinox.Module), got {cls!r}")
+    if cls not in _REGISTERED:
+        _REGISTERED.append(cls)
+    return cls
+
+
+def registered_class(path: str, among: Iterable[type] = ()) -> type | None:
+    """**Returns:** the registered class (of `register_component`, or of `among`) whose
+    class path is `path`, or None."""
+    for cls in (*_REGISTERED, *among):
+        if path in (class_path(cls), f"{cls.__module__}:{cls.__qualname__}"):
+            return cls
+    return None
+
+
+def _not_trusted(path: str, module: str, what: str) -> ValueError:
+    return ValueError(
+        f"{what} names {path!r}, whose module {module!r} is not trusted: classes in run directories and saves "
+        "resolve only to eqxrl's own, registered ones (eqxrl.register_agent, eqxrl.register_component) and trusted "
+        f"modules; if you trust it, pass --trust {module} (command line) or trust=({module!r},) (Python)"
+    )
+
+
+def import_class(path: str, what: str = "class", expected: type | tuple[type, ...] | None = None, *,
+                 trusted: bool = False, among: Iterable[type] = ()) -> Any:  # fmt: skip
+    """The class at `"package.module:Qualified.Name"`, imported only when allowed.
+
+    **Arguments:**
+
+    - `path`: the class path; `what`: what it is, for error messages ("the class of actor_torso").
+    - `expected`: the class(es) it must be a subclass of (checked after the import, before
+      anyone calls it); None: any class.
+    - `trusted`: True where the user named the class themselves (the command line's
+      `eqxrl train my_pkg.mod:MyAgent`): its module is then imported whether trusted or not.
+    - `among`: more registered classes it may be (the agent registry).
+
+    **Returns:** the class; a ValueError naming `what` when `path` is malformed, its
+    module is not trusted (checked before any import), or it is not such a class.
+    """
+    module, sep, qualname = str(path).partition(":")
+    if not sep or not _is_module_name(module) or not all(p.isidentifier() for p in qualname.split(".")):
+        raise ValueError(f"{'an agent class' if what == 'agent' else what} must be given as package.module:ClassName, got {path!r}")
+    obj: Any = registered_class(path, among)
+    if obj is None:
+        if not (trusted or is_trusted(module)):
+            raise _not_trusted(path, module, what)
+        try:
+            obj = importlib.import_module(module)
+        except ImportError as e:
+            raise ValueError(f"cannot import the module of {what} {path!r}: {e}") from None
+        for part in qualname.split("."):
+            if not hasattr(obj, part):
+                raise ValueError(f"module {module!r} has no {qualname!r} ({what} {path!r})")
+            obj = getattr(obj, part)
+    if not isinstance(obj, type):
+        raise ValueError(f"{what} must be a class, got {path!r}, which is a {type(obj).__name__}")
+    if expected is not None and not issubclass(obj, expected):
+        names = " or ".join(class_path(c) for c in (expected if isinstance(expected, tuple) else (expected,)))
+        raise ValueError(f"{what} must be a subclass of {names}, got {path!r}")
     return obj
 
 
@@ -107,10 +228,11 @@ def from_spec(data: Any, where: str) -> Any:
             "build this agent in Python instead of from its config"
         )
     if set(data) == {"type"}:
-        return import_class(data["type"], f"the class of {where}")
+        return import_class(data["type"], f"the class of {where}", eqx.Module)
     if "class" not in data:
         raise ValueError(f"{where} must be a value, a list or a {{'class': ...}} object, got {data!r}")
-    cls = import_class(data["class"], f"the class of {where}")
+    # Only Equinox modules are rebuilt (called with their fields): what a field holds.
+    cls = import_class(data["class"], f"the class of {where}", eqx.Module)
     fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
     kwargs = {}
     for name, value in data.items():

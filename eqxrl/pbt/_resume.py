@@ -5,7 +5,7 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
-from ..core import one_line
+from ..core import one_line, trust_modules
 from ..runs import agent_from_config
 from ._exploit import Tournament, Truncation
 from ._generation import Novelty
@@ -29,9 +29,10 @@ def _module_from_spec(spec: Mapping[str, Any], known: Mapping[str, type], what: 
     return known[name](**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()})
 
 
-def pbt_from_config(config: Mapping[str, Any], fitness: Any = None, descriptor: Any = None) -> PBT:
+def pbt_from_config(config: Mapping[str, Any], fitness: Any = None, descriptor: Any = None, *, trust: Any = ()) -> PBT:
     """Rebuild the `PBT` of a run directory's `pbt.json` (a custom fitness or descriptor
-    callable must be passed again)."""
+    callable must be passed again; `trust`: modules whose classes it may name, as for
+    `eqxrl.runs.agent_from_config`)."""
     spec = config.get("fitness", {})
     if spec.get("type") == "custom" and fitness is None:
         raise ValueError(
@@ -47,7 +48,7 @@ def pbt_from_config(config: Mapping[str, Any], fitness: Any = None, descriptor: 
             )
     elif descriptor is None:
         descriptor = saved
-    agent = agent_from_config(config)
+    agent = agent_from_config(config, trust=trust)
     space = {name: _module_from_spec(spec, _DOMAINS, "domain") for name, spec in config["space"].items()}
     return PBT(
         agent,
@@ -64,17 +65,22 @@ def pbt_from_config(config: Mapping[str, Any], fitness: Any = None, descriptor: 
     )
 
 
-def resume(run_dir: Any, *, fitness: Any = None, descriptor: Any = None, progress: bool = True) -> tuple[Population, History]:
+def resume(
+    run_dir: Any, *, fitness: Any = None, descriptor: Any = None, progress: bool = True, trust: Any = ()
+) -> tuple[Population, History]:
     """Continue an interrupted PBT run from its run directory, exactly where it stopped
     (its newest checkpoint, `RUN_DIR/population/<generation>/`; in a multi-host run every
     process calls it and reads its own shards).
 
     **Arguments:** `run_dir` (written by `PBT.run(..., run_dir=...)` or `eqxrl pbt`),
-    the custom `fitness` and `descriptor` callables if the run had them, `progress`.
+    the custom `fitness` and `descriptor` callables if the run had them, `progress`, and
+    `trust`: the modules whose classes `pbt.json` may name besides eqxrl's own and
+    registered ones (`trust=("my_pkg",)`; nothing else is imported).
 
     **Returns:** `(population, history)` as the uninterrupted `PBT.run` would have.
     """
     run_dir = pathlib.Path(run_dir)
+    trust = trust_modules(trust, "resume(trust)")
     path = run_dir / CONFIG
     if not path.is_file():
         raise ValueError(f"{str(run_dir)!r} is not a PBT run directory: it has no {CONFIG}")
@@ -85,7 +91,7 @@ def resume(run_dir: Any, *, fitness: Any = None, descriptor: Any = None, progres
     if not isinstance(config, dict):
         raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
     try:
-        pbt = pbt_from_config(config, fitness, descriptor)
+        pbt = pbt_from_config(config, fitness, descriptor, trust=trust)
         total_steps = config["total_steps"]
     except KeyError as e:
         raise ValueError(f"{path} is missing the key {e.args[0]!r}: it was not written by `eqxrl pbt`, or was edited") from None

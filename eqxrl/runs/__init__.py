@@ -38,6 +38,7 @@ from ._checkpoint import save_checkpoint as save_checkpoint
 from ._config import MAX_SEED as MAX_SEED
 from ._config import agent_config as agent_config
 from ._config import agent_from_config as agent_from_config
+from ._config import check_config as check_config
 from ._config import eval_key as eval_key
 from ._config import float_fields as float_fields
 from ._config import load_agent as load_agent
@@ -89,6 +90,7 @@ __all__ = [
     "MAX_SEED",
     "agent_config",
     "agent_from_config",
+    "check_config",
     "eval_key",
     "float_fields",
     "load_agent",

@@ -15,11 +15,11 @@ import numpy as np
 from jaxtyping import Array
 
 from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, class_path, stack
-from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_line
+from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_line, trusting
 from ..envs import make
 from ._files import CONFIG, PathLike
 
-__all__ = ["MAX_SEED", "agent_config", "config_mismatch", "agent_from_config", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys"]
+__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys"]
 
 MAX_SEED = 2**31 - 1
 
@@ -123,7 +123,8 @@ def load_config(run_dir: PathLike) -> dict[str, Any]:
 
     **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`).
 
-    **Returns:** the config dict. Raises `ValueError` when `run_dir` is not a run directory.
+    **Returns:** the config dict. Raises `ValueError` when `run_dir` is not a run directory,
+    or when a key of its `config.json` is missing or holds the wrong type (`check_config`).
     """
     run_dir = pathlib.Path(run_dir)
     if not run_dir.exists():
@@ -137,14 +138,65 @@ def load_config(run_dir: PathLike) -> dict[str, Any]:
         config = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path} is not valid JSON: {one_line(e)}") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
-    for key, kind in (("agent", str), ("env", str), ("agent_config", dict), ("seeds", int), ("seed", int)):
-        if not isinstance(config.get(key), kind) or isinstance(config.get(key), bool):
-            raise ValueError(f"{path} must have {key!r} ({kind.__name__}), got {config.get(key)!r}")
-    if config["seeds"] < 1:
-        raise ValueError(f"{path}: 'seeds' must be >= 1, got {config['seeds']}")
+    check_config(config, str(path))
     return config
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive(value: Any) -> bool:
+    return _is_int(value) and value >= 1
+
+
+# What each key of config.json must hold (`check_config`): its test and, for the
+# message, what the test expects. Required keys first.
+_REQUIRED: dict[str, tuple[Any, str]] = {
+    "agent": (lambda v: isinstance(v, str), "a string"),
+    "env": (lambda v: isinstance(v, str), "a string"),
+    "agent_config": (lambda v: isinstance(v, dict), "an object"),
+    "seeds": (_positive, "an integer >= 1"),
+    "seed": (lambda v: _is_int(v) and 0 <= v <= MAX_SEED, f"an integer in [0, {MAX_SEED}]"),
+    "total_steps": (_positive, "an integer >= 1"),
+}
+_OPTIONAL: dict[str, tuple[Any, str]] = {
+    "agent_class": (lambda v: isinstance(v, str), "a string like 'my_package.module:MyAgent'"),
+    "members": (lambda v: isinstance(v, list) and bool(v) and all(isinstance(m, dict) for m in v), "a non-empty list of objects"),
+    "chunk_iterations": (_positive, "an integer >= 1"),
+    "checkpoint_every": (_positive, "an integer >= 1"),
+    "keep_checkpoints": (_positive, "an integer >= 1"),
+    "eval_episodes": (_positive, "an integer >= 1"),
+    "eval_every": (lambda v: v is None or _positive(v), "an integer >= 1 or null"),
+    "nan_guard": (lambda v: isinstance(v, bool), "true or false"),
+    "tensorboard": (lambda v: isinstance(v, bool), "true or false"),
+    "status": (lambda v: isinstance(v, str), "a string"),
+    "command": (lambda v: isinstance(v, str), "a string"),
+    "continued_from": (lambda v: isinstance(v, list) and all(_positive(x) for x in v), "a list of integers >= 1"),
+}
+
+
+def check_config(config: Any, where: str = CONFIG) -> None:
+    """Check a run config (a `config.json`, or the file `eqxrl train --config` reads)
+    before anything uses it: every key that readers index must be there, and every
+    key must hold its type (`total_steps` a positive int, `checkpoint_every` one or
+    absent, ...). An edited or foreign file gets one line naming the key, not a
+    `KeyError` or `TypeError` later.
+
+    **Arguments:** `config`, the parsed JSON; `where`, the file, for messages.
+
+    Raises `ValueError` naming `where`, the key, what it must hold and what it holds.
+    """
+    if not isinstance(config, dict):
+        raise ValueError(f"{where} must hold a JSON object, got {type(config).__name__}")
+    for key, (ok, expected) in _REQUIRED.items():
+        if key not in config:
+            raise ValueError(f"{where} is missing the key {key!r} ({expected}): it was not written by eqxrl, or was edited")
+        if not ok(config[key]):
+            raise ValueError(f"{where}: {key!r} must be {expected}, got {config[key]!r}")
+    for key, (ok, expected) in _OPTIONAL.items():
+        if key in config and not ok(config[key]):
+            raise ValueError(f"{where}: {key!r} must be {expected}, got {config[key]!r}")
 
 
 def _as_field_value(name: str, value: Any, floats: set[str]) -> Any:
@@ -157,16 +209,23 @@ def _as_field_value(name: str, value: Any, floats: set[str]) -> Any:
     return from_spec(value, name)
 
 
-def agent_from_config(config: Mapping[str, Any], env: Any = None) -> AbstractAgent | Stacked:
+def agent_from_config(config: Mapping[str, Any], env: Any = None, *, trust: Any = ()) -> AbstractAgent | Stacked:
     """Rebuild an agent from a run config (as returned by `load_config`).
 
     **Arguments:** `config`, with `agent` (a name in `eqxrl.agents.AGENTS`), `env`
     (a name for `eqxrl.envs.make`) and `agent_config` (the agent's fields), or
-    `members` (one dict of fields per member of a stack); and `env`, an environment
-    to use instead of building the named one.
+    `members` (one dict of fields per member of a stack); `env`, an environment
+    to use instead of building the named one; and `trust`, modules whose classes the
+    config may name (`("my_pkg",)`; see "Sharing run directories" in the docs).
 
-    **Returns:** the agent. Raises `ValueError` if it cannot be rebuilt.
+    **Returns:** the agent. Raises `ValueError` if it cannot be rebuilt, or when it
+    names a class that is neither eqxrl's, nor registered, nor in a trusted module.
     """
+    with trusting(trust, "agent_from_config(trust)"):
+        return _agent_from_config(config, env)
+
+
+def _agent_from_config(config: Mapping[str, Any], env: Any) -> AbstractAgent | Stacked:
     cls = agent_class(config["agent"], config.get("agent_class"))
     env = make(config["env"]) if env is None else env
     floats = float_fields(cls)
@@ -183,16 +242,17 @@ def agent_from_config(config: Mapping[str, Any], env: Any = None) -> AbstractAge
     return build(config["agent_config"])
 
 
-def load_agent(run_dir: PathLike) -> AbstractAgent | Stacked:
+def load_agent(run_dir: PathLike, *, trust: Any = ()) -> AbstractAgent | Stacked:
     """Rebuild the agent of a run directory from its `config.json`.
 
-    **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`).
+    **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`);
+    `trust`, as for `agent_from_config`.
 
     **Returns:** the agent (the env is rebuilt with `eqxrl.envs.make`).
     Raises `ValueError` when it cannot be rebuilt.
     """
     config = load_config(run_dir)
     try:
-        return agent_from_config(config)
+        return agent_from_config(config, trust=trust)
     except (ValueError, TypeError) as e:
         raise ValueError(f"{pathlib.Path(run_dir) / CONFIG}: {one_line(e)}") from None

@@ -8,7 +8,7 @@ import jax
 from jaxtyping import Array, PyTree
 
 from ..agents import AbstractAgent, Batch
-from ..core import Key
+from ..core import Key, trust_modules
 from ._checkpoint import load_checkpoint
 from ._config import load_agent, load_config
 from ._files import PathLike
@@ -63,7 +63,9 @@ def _load_state(run_dir: PathLike, agent: Any, num_seeds: int, checkpoint: Any) 
     return load_checkpoint(run_dir, agent, num_seeds, which=checkpoint).state
 
 
-def load_policy(run_dir: PathLike, member: int = 0, deterministic: bool = True, checkpoint: Any = None) -> Policy:
+def load_policy(
+    run_dir: PathLike, member: int = 0, deterministic: bool = True, checkpoint: Any = None, *, trust: Any = ()
+) -> Policy:
     """Load a trained policy from a run directory: three lines from disk to actions.
 
     ```python
@@ -73,10 +75,12 @@ def load_policy(run_dir: PathLike, member: int = 0, deterministic: bool = True, 
 
     **Arguments:** the `run_dir`, which seed/sweep `member` (default 0),
     whether to act with the policy's mode (`deterministic`), and `checkpoint`: None
-    for the final state, or `"best"`, `"last"` or an env step (see `load_run`).
+    for the final state, or `"best"`, `"last"` or an env step (see `load_run`); and
+    `trust`, modules whose classes the run directory may name (see `load_run`).
     """
+    trust = trust_modules(trust, "load_policy(trust)")
     config = load_config(run_dir)
-    agent = load_agent(run_dir)
+    agent = load_agent(run_dir, trust=trust)
     state = _load_state(run_dir, agent, config["seeds"], checkpoint)
     size = config["seeds"]
     if not -size <= member < size:
@@ -87,17 +91,21 @@ def load_policy(run_dir: PathLike, member: int = 0, deterministic: bool = True, 
     return Policy(agent, state, bool(deterministic))
 
 
-def load_run(run_dir: PathLike, checkpoint: Any = None) -> tuple[Any, PyTree, dict[str, Any]]:
+def load_run(run_dir: PathLike, checkpoint: Any = None, *, trust: Any = ()) -> tuple[Any, PyTree, dict[str, Any]]:
     """Reload a run: the agent, a training state and its config.
 
     **Arguments:** `run_dir`, a directory written by `save_run` (or `eqxrl train`),
     and `checkpoint`: None for the final state (`state.eqx`), `"best"` for the
     checkpoint with the highest evaluation return (a run trained with
     `eval_every`), `"last"` for the newest checkpoint (an unfinished run's too),
-    or an env step listed by `eqxrl.runs.checkpoint_steps(run_dir)`.
+    or an env step listed by `eqxrl.runs.checkpoint_steps(run_dir)`; and `trust`, the
+    modules (and their submodules) whose classes `config.json` may name besides eqxrl's
+    own and registered ones (`trust=("my_pkg",)`): a run directory is data, and
+    loading it imports nothing else.
 
     **Returns:** `(agent, state, config)`, ready for `eqxrl.evaluate(agent, state, key)`.
     """
+    trust = trust_modules(trust, "load_run(trust)")
     config = load_config(run_dir)
-    agent = load_agent(run_dir)
+    agent = load_agent(run_dir, trust=trust)
     return agent, _load_state(run_dir, agent, config["seeds"], checkpoint), config

@@ -12,7 +12,7 @@ import jax
 from jaxtyping import PyTree
 
 from ..agents import agent_name, class_path
-from ..core import __version__, one_line
+from ..core import __version__, one_line, trust_modules
 from ..envs import AbstractEnv
 from ..loop import state_batch
 from ._checkpoint import crc32_of, state_arrays
@@ -80,23 +80,27 @@ def save(path: PathLike, agent: Any, state: PyTree, *, overwrite: bool = False) 
     return path
 
 
-def load(path: PathLike, env: AbstractEnv | None = None) -> tuple[Any, PyTree]:
+def load(path: PathLike, env: AbstractEnv | None = None, *, trust: Any = ()) -> tuple[Any, PyTree]:
     """Load what `eqxrl.save` wrote.
 
-    **Arguments:** the `path`, and `env`: the environment to rebuild the agent with
+    **Arguments:** the `path`; `env`: the environment to rebuild the agent with
     (default: `eqxrl.envs.make` of the saved env name; give it for an env that
-    `make` cannot build).
+    `make` cannot build); and `trust`: the modules whose classes `agent.json` may name
+    besides eqxrl's own and registered ones (`trust=("my_pkg",)`; nothing else is imported).
 
     **Returns:** `(agent, state)`. Raises `ValueError` naming the path when it is not a
     save, when the state does not match its agent, or when an array was damaged.
     """
     path = pathlib.Path(path)
+    trust = trust_modules(trust, "load(trust)")
     if not (path / AGENT).is_file():
         raise ValueError(f"load(path): {str(path)!r} is not an eqxrl save (no {AGENT})")
     try:
         record = json.loads((path / AGENT).read_text())
         config = {"agent": record["agent"], "agent_class": record.get("agent_class"), "env": record["env"]}
         members = record["members"]
+        if not isinstance(members, list) or not members or not all(isinstance(m, dict) for m in members):
+            raise TypeError(f"'members' must be a non-empty list of objects, got {members!r}")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
         raise ValueError(f"{path / AGENT} is damaged: {one_line(e)}") from None
     if record.get("stacked"):
@@ -104,7 +108,7 @@ def load(path: PathLike, env: AbstractEnv | None = None) -> tuple[Any, PyTree]:
     else:
         config["agent_config"] = members[0]
     try:
-        agent = agent_from_config(config, env=env)
+        agent = agent_from_config(config, env=env, trust=trust)
     except (ValueError, TypeError) as e:
         raise ValueError(f"{path / AGENT}: {one_line(e)}") from None
     try:

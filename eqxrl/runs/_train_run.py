@@ -248,7 +248,7 @@ def train_run(
 
 
 def resume_run(
-    run_dir: PathLike, *, total_steps: int | None = None, progress: bool = True
+    run_dir: PathLike, *, total_steps: int | None = None, progress: bool = True, trust: Any = ()
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
     """Continue a `train_run` (or `eqxrl train`) from its last checkpoint.
 
@@ -257,7 +257,8 @@ def resume_run(
     checkpoint starts again from the beginning. With `total_steps` larger than the
     run's budget, a finished or interrupted run continues to the new budget (see
     `eqxrl.train(resume=)` for how schedules behave; with constant rates, N steps
-    then M more equal one run of N + M).
+    then M more equal one run of N + M). `trust`: modules whose classes `config.json`
+    may name besides eqxrl's own and registered ones (`trust=("my_pkg",)`; see `load_run`).
 
     **Returns:** as `train_run`.
     """
@@ -266,7 +267,7 @@ def resume_run(
     if "chunk_iterations" not in config:
         raise ValueError(f"{str(run_dir)!r} was not written with checkpoints (no 'chunk_iterations' in {CONFIG})")
     try:
-        agent = agent_from_config(config)
+        agent = agent_from_config(config, trust=trust)
     except (ValueError, TypeError) as e:
         raise ValueError(f"{run_dir / CONFIG}: {one_line(e)}") from None
     old_total = config["total_steps"]
