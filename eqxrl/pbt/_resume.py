@@ -7,6 +7,7 @@ from typing import Any
 
 from ..core import one_line
 from ..runs import agent_from_config
+from ..runs._lock import holds_run_lock
 from ._exploit import Tournament, Truncation
 from ._generation import Novelty
 from ._pbt import PBT
@@ -64,6 +65,7 @@ def pbt_from_config(config: Mapping[str, Any], fitness: Any = None, descriptor: 
     )
 
 
+@holds_run_lock("resume(run_dir)", create=False)
 def resume(run_dir: Any, *, fitness: Any = None, descriptor: Any = None, progress: bool = True) -> tuple[Population, History]:
     """Continue an interrupted PBT run from its run directory, exactly where it stopped
     (its newest checkpoint, `RUN_DIR/population/<generation>/`; in a multi-host run every
@@ -71,6 +73,8 @@ def resume(run_dir: Any, *, fitness: Any = None, descriptor: Any = None, progres
 
     **Arguments:** `run_dir` (written by `PBT.run(..., run_dir=...)` or `eqxrl pbt`),
     the custom `fitness` and `descriptor` callables if the run had them, `progress`.
+    A run that another process is writing is refused (`RunDirectoryError`, naming
+    its process id), before anything is read.
 
     **Returns:** `(population, history)` as the uninterrupted `PBT.run` would have.
     """

@@ -54,6 +54,7 @@ from ._files import STATE as STATE
 from ._files import TENSORBOARD as TENSORBOARD
 from ._files import atomic_write_bytes as atomic_write_bytes
 from ._files import write_json as write_json
+from ._lock import RunDirectoryError as RunDirectoryError
 from ._metrics import load_evaluation as load_evaluation
 from ._metrics import load_metrics as load_metrics
 from ._metrics import save_evaluation as save_evaluation
@@ -105,6 +106,7 @@ __all__ = [
     "TENSORBOARD",
     "atomic_write_bytes",
     "write_json",
+    "RunDirectoryError",
     "load_evaluation",
     "load_metrics",
     "save_evaluation",

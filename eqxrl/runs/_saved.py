@@ -52,6 +52,8 @@ def save(path: PathLike, agent: Any, state: PyTree, *, overwrite: bool = False) 
         raise ValueError(f"save(path): {str(path)!r} already exists; pass overwrite=True to replace it")
     if path.exists() and not (path / AGENT).is_file():
         raise ValueError(f"save(path): {str(path)!r} exists and is not an eqxrl save; it is left alone")
+    if path.is_symlink() and overwrite:  # (replacing it would delete through the link, or fail half-way)
+        raise ValueError(f"save(path): {str(path)!r} is a symbolic link; give the directory it points to, or another path")
     arrays = state_arrays(state)
     record = {
         "agent": agent_name(agent),
