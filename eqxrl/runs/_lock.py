@@ -96,8 +96,7 @@ def _acquire(path: pathlib.Path, owner: str, run_dir: Any) -> int:
         except BlockingIOError:
             os.close(fd)
             raise RunDirectoryError(
-                f"{owner}: {str(run_dir)!r} is in use by {_holder(path)}, which is writing it; wait for it to end "
-                "or stop it (a killed process holds no lock)"
+                f"{owner}: {str(run_dir)!r} is in use by {_holder(path)}, which is writing it: wait for it to end, or stop it"
             ) from None
         except BaseException:
             os.close(fd)
