@@ -26,7 +26,6 @@ import pytest
 from eqxrl import cli, pbt, runs
 from eqxrl.agents import PPO
 
-lock_module = importlib.import_module("eqxrl.runs._lock")
 
 TINY = ["--num-envs", "2", "--rollout-length", "16", "--num-epochs", "1", "--num-minibatches", "1", "--hidden-sizes", "8",
         "--eval-episodes", "2", "--quiet"]  # fmt: skip
@@ -71,10 +70,6 @@ def _wait_for(condition, proc: subprocess.Popen, run_dir: pathlib.Path, timeout:
         if time.monotonic() > end:
             raise AssertionError("timed out")
         time.sleep(0.005)
-
-
-def _snapshot(run_dir: pathlib.Path) -> dict[str, bytes]:
-    return {str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
 
 
 def _small_agent():
@@ -181,7 +176,7 @@ def _held_by_another_thread(run_dir: pathlib.Path):
 
     def hold():
         try:
-            with lock_module.run_lock(run_dir, "test"):
+            with runs.run_lock(run_dir, "test"):
                 taken.set()
                 done.wait(60)
         except BaseException as e:  # noqa: BLE001 (reported below)
@@ -201,20 +196,20 @@ def _held_by_another_thread(run_dir: pathlib.Path):
 
 def test_a_second_holder_is_refused_and_the_holder_reenters(tmp_path):
     run_dir = tmp_path / "r"
-    with lock_module.run_lock(run_dir, "first") as root:
+    with runs.run_lock(run_dir, "first") as root:
         assert root == run_dir.resolve() and (run_dir / ".lock").read_text().split()[0] == str(os.getpid())
-        with lock_module.run_lock(run_dir, "nested"):  # the same thread: re-entered
+        with runs.run_lock(run_dir, "nested"):  # the same thread: re-entered
             pass
         assert (run_dir / ".lock").is_file()  # still held by the outer block
         errors = []
-        thread = threading.Thread(target=lambda: _try(lambda: lock_module.run_lock(run_dir, "second(run_dir)").__enter__(), errors))
+        thread = threading.Thread(target=lambda: _try(lambda: runs.run_lock(run_dir, "second(run_dir)").__enter__(), errors))
         thread.start()
         thread.join()
         (error,) = errors
         assert isinstance(error, runs.RunDirectoryError)
         assert str(error).startswith(f"second(run_dir): '{run_dir}' is in use by process {os.getpid()} on ")
     assert not (run_dir / ".lock").exists()
-    with lock_module.run_lock(run_dir, "again"):  # free again
+    with runs.run_lock(run_dir, "again"):  # free again
         pass
 
 
@@ -228,7 +223,7 @@ def _try(fn, errors):
 def test_another_process_holding_the_lock_is_named(tmp_path):
     run_dir = tmp_path / "r"
     code = (
-        "import sys; from eqxrl.runs._lock import run_lock\n"
+        "import sys; from eqxrl.runs import run_lock\n"
         f"with run_lock({str(run_dir)!r}, 'holder'):\n"
         "    print('held', flush=True); sys.stdin.read()\n"
     )

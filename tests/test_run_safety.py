@@ -30,7 +30,6 @@ train_run_module = importlib.import_module("eqxrl.runs._train_run")
 checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")
 pbt_checkpoint_module = importlib.import_module("eqxrl.pbt._checkpoint")
 common_module = importlib.import_module("eqxrl.cli._common")
-files_module = importlib.import_module("eqxrl.runs._files")
 
 TINY = ["--num-envs", "2", "--rollout-length", "16", "--num-epochs", "1", "--num-minibatches", "1", "--hidden-sizes", "8",
         "--eval-episodes", "2", "--quiet"]  # fmt: skip
@@ -256,7 +255,7 @@ def test_pbt_generations_and_stranded_directories_read_only_ascii_digits(tmp_pat
 
 # ----------------------------------------------------------------------- the disk remedies
 def test_the_remedy_names_free_space_or_permissions_only_when_that_is_the_cause():
-    remedy = files_module.disk_remedy
+    remedy = runs.disk_remedy
     assert remedy(OSError(errno.ENOSPC, "No space left on device")) == "free space on its disk"
     assert remedy(OSError(errno.EDQUOT, "Disk quota exceeded")) == "free space on its disk"
     assert remedy(PermissionError(errno.EACCES, "Permission denied")) == "fix the directory's permissions"

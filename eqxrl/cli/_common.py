@@ -8,9 +8,10 @@ import shutil
 from typing import Any
 
 from ..core import one_line
-from ..runs import CHECKPOINTS, CONFIG, TENSORBOARD, RunDirectoryError, checkpoint_steps, load_config
-from ..runs._files import disk_remedy, is_step_name
-from ..runs._lock import LOCK, check_no_links, run_lock
+from ..runs import (
+    CHECKPOINTS, CONFIG, LOCK, TENSORBOARD, RunDirectoryError, check_no_links, checkpoint_steps, disk_remedy, is_step_name,
+    load_config, run_lock,
+)  # fmt: skip
 
 
 def prepare_run_dir(parser: argparse.ArgumentParser, run_dir: str | None, stem: str) -> pathlib.Path:

@@ -30,8 +30,7 @@ from jax.sharding import PartitionSpec as P
 
 from ..agents import agent_name
 from ..core import __version__, is_key, keys_as_data, one_line
-from ..runs import CheckpointError, crc32_of, meta_crc32, read_meta, remove_temporary
-from ..runs._files import disk_remedy, is_step_name
+from ..runs import CheckpointError, crc32_of, disk_remedy, is_step_name, meta_crc32, read_meta, remove_temporary
 from ._population import Population
 
 __all__ = ["CHECKPOINTS", "KEEP", "CheckpointWriter", "checkpoint_generations", "load_checkpoint", "load_records", "save_checkpoint"]

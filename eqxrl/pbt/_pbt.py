@@ -26,7 +26,7 @@ from jaxtyping import Array, Float, PyTree
 from ..agents import AbstractAgent, Stacked, hyperparameter_hint
 from ..core import Key, check_positive_int, is_positive_int, resolve_path
 from ..loop import EpisodeDescriptor, Progress, as_keys, episode_descriptor
-from ..runs._lock import holds_run_lock
+from ..runs import holds_run_lock
 from ._exploit import Exploit, Truncation
 from ._generation import EvaluationReturn, Novelty, run_generation, run_init_population
 from ._population import History, Population, gather, history_from_records

@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core import one_line
-from ..runs import agent_from_config
-from ..runs._lock import holds_run_lock
+from ..runs import agent_from_config, holds_run_lock
 from ._exploit import Tournament, Truncation
 from ._generation import Novelty
 from ._pbt import PBT
