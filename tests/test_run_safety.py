@@ -211,10 +211,19 @@ def test_removing_temporary_checkpoints_follows_no_link(tmp_path):
     assert sorted(p.name for p in outside.iterdir()) == ["4.orbax-checkpoint-tmp-1", "marker"]
 
 
-def test_save_does_not_replace_through_a_symbolic_link(tmp_path, getkey):
+def test_save_does_not_replace_through_a_symbolic_link_and_takes_the_umasks_modes(tmp_path, getkey):
     agent = PPO("CartPole-v1", num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
     state = agent.init(getkey())
-    eqxrl.save(tmp_path / "real", agent, state)
+    old = os.umask(UMASK)
+    try:
+        eqxrl.save(tmp_path / "real", agent, state)
+    finally:
+        os.umask(old)
+    real = tmp_path / "real"
+    modes = {p.is_dir(): set() for p in real.rglob("*")}
+    for p in [real, *real.rglob("*")]:
+        modes.setdefault(p.is_dir(), set()).add(stat.S_IMODE(p.stat().st_mode))
+    assert modes == {True: {0o777 & ~UMASK}, False: {0o666 & ~UMASK}}, modes  # (mkdtemp made the save 0700)
     before = _snapshot(tmp_path / "real")
     (tmp_path / "link").symlink_to(tmp_path / "real")
     with pytest.raises(ValueError, match=rf"^save\(path\): '{re.escape(str(tmp_path / 'link'))}' is a symbolic link; give"):

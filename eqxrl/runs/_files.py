@@ -8,7 +8,7 @@ import pathlib
 import secrets
 from typing import Any
 
-__all__ = ["CHECKPOINTS", "CONFIG", "CURVE", "EVAL", "METRICS", "STATE", "TENSORBOARD", "PathLike", "atomic_write_bytes", "disk_remedy", "is_step_name", "write_json"]
+__all__ = ["CHECKPOINTS", "CONFIG", "CURVE", "EVAL", "METRICS", "STATE", "TENSORBOARD", "PathLike", "atomic_write_bytes", "disk_remedy", "is_step_name", "temporary_dir", "write_json"]
 
 CONFIG = "config.json"
 METRICS = "metrics.csv"
@@ -50,6 +50,19 @@ def atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def temporary_dir(path: pathlib.Path) -> pathlib.Path:
+    """Create a directory of a unique name beside `path` (`.<name>.<random>.tmp`), to be
+    renamed over it when complete. Its mode is that of any directory the process creates
+    (0777 less the umask; `tempfile.mkdtemp` would make it 0700)."""
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            tmp.mkdir()
+            return tmp
+        except FileExistsError:
+            continue
 
 
 def write_json(path: pathlib.Path, data: Any) -> None:
