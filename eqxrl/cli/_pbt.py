@@ -132,7 +132,10 @@ def interrupted_exit(run_dir: pathlib.Path) -> int:
     if done:
         print(f"eqxrl: interrupted; `eqxrl pbt --resume {run_dir}` continues the run from generation {done[-1]}", file=sys.stderr)
     else:
-        print(f"eqxrl: interrupted before the first generation was saved; run the command again (with `--run-dir {run_dir}` it reuses the directory)", file=sys.stderr)
+        print(
+            f"eqxrl: interrupted before the first generation was saved; run the command again "
+            f"(with `--run-dir {run_dir}` it reuses the directory)", file=sys.stderr,
+        )  # fmt: skip
     return 130
 
 
@@ -179,7 +182,7 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
         _, history = pbt.run(jax.random.key(args.seed), args.total_steps, progress=not args.quiet, run_dir=run_dir)
     except OSError as e:
         parser.error(disk_error(e, f"eqxrl pbt --resume {run_dir}"))
-    except (CheckpointError, RunDirectoryError) as e:  # a population checkpoint could not be written (names it and the command)
+    except (CheckpointError, RunDirectoryError) as e:  # a checkpoint not written, or the directory taken meanwhile: one line
         parser.error(one_line(e))
     except KeyboardInterrupt:
         return interrupted_exit(run_dir)

@@ -11,7 +11,10 @@ from ..agents import AGENTS, AbstractAgent, Batch
 from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError
-from ..runs import CONFIG, MAX_SEED, CheckpointError, RunDirectoryError, agent_from_config, checkpoint_steps, load_config, resume_run, run_lock, train_run
+from ..runs import (
+    CONFIG, MAX_SEED, CheckpointError, RunDirectoryError, agent_from_config, checkpoint_steps, load_config, resume_run,
+    run_lock, train_run,
+)  # fmt: skip
 from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive

@@ -31,7 +31,6 @@ _RUN_FILES = (CONFIG, METRICS, STATE, CURVE, EVAL, CHECKPOINTS, TENSORBOARD, "pb
 """What a run (or a PBT run) leaves in its directory: `train_run` refuses a directory holding one."""
 
 
-
 @holds_run_lock("save_run(run_dir)")
 def save_run(
     run_dir: PathLike,
@@ -58,6 +57,9 @@ def save_run(
     - `env_name`: the name `eqxrl.envs.make` builds the env from (default `agent.env.name`).
     - `info`: the `TrainInfo` of `train(..., return_info=True)`, for the timings.
     - `command`: the command line that made the run, recorded for reference.
+
+    Holds the run directory's lock while it writes (`RunDirectoryError` when another
+    process is writing it).
 
     **Returns:** the run directory as a `pathlib.Path`.
     """
