@@ -258,7 +258,10 @@ def test_a_checkpoint_that_cannot_be_written_exits_2_and_keeps_the_earlier_ones(
     run_dir = tmp_path / "r"
     argv = ["train", "ppo", "--run-dir", str(run_dir), "--total-steps", str(8 * STEPS), "--checkpoint-every", str(2 * STEPS), *TINY]
     # A full disk at the second checkpoint, then (resumed) a read-only directory at the next one.
-    for errno, reason, run in [(28, "No space left on device", argv), (13, "Permission denied", ["train", "--resume", str(run_dir), "--quiet"])]:
+    for errno, reason, fix, run in [
+        (28, "No space left on device", "Free space on its disk", argv),
+        (13, "Permission denied", "Fix the directory's permissions", ["train", "--resume", str(run_dir), "--quiet"]),
+    ]:  # fmt: skip
         before = len(calls)
         failure[0] = None
 
@@ -273,8 +276,7 @@ def test_a_checkpoint_that_cannot_be_written_exits_2_and_keeps_the_earlier_ones(
         kept = calls[before]
         assert message.endswith(
             f"error: could not write the checkpoint {run_dir / 'checkpoints' / str(calls[before + 1])}: {reason}; "
-            f"the checkpoint of env step {kept:,} is intact. Free space or fix the directory's permissions, "
-            "then continue with `eqxrl train --resume RUN_DIR`"
+            f"the checkpoint of env step {kept:,} is intact. {fix}, then continue with `eqxrl train --resume RUN_DIR`"
         ), message
         assert runs.checkpoint_steps(run_dir)[-1]["step"] == kept  # the newest is the last written
         assert not any(".orbax-checkpoint-tmp" in p.name for p in (run_dir / "checkpoints").iterdir())
@@ -291,7 +293,7 @@ def test_a_run_directory_that_cannot_be_written_at_all_exits_2(tmp_path, monkeyp
     message = _error(["train", "ppo", "--run-dir", str(run_dir), "--total-steps", str(STEPS), *TINY], capsys)
     assert message == (
         f"eqxrl train ppo: error: could not write {run_dir / 'config.json'}: Permission denied; the files written "
-        "before are intact: fix it and run the command again"
+        "before are intact: fix the directory's permissions, then run the command again"
     )
 
 
@@ -314,7 +316,7 @@ def test_pbt_full_disk_and_a_damaged_population_are_one_line(tmp_path, monkeypat
     generations = run_dir / "population"
     assert message == (
         f"eqxrl pbt ppo: error: could not write the checkpoint {generations / '2'}: No space left on device; the checkpoint "
-        f"of generation 1 is intact. Free space or fix the directory's permissions, then continue with `eqxrl pbt --resume {run_dir}`"
+        f"of generation 1 is intact. Free space on its disk, then continue with `eqxrl pbt --resume {run_dir}`"
     )
     assert sorted(p.name for p in generations.iterdir()) == ["1"]  # nothing earlier lost, no temporary directory left
     monkeypatch.undo()

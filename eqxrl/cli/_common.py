@@ -8,7 +8,10 @@ import shutil
 from typing import Any
 
 from ..core import one_line
-from ..runs import CHECKPOINTS, CONFIG, TENSORBOARD, checkpoint_steps, load_config
+from ..runs import (
+    CHECKPOINTS, CONFIG, LOCK, TENSORBOARD, RunDirectoryError, check_no_links, checkpoint_steps, disk_remedy, is_step_name,
+    load_config, run_lock,
+)  # fmt: skip
 
 
 def prepare_run_dir(parser: argparse.ArgumentParser, run_dir: str | None, stem: str) -> pathlib.Path:
@@ -16,8 +19,10 @@ def prepare_run_dir(parser: argparse.ArgumentParser, run_dir: str | None, stem: 
     `runs/<stem>-<timestamp>` with a suffix that makes it new.
 
     A default name is claimed by creating it (`mkdir` without `exist_ok`), so two
-    commands started in the same second get two directories. Errors exit through
-    `parser.error`.
+    commands started in the same second get two directories. A given directory is
+    looked at while holding its lock (`eqxrl.runs` run directory lock): a live run's
+    directory is refused (naming its process id), never taken for a stranded one.
+    Errors exit through `parser.error`.
     """
     if run_dir is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -32,12 +37,21 @@ def prepare_run_dir(parser: argparse.ArgumentParser, run_dir: str | None, stem: 
             except OSError as e:
                 parser.error(f"the run directory {str(path)!r} cannot be created: {e.strerror or one_line(e)}")
     path = pathlib.Path(run_dir)
-    if path.is_dir() and stranded(path):
-        # A run killed before its first checkpoint left nothing to resume: the directory is reused.
-        print(f"reusing {path}: it held only the config of a run stopped before its first checkpoint", flush=True)
-        for p in path.iterdir():
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+    if path.is_dir():
+        try:
+            with run_lock(path, "--run-dir", create=False, check_links=False):
+                if stranded(path):
+                    check_no_links(path, "--run-dir")  # (what is deleted must lie inside it)
+                    # A run killed before its first checkpoint left nothing to resume: the directory is reused.
+                    print(f"reusing {path}: it held only the config of a run stopped before its first checkpoint", flush=True)
+                    for p in path.iterdir():
+                        if p.name != LOCK:
+                            shutil.rmtree(p) if p.is_dir() else p.unlink()
+        except RunDirectoryError as e:
+            parser.error(one_line(e))
+        except OSError as e:
+            parser.error(f"--run-dir {str(path)!r} cannot be written: {e.strerror or one_line(e)}")
+    if path.exists() and (not path.is_dir() or any(p.name != LOCK for p in path.iterdir())):
         parser.error(f"--run-dir {str(path)!r} already exists and is not an empty directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -50,13 +64,13 @@ def stranded(path: pathlib.Path) -> bool:
     """Whether `path` holds only what a run killed before its first checkpoint leaves:
     a `config.json` saying "running" (and perhaps TensorBoard events), or a PBT's
     `pbt.json`, with no finished checkpoint, state or metrics."""
-    names = {p.name for p in path.iterdir()}
+    names = {p.name for p in path.iterdir()} - {LOCK}
     if not names & {CONFIG, "pbt.json"} or names - {CONFIG, "pbt.json", TENSORBOARD, CHECKPOINTS, "population"}:
         return False
     if checkpoint_steps(path):
         return False
     population = path / "population"  # a PBT run's checkpoints, one directory per finished generation
-    if population.is_dir() and any(p.name.isdigit() for p in population.iterdir()):
+    if population.is_dir() and any(is_step_name(p.name) for p in population.iterdir()):
         return False
     if CONFIG in names:
         try:
@@ -72,7 +86,8 @@ def disk_error(e: OSError, resume: str | None) -> str:
     None: nothing was written yet, so the command is to be run again)."""
     where = f" {e.filename}" if e.filename else ""
     then = f"continue with `{resume}`" if resume else "run the command again"
-    return f"could not write{where}: {e.strerror or one_line(e)}; the files written before are intact: fix it and {then}"
+    fix = disk_remedy(e)  # (free space or permissions only where one of them is the cause)
+    return f"could not write{where}: {e.strerror or one_line(e)}; the files written before are intact: {fix or 'fix it'}, then {then}"
 
 
 def print_returns(summary: dict[str, Any], seed: int, deterministic: bool) -> None:

@@ -3,6 +3,7 @@
 import argparse
 import json
 import pathlib
+import sys
 import time
 from typing import Any
 
@@ -13,8 +14,8 @@ from ..agents import AGENTS, AbstractAgent
 from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES
-from ..pbt import PBT, LogUniform, Novelty, pbt_from_config, resume
-from ..runs import CheckpointError
+from ..pbt import PBT, LogUniform, Novelty, checkpoint_generations, pbt_from_config, resume
+from ..runs import CheckpointError, RunDirectoryError
 from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir
 from ._flags import add_field_flags, add_trust_flag, build_agent, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_seed, parse_tune, positive, parse_int
@@ -127,6 +128,19 @@ def print_pbt_summary(pbt: Any, history: Any, run_dir: Any, seconds: float) -> N
         print(f"  run directory    {run_dir}")
 
 
+def interrupted_exit(run_dir: pathlib.Path) -> int:
+    """Ctrl-C: say how to go on (exit 130, as for any interrupted command)."""
+    done = checkpoint_generations(run_dir)
+    if done:
+        print(f"eqxrl: interrupted; `eqxrl pbt --resume {run_dir}` continues the run from generation {done[-1]}", file=sys.stderr)
+    else:
+        print(
+            f"eqxrl: interrupted before the first generation was saved; run the command again "
+            f"(with `--run-dir {run_dir}` it reuses the directory)", file=sys.stderr,
+        )  # fmt: skip
+    return 130
+
+
 def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
     parser = args._parser
     if args.resume is not None:
@@ -139,6 +153,8 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
             parser.error(disk_error(e, f"eqxrl pbt --resume {args.resume}"))
         except ValueError as e:
             parser.error(one_line(e))
+        except KeyboardInterrupt:
+            return interrupted_exit(pathlib.Path(args.resume))
         pbt = pbt_from_config(json.loads((pathlib.Path(args.resume) / "pbt.json").read_text()))
         print_pbt_summary(pbt, history, args.resume, time.perf_counter() - start)
         return 0
@@ -168,7 +184,9 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
         _, history = pbt.run(jax.random.key(args.seed), args.total_steps, progress=not args.quiet, run_dir=run_dir)
     except OSError as e:
         parser.error(disk_error(e, f"eqxrl pbt --resume {run_dir}"))
-    except CheckpointError as e:  # a population checkpoint could not be written (names it and the command)
+    except (CheckpointError, RunDirectoryError) as e:  # a checkpoint not written, or the directory taken meanwhile: one line
         parser.error(one_line(e))
+    except KeyboardInterrupt:
+        return interrupted_exit(run_dir)
     print_pbt_summary(pbt, history, run_dir, time.perf_counter() - start)
     return 0

@@ -11,7 +11,10 @@ from ..agents import AGENTS, AbstractAgent, Batch
 from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError
-from ..runs import CONFIG, MAX_SEED, CheckpointError, agent_from_config, check_config, checkpoint_steps, load_config, resume_run, train_run
+from ..runs import (
+    CONFIG, MAX_SEED, CheckpointError, RunDirectoryError, agent_from_config, check_config, checkpoint_steps, load_config,
+    resume_run, run_lock, train_run,
+)  # fmt: skip
 from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
@@ -169,6 +172,10 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         return nonfinite_exit(e, run_dir)
     except (CheckpointError, OSError) as e:
         return disk_exit(parser, e, run_dir)
+    except RunDirectoryError as e:  # another command took the directory meanwhile
+        parser.error(one_line(e))
+    except KeyboardInterrupt:
+        return interrupted_exit(run_dir, None)
     print_train_summary(type(base).__name__, env_name, seeds, info, summary, seed, run_dir)
     return 0
 
@@ -194,13 +201,27 @@ def nonfinite_exit(e: NonFiniteError, run_dir: pathlib.Path) -> int:
     return 1
 
 
-def disk_exit(parser: argparse.ArgumentParser, e: BaseException, run_dir: pathlib.Path) -> int:
+def resume_line(run_dir: pathlib.Path, total_steps: int | None) -> str:
+    """The command that continues the run in `run_dir`, with the `--total-steps N` that
+    continuing a finished run to a new budget needs (until its config.json says so)."""
+    return f"eqxrl train --resume {run_dir}" + (f" --total-steps {total_steps}" if total_steps is not None else "")
+
+
+def disk_exit(parser: argparse.ArgumentParser, e: BaseException, run_dir: pathlib.Path, total_steps: int | None = None) -> int:
     """A checkpoint or a run file could not be written or read: one line, exit 2."""
     if isinstance(e, OSError):
         started = (run_dir / CONFIG).is_file()
-        parser.error(disk_error(e, f"eqxrl train --resume {run_dir}" if started else None))
+        parser.error(disk_error(e, resume_line(run_dir, total_steps) if started else None))
     parser.error(one_line(e))
     return 2
+
+
+def interrupted_exit(run_dir: pathlib.Path, total_steps: int | None) -> int:
+    """Ctrl-C: say how to go on (exit 130, as for any interrupted command)."""
+    steps = checkpoint_steps(run_dir)
+    where = f"from its checkpoint at env step {steps[-1]['step']:,}" if steps else "from the start: no checkpoint was written"
+    print(f"eqxrl: interrupted; `{resume_line(run_dir, total_steps)}` continues the run {where}", file=sys.stderr)
+    return 130
 
 
 def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
@@ -213,11 +234,14 @@ def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
         config = load_config(run_dir)
         verb = "continuing" if total_steps is not None and total_steps != config.get("total_steps") else "resuming"
         print(f"{verb} {config['agent']} on {config['env']} from {run_dir} (compiling...)", flush=True)
-        _, _, info, summary = resume_run(run_dir, total_steps=total_steps, progress=not args.quiet)
+        with run_lock(run_dir, "--resume", create=False):  # (resume_run holds it too: refused here, it names the flag)
+            _, _, info, summary = resume_run(run_dir, total_steps=total_steps, progress=not args.quiet)
     except NonFiniteError as e:  # (a ValueError too: caught first, so it exits 1 as in the first run)
         return nonfinite_exit(e, run_dir)
     except OSError as e:
-        return disk_exit(parser, e, run_dir)
+        return disk_exit(parser, e, run_dir, total_steps)
+    except KeyboardInterrupt:
+        return interrupted_exit(run_dir, total_steps)
     except ValueError as e:
         parser.error(one_line(e))
     seeds = f"{config['seeds']} seeds" if config["seeds"] > 1 else "1 seed"

@@ -30,7 +30,7 @@ from jax.sharding import PartitionSpec as P
 
 from ..agents import agent_name
 from ..core import __version__, is_key, keys_as_data, one_line
-from ..runs import CheckpointError, crc32_of, meta_crc32, read_meta, remove_temporary
+from ..runs import CheckpointError, crc32_of, disk_remedy, is_step_name, meta_crc32, read_meta, remove_temporary
 from ._population import Population
 
 __all__ = ["CHECKPOINTS", "KEEP", "CheckpointWriter", "checkpoint_generations", "load_checkpoint", "load_records", "save_checkpoint"]
@@ -155,10 +155,9 @@ def _remedy(path: pathlib.Path) -> str:
 def _write_error(path: pathlib.Path, error: BaseException, previous: int | None) -> CheckpointError:
     reason = getattr(error, "strerror", None) or one_line(error)[:200]
     kept = f"the checkpoint of generation {previous} is intact" if previous is not None else "no earlier checkpoint exists"
-    return CheckpointError(
-        f"could not write the checkpoint {path}: {reason}; {kept}. "
-        f"Free space or fix the directory's permissions, then continue with `eqxrl pbt --resume {path.parent.parent}`"
-    )
+    fix = disk_remedy(error)  # (advice to free space or fix permissions only where that is the cause)
+    then = f"{fix[0].upper()}{fix[1:]}, then continue" if fix else "Continue"
+    return CheckpointError(f"could not write the checkpoint {path}: {reason}; {kept}. {then} with `eqxrl pbt --resume {path.parent.parent}`")
 
 
 def _save(manager: Any, generation: int, args: Any) -> None:
@@ -246,7 +245,7 @@ def checkpoint_generations(run_dir: Any) -> list[int]:
     directory = pathlib.Path(run_dir) / CHECKPOINTS
     if not directory.is_dir():
         return []
-    done = [p for p in directory.iterdir() if p.name.isdigit() and ((p / "_CHECKPOINT_METADATA").is_file() or (p / "commit_success.txt").is_file())]
+    done = [p for p in directory.iterdir() if is_step_name(p.name) and ((p / "_CHECKPOINT_METADATA").is_file() or (p / "commit_success.txt").is_file())]
     return sorted(int(p.name) for p in done)
 
 

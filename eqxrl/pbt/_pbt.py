@@ -26,6 +26,7 @@ from jaxtyping import Array, Float, PyTree
 from ..agents import AbstractAgent, Stacked, hyperparameter_hint
 from ..core import Key, check_positive_int, is_positive_int, resolve_path
 from ..loop import EpisodeDescriptor, Progress, as_keys, episode_descriptor
+from ..runs import holds_run_lock
 from ._exploit import Exploit, Truncation
 from ._generation import EvaluationReturn, Novelty, run_generation, run_init_population
 from ._population import History, Population, gather, history_from_records
@@ -287,6 +288,7 @@ class PBT(eqx.Module):
         population = Population(agent, state, key, generation)
         return population, {k: gather(v) for k, v in record.items()}
 
+    @holds_run_lock("PBT.run(run_dir)")
     def run(
         self,
         key: Any,
@@ -307,7 +309,9 @@ class PBT(eqx.Module):
         - `run_dir`: if given, `pbt.json`, `history.csv`, `history.png` and (with
           `checkpoint`) `population/<generation>/` are written there after every generation
           (by `eqxrl.pbt.RunDirectory`); `eqxrl.pbt.resume(run_dir)` continues an
-          interrupted run exactly.
+          interrupted run exactly. The directory is locked while the run writes it
+          (`RUN_DIR/.lock`): another process writing it is refused with a
+          `RunDirectoryError` naming its process id, as is a symbolic link below it.
         - `callback`: called after every generation with the population and the
           records of the generations so far (see `step`). The population is donated
           to the next generation: copy what must outlive the call.

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core import one_line, trust_modules
-from ..runs import agent_from_config
+from ..runs import agent_from_config, holds_run_lock
 from ._exploit import Tournament, Truncation
 from ._generation import Novelty
 from ._pbt import PBT
@@ -65,6 +65,7 @@ def pbt_from_config(config: Mapping[str, Any], fitness: Any = None, descriptor: 
     )
 
 
+@holds_run_lock("resume(run_dir)", create=False)
 def resume(
     run_dir: Any, *, fitness: Any = None, descriptor: Any = None, progress: bool = True, trust: Any = ()
 ) -> tuple[Population, History]:
@@ -76,6 +77,8 @@ def resume(
     the custom `fitness` and `descriptor` callables if the run had them, `progress`, and
     `trust`: the modules whose classes `pbt.json` may name besides eqxrl's own and
     registered ones (`trust=("my_pkg",)`; nothing else is imported).
+    A run that another process is writing is refused (`RunDirectoryError`, naming
+    its process id), before anything is read.
 
     **Returns:** `(population, history)` as the uninterrupted `PBT.run` would have.
     """

@@ -11,7 +11,9 @@ A run directory holds
   evaluated one), to resume an interrupted run, continue a finished one, or
   evaluate the best;
 - `learning_curve.png`: mean training episode return against env steps;
-- `eval.json`: evaluation returns (written by `save_evaluation`).
+- `eval.json`: evaluation returns (written by `save_evaluation`);
+- `.lock`: only while a process writes the directory (`run_lock`): a second
+  writer is refused, naming the first's process id.
 
 ```python
 import jax, eqxrl
@@ -55,6 +57,13 @@ from ._files import STATE as STATE
 from ._files import TENSORBOARD as TENSORBOARD
 from ._files import atomic_write_bytes as atomic_write_bytes
 from ._files import write_json as write_json
+from ._files import disk_remedy as disk_remedy
+from ._files import is_step_name as is_step_name
+from ._lock import LOCK as LOCK
+from ._lock import RunDirectoryError as RunDirectoryError
+from ._lock import check_no_links as check_no_links
+from ._lock import holds_run_lock as holds_run_lock
+from ._lock import run_lock as run_lock
 from ._metrics import load_evaluation as load_evaluation
 from ._metrics import load_metrics as load_metrics
 from ._metrics import save_evaluation as save_evaluation
@@ -107,6 +116,13 @@ __all__ = [
     "TENSORBOARD",
     "atomic_write_bytes",
     "write_json",
+    "disk_remedy",
+    "is_step_name",
+    "LOCK",
+    "RunDirectoryError",
+    "check_no_links",
+    "holds_run_lock",
+    "run_lock",
     "load_evaluation",
     "load_metrics",
     "save_evaluation",

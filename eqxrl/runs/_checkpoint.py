@@ -28,7 +28,7 @@ from ..agents import Batch, agent_name
 from ..core import __version__, keys_as_data, one_line
 from ..loop import Checkpoint
 from ._config import config_mismatch, load_config, member_configs
-from ._files import CHECKPOINTS, CONFIG, PathLike
+from ._files import CHECKPOINTS, CONFIG, PathLike, disk_remedy, is_step_name
 from ._state import unflatten_state
 
 __all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "remove_temporary", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
@@ -131,19 +131,21 @@ def _write(manager: Any, payload: _Payload) -> None:
 
 def remove_temporary(directory: pathlib.Path) -> None:
     """Remove what a failed orbax write left in `directory`: its temporary directories
-    (`<step>.orbax-checkpoint-tmp-*`), by process 0 of a multi-host run."""
-    if jax.process_index() == 0 and directory.is_dir():
+    (`<step>.orbax-checkpoint-tmp-*`), by process 0 of a multi-host run. Symbolic links
+    are never followed (nor is `directory` itself, if it is one)."""
+    if jax.process_index() == 0 and directory.is_dir() and not directory.is_symlink():
         for p in directory.iterdir():
-            if ".orbax-checkpoint-tmp" in p.name:
+            if ".orbax-checkpoint-tmp" in p.name and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
 
 
 def _write_error(directory: pathlib.Path, step: int, error: BaseException, previous: int | None) -> CheckpointError:
     reason = getattr(error, "strerror", None) or one_line(error)[:200]
     kept = f"the checkpoint of env step {previous:,} is intact" if previous is not None else "no earlier checkpoint exists"
+    fix = disk_remedy(error)  # (advice to free space or fix permissions only where that is the cause)
+    then = f"{fix[0].upper()}{fix[1:]}, then continue" if fix else "Continue"
     return CheckpointError(
-        f"could not write the checkpoint {directory / str(step)}: {reason}; {kept}. "
-        "Free space or fix the directory's permissions, then continue with `eqxrl train --resume RUN_DIR`"
+        f"could not write the checkpoint {directory / str(step)}: {reason}; {kept}. {then} with `eqxrl train --resume RUN_DIR`"
     )
 
 
@@ -280,7 +282,7 @@ def checkpoint_steps(run_dir: PathLike) -> list[dict[str, Any]]:
     directory = pathlib.Path(run_dir) / CHECKPOINTS
     out = []
     if directory.is_dir():
-        for p in sorted((p for p in directory.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+        for p in sorted((p for p in directory.iterdir() if is_step_name(p.name)), key=lambda p: int(p.name)):
             if not (p / "commit_success.txt").is_file() and not (p / "_CHECKPOINT_METADATA").is_file():
                 continue  # an unfinished write
             try:

@@ -1,13 +1,14 @@
 """Files of a run directory: their names, and writes that a crash cannot tear."""
 
 import contextlib
+import errno
 import json
 import os
 import pathlib
-import tempfile
+import secrets
 from typing import Any
 
-__all__ = ["CHECKPOINTS", "CONFIG", "CURVE", "EVAL", "METRICS", "STATE", "TENSORBOARD", "PathLike", "atomic_write_bytes", "write_json"]
+__all__ = ["CHECKPOINTS", "CONFIG", "CURVE", "EVAL", "METRICS", "STATE", "TENSORBOARD", "PathLike", "atomic_write_bytes", "disk_remedy", "is_step_name", "temporary_dir", "write_json"]
 
 CONFIG = "config.json"
 METRICS = "metrics.csv"
@@ -25,10 +26,20 @@ def atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
 
     The bytes go to a temporary file of a unique name beside `path` (two writers never
     share one), are flushed to disk, then renamed over `path`; a failed write (a full
-    disk, say) removes its temporary file and leaves `path` as it was.
+    disk, say) removes its temporary file and leaves `path` as it was. The file gets the
+    mode of any file the process creates (0666 less the umask), as the run's other files
+    do (`tempfile.mkstemp` would make it 0600). A symbolic link at `path` is replaced,
+    never written through.
     """
     path = pathlib.Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -41,6 +52,51 @@ def atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
         raise
 
 
+def temporary_dir(path: pathlib.Path) -> pathlib.Path:
+    """Create a directory of a unique name beside `path` (`.<name>.<random>.tmp`), to be
+    renamed over it when complete. Its mode is that of any directory the process creates
+    (0777 less the umask; `tempfile.mkdtemp` would make it 0700)."""
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            tmp.mkdir()
+            return tmp
+        except FileExistsError:
+            continue
+
+
 def write_json(path: pathlib.Path, data: Any) -> None:
     """Write `data` as indented JSON to `path`, atomically (see `atomic_write_bytes`)."""
     atomic_write_bytes(path, (json.dumps(data, indent=2, allow_nan=False) + "\n").encode())
+
+
+def is_step_name(name: str) -> bool:
+    """Whether `name` is a checkpoint's directory name: ASCII digits only (`str.isdigit`
+    also takes `²` and other digits that `int` does not read as a step)."""
+    return name.isascii() and name.isdigit()
+
+
+def _errno(error: BaseException) -> int | None:
+    """The errno of `error` or of the OSError it wraps (orbax re-raises some)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno is not None:
+            return error.errno
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def disk_remedy(error: BaseException) -> str | None:
+    """What to fix for a write that failed with `error`: "free space on its disk" for a
+    full disk or quota, "fix the directory's permissions" for a refused write, "make its
+    file system writable" for a read-only one; None when it was none of these (then no
+    such advice is given)."""
+    code = _errno(error)
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        return "free space on its disk"
+    if code in (errno.EACCES, errno.EPERM):
+        return "fix the directory's permissions"
+    if code == errno.EROFS:
+        return "make its file system writable"
+    return None

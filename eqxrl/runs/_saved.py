@@ -5,7 +5,6 @@ import json
 import os
 import pathlib
 import shutil
-import tempfile
 from typing import Any
 
 import jax
@@ -17,7 +16,7 @@ from ..envs import AbstractEnv
 from ..loop import state_batch
 from ._checkpoint import crc32_of, state_arrays
 from ._config import agent_from_config, member_configs
-from ._files import PathLike
+from ._files import PathLike, temporary_dir
 from ._state import unflatten_state
 
 __all__ = ["load", "save"]
@@ -52,6 +51,8 @@ def save(path: PathLike, agent: Any, state: PyTree, *, overwrite: bool = False) 
         raise ValueError(f"save(path): {str(path)!r} already exists; pass overwrite=True to replace it")
     if path.exists() and not (path / AGENT).is_file():
         raise ValueError(f"save(path): {str(path)!r} exists and is not an eqxrl save; it is left alone")
+    if path.is_symlink() and overwrite:  # (replacing it would delete through the link, or fail half-way)
+        raise ValueError(f"save(path): {str(path)!r} is a symbolic link; give the directory it points to, or another path")
     arrays = state_arrays(state)
     record = {
         "agent": agent_name(agent),
@@ -64,7 +65,7 @@ def save(path: PathLike, agent: Any, state: PyTree, *, overwrite: bool = False) 
         "eqxrl_version": __version__,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = temporary_dir(path)  # (the umask's mode: mkdtemp's 0700 would stay the save's)
     try:
         import orbax.checkpoint as ocp
 

@@ -18,7 +18,8 @@ from ..core import check_positive_int, one_line
 from ..loop import Checkpoint, TrainInfo, eval_iterations_for, evaluate, num_iterations_for, train
 from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
 from ._config import agent_from_config, eval_key, load_config, run_config, seed_keys
-from ._files import CONFIG, CURVE, METRICS, STATE, PathLike, write_json
+from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike, write_json
+from ._lock import RunDirectoryError, holds_run_lock
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
 from ._state import save_state, template_state
@@ -26,7 +27,11 @@ from ._tensorboard import TensorBoard
 
 __all__ = ["resume_run", "save_run", "train_run"]
 
+_RUN_FILES = (CONFIG, METRICS, STATE, CURVE, EVAL, CHECKPOINTS, TENSORBOARD, "pbt.json", "population", "history.csv")
+"""What a run (or a PBT run) leaves in its directory: `train_run` refuses a directory holding one."""
 
+
+@holds_run_lock("save_run(run_dir)")
 def save_run(
     run_dir: PathLike,
     agent: Any,
@@ -52,6 +57,9 @@ def save_run(
     - `env_name`: the name `eqxrl.envs.make` builds the env from (default `agent.env.name`).
     - `info`: the `TrainInfo` of `train(..., return_info=True)`, for the timings.
     - `command`: the command line that made the run, recorded for reference.
+
+    Holds the run directory's lock while it writes (`RunDirectoryError` when another
+    process is writing it).
 
     **Returns:** the run directory as a `pathlib.Path`.
     """
@@ -106,6 +114,7 @@ def save_run(
     return run_dir
 
 
+@holds_run_lock("train_run(run_dir)")
 def train_run(
     run_dir: PathLike,
     agent: Any,
@@ -123,6 +132,7 @@ def train_run(
     command: str | None = None,
     _resume: Checkpoint | None = None,
     eval_every: int | None = None,
+    _restart: bool = False,
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
     """Train with a run directory: `config.json` first, checkpoints in
     `RUN_DIR/checkpoints/` while training, TensorBoard events if asked, then the
@@ -156,8 +166,20 @@ def train_run(
     **Returns:** `(state, metrics, info, evaluation summary)`.
     `resume_run(run_dir)` continues an interrupted call exactly, or a finished one
     with a larger budget.
+
+    Raises `RunDirectoryError` (a `ValueError`) before writing anything when
+    `run_dir` already holds a run, when another process is writing it (the run
+    directory's lock, `RUN_DIR/.lock`, names its process id) or when a symbolic
+    link lies below it.
     """
     run_dir = pathlib.Path(run_dir)
+    if _resume is None and not _restart:  # (resume_run continues a run here: its files are the run's)
+        found = [name for name in _RUN_FILES if (run_dir / name).exists() or (run_dir / name).is_symlink()]
+        if found:
+            raise RunDirectoryError(
+                f"train_run(run_dir) must be a new or empty directory, got {str(run_dir)!r}, which holds a run ({found[0]}): "
+                "continue it with resume_run(run_dir, total_steps=N) (`eqxrl train --resume RUN_DIR --total-steps N`)"
+            )
     batch = Batch.of(agent, owner="train_run(agent)")
     if batch.stacked:
         num_seeds = batch.size
@@ -247,6 +269,7 @@ def train_run(
     return state, metrics, info, summary
 
 
+@holds_run_lock("resume_run(run_dir)", create=False)
 def resume_run(
     run_dir: PathLike, *, total_steps: int | None = None, progress: bool = True, trust: Any = ()
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
@@ -259,6 +282,9 @@ def resume_run(
     `eqxrl.train(resume=)` for how schedules behave; with constant rates, N steps
     then M more equal one run of N + M). `trust`: modules whose classes `config.json`
     may name besides eqxrl's own and registered ones (`trust=("my_pkg",)`; see `load_run`).
+
+    Raises `RunDirectoryError` (a `ValueError`) when another process is writing
+    `run_dir` (naming its process id) or a symbolic link lies below it.
 
     **Returns:** as `train_run`.
     """
@@ -291,7 +317,7 @@ def resume_run(
         return train_run(
             run_dir, agent, total_steps=total_steps, checkpoint_every=config["checkpoint_every"],
             keep_checkpoints=config.get("keep_checkpoints", DEFAULT_KEEP), eval_episodes=config.get("eval_episodes", 32),
-            command=config.get("command"), **options,
+            command=config.get("command"), _restart=True, **options,
         )  # fmt: skip
     checkpoint = load_checkpoint(run_dir, agent, config["seeds"], run=run_record(config))
     return train_run(run_dir, agent, total_steps=int(total_steps), _resume=checkpoint, **options)
