@@ -265,7 +265,7 @@ def test_the_lock_file_is_not_a_run_file(tmp_path, capsys):
     run_dir.mkdir()
     (run_dir / ".lock").write_text("12345 elsewhere\n")
     assert common.prepare_run_dir(parser, str(run_dir), "ppo") == run_dir
-    (run_dir / "config.json").write_text(json.dumps({"agent": "ppo", "env": "CartPole-v1", "agent_config": {}, "seeds": 1,
+    (run_dir / "config.json").write_text(json.dumps({"agent": "ppo", "env": "CartPole-v1", "agent_config": {}, "seeds": 1, "total_steps": 1_000,
                                                      "seed": 0, "status": "running"}))  # fmt: skip
     assert common.stranded(run_dir)
     assert common.prepare_run_dir(parser, str(run_dir), "ppo") == run_dir
