@@ -11,7 +11,7 @@ from ..agents import AGENTS, AbstractAgent, Batch
 from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError
-from ..runs import CONFIG, MAX_SEED, CheckpointError, agent_from_config, checkpoint_steps, load_config, resume_run, train_run
+from ..runs import CONFIG, MAX_SEED, CheckpointError, agent_from_config, load_config, resume_run, train_run
 from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
@@ -182,13 +182,9 @@ def print_train_summary(name: str, env_name: str, seeds: str, info: Any, summary
 
 
 def nonfinite_exit(e: NonFiniteError, run_dir: pathlib.Path) -> int:
-    """Report a non-finite stop (exit 1, as for a failed run) and where its last checkpoint is."""
-    print(f"eqxrl: {e}", file=sys.stderr)
-    steps = checkpoint_steps(run_dir)
-    if steps:
-        print(f"eqxrl: the last checkpoint before it is {steps[-1]['path']}", file=sys.stderr)
-    else:
-        print(f"eqxrl: no checkpoint was written before it ({run_dir} holds config.json only)", file=sys.stderr)
+    """Report a diverged run (exit 1, as for a failed run) in one line: `train_run`'s
+    message names the quantity, the iteration and the last checkpoint with finite parameters."""
+    print(f"eqxrl: {one_line(e)}", file=sys.stderr)
     return 1
 
 

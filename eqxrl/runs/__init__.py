@@ -61,6 +61,7 @@ from ._metrics import save_metrics as save_metrics
 from ._metrics import summarize_returns as summarize_returns
 from ._plots import plot_learning_curve as plot_learning_curve
 from ._policy import Policy as Policy
+from ._policy import diverged_checkpoint as diverged_checkpoint
 from ._policy import load_policy as load_policy
 from ._policy import load_run as load_run
 from ._state import load_state as load_state
@@ -113,6 +114,7 @@ __all__ = [
     "plot_learning_curve",
     "Policy",
     "load_policy",
+    "diverged_checkpoint",
     "load_run",
     "load_state",
     "save_state",

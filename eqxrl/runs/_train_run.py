@@ -15,13 +15,16 @@ from jaxtyping import PyTree
 
 from ..agents import Batch
 from ..core import check_positive_int, one_line
-from ..loop import Checkpoint, TrainInfo, eval_iterations_for, evaluate, num_iterations_for, train
-from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
+from ..loop import (
+    Checkpoint, NonFiniteError, TrainInfo, divergence, eval_iterations_for, evaluate, listing, num_iterations_for,
+    state_is_finite, train,
+)  # fmt: skip
+from ._checkpoint import DEFAULT_KEEP, CheckpointError, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
 from ._config import agent_from_config, eval_key, load_config, run_config, seed_keys
 from ._files import CONFIG, CURVE, METRICS, STATE, PathLike, write_json
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
-from ._state import save_state, template_state
+from ._state import STATE_RECORD, save_state, template_state
 from ._tensorboard import TensorBoard
 
 __all__ = ["resume_run", "save_run", "train_run"]
@@ -91,7 +94,7 @@ def save_run(
         }
     if command is not None:
         config["command"] = command
-    save_state(run_dir / STATE, state)
+    config[STATE_RECORD] = save_state(run_dir / STATE, state)  # (its size and CRC-32, which loads check)
     save_metrics(run_dir / METRICS, metrics, seed=int(seed))
     if stacked:
         seeds = f"{num_seeds} members"
@@ -203,9 +206,21 @@ def train_run(
     evaluating = config.get("eval_every") is not None
     best = [max((c["eval_return"] for c in checkpoint_steps(run_dir) if c["eval_return"] is not None), default=-math.inf)]
 
-    def on_chunk(checkpoint: Checkpoint) -> None:
+    diverged: list[tuple[int, list[str]]] = []  # (iteration, quantities) once training diverged
+    checked = [done]
+
+    def on_chunk(checkpoint: Checkpoint) -> bool:
         if board is not None:
             board.write(checkpoint.metrics, checkpoint.iteration)
+        if not nan_guard:
+            # Without the guard, divergence is checked here, at each chunk boundary (one
+            # device sync): the run stops at the chunk where it appeared, before a
+            # checkpoint of a non-finite state could replace the finite ones.
+            found = divergence(checkpoint, checked[0])
+            checked[0] = checkpoint.iteration
+            if found is not None:
+                diverged.append(found)
+                return True
         final = checkpoint.iteration == checkpoint.num_iterations
         # A checkpoint at the first chunk boundary past each multiple of `every` iterations
         # (skipped while the previous one is being written), and at every evaluation that
@@ -217,6 +232,7 @@ def train_run(
             if writer.submit(checkpoint, wait=final or better):
                 last_saved[0] = checkpoint.iteration
                 best[0] = max(best[0], value) if value is not None else best[0]
+        return False
 
     try:
         try:
@@ -228,13 +244,21 @@ def train_run(
         finally:
             if board is not None:
                 board.close()
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(Exception):  # the training error is the one to report
             writer.close()
+        if isinstance(e, NonFiniteError) and e.iteration is not None:  # the guard stopped it
+            last = e.checkpoint
+            metrics = None if last is None else {k: np.asarray(v) for k, v in last.metrics.items()}
+            raise _diverged(run_dir, agent, config, metrics, e.iteration, e.quantities, e.iteration) from None
         raise
     writer.close()
     # What this call's writer did (a checkpoint due while the previous was still being written is skipped).
     config["checkpoints"] = {"written": writer.written, "skipped": writer.skipped}
+    if diverged:
+        iteration, quantities = diverged[0]
+        stopped = info.stopped_at if info.stopped_at is not None else info.num_iterations
+        raise _diverged(run_dir, agent, config, metrics, iteration, quantities, stopped)
     write_json(run_dir / CONFIG, config)
     # Every output first, config.json's "status": "complete" last (in save_run): a run
     # killed before that is still unfinished, and --resume continues it.
@@ -263,6 +287,8 @@ def resume_run(
     """
     run_dir = pathlib.Path(run_dir)
     config = load_config(run_dir)
+    if config.get("status") == "diverged":
+        raise ValueError(_diverged_advice(run_dir, config))
     if "chunk_iterations" not in config:
         raise ValueError(f"{str(run_dir)!r} was not written with checkpoints (no 'chunk_iterations' in {CONFIG})")
     try:
@@ -294,3 +320,78 @@ def resume_run(
         )  # fmt: skip
     checkpoint = load_checkpoint(run_dir, agent, config["seeds"], run=run_record(config))
     return train_run(run_dir, agent, total_steps=int(total_steps), _resume=checkpoint, **options)
+
+
+def _last_finite_checkpoint(run_dir: pathlib.Path, agent: Any, num_seeds: int) -> int | None:
+    """The newest checkpoint that reads back and whose state is finite (as the non-finite
+    guard checks it): its env step, or None."""
+    for entry in reversed(checkpoint_steps(run_dir)):
+        try:
+            checkpoint = load_checkpoint(run_dir, agent, num_seeds, which=entry["step"])
+        except (CheckpointError, ValueError):
+            continue  # damaged, or not this run's: not one to continue from
+        if state_is_finite(checkpoint.state):
+            return entry["step"]
+    return None
+
+
+def _diverged(
+    run_dir: pathlib.Path, agent: Any, config: dict[str, Any], metrics: Mapping[str, Any] | None,
+    iteration: int, quantities: list[str], stopped: int,
+) -> NonFiniteError:  # fmt: skip
+    """Record a diverged run, so that nothing of it is lost: `metrics.csv` and the learning
+    curve of the iterations done (NaN as `nan`), and `config.json` with `"status":
+    "diverged"`, where and what, and the last checkpoint with finite parameters (which
+    `eqxrl evaluate` then reads). No `state.eqx` or `eval.json`: the state is not finite.
+
+    **Returns:** the `NonFiniteError` to raise, its message one line.
+    """
+    per_iteration = Batch.of(agent).agent.steps_per_iteration
+    step = _last_finite_checkpoint(run_dir, agent, config["seeds"])
+    config["status"] = "diverged"
+    config["diverged"] = {
+        "iteration": int(iteration),
+        "env_steps": int(iteration) * per_iteration,
+        "quantities": list(quantities),
+        "stopped_at": int(stopped) * per_iteration,
+        "last_finite_checkpoint": step,
+    }
+    if metrics is not None and len(np.asarray(metrics["env_steps"])):
+        save_metrics(run_dir / METRICS, metrics, seed=int(config["seed"]))
+        stacked = Batch.of(agent).stacked
+        labels = member_labels(config["members"]) if stacked else None
+        seeds = f"{config['seeds']} members" if stacked else f"{config['seeds']} seeds" if config["seeds"] > 1 else f"seed {config['seed']}"
+        title = f"{Batch.of(agent).name} on {config['env']} ({seeds}, diverged)"
+        plot_learning_curve(metrics, run_dir / CURVE, title=title, seed=int(config["seed"]), members=labels)
+    write_json(run_dir / CONFIG, config)
+    where = (
+        f"its last checkpoint with finite parameters is env step {step:,}, which `eqxrl evaluate {run_dir}` evaluates"
+        if step is not None else "no checkpoint with finite parameters was written before it"
+    )  # fmt: skip
+    message = (
+        f"training diverged: non-finite values after iteration {iteration} of {config['total_steps'] // per_iteration} "
+        f"(env step {int(iteration) * per_iteration:,} per member): {listing(quantities, limit=3)}; {run_dir} is kept "
+        f"({METRICS}, {CONFIG} status 'diverged'), {where}"
+    )
+    return NonFiniteError(message, int(iteration), int(iteration) * per_iteration, list(quantities), None)
+
+
+def _diverged_advice(run_dir: pathlib.Path, config: dict[str, Any]) -> str:
+    """The one line that refuses to resume a diverged run, and says how to go on."""
+    record = config.get("diverged") if isinstance(config.get("diverged"), dict) else {}
+    what = f"after iteration {record.get('iteration')} ({listing(list(record.get('quantities') or []), limit=3)})"
+    step = record.get("last_finite_checkpoint")
+    if step is None:
+        return (
+            f"{str(run_dir)!r} diverged {what} before any checkpoint with finite parameters: resuming it would "
+            f"diverge again; train anew with other hyperparameters (edit a copy of {run_dir / CONFIG} and give it to "
+            "`eqxrl train --config FILE`)"
+        )
+    return (
+        f"{str(run_dir)!r} diverged {what}: resuming it would diverge again. Continue from its last checkpoint with "
+        f"finite parameters (env step {step}) with other hyperparameters in Python: "
+        f"`checkpoint = eqxrl.runs.load_checkpoint({str(run_dir)!r}, eqxrl.runs.load_agent({str(run_dir)!r}), which={step})`, "
+        f"then `eqxrl.train(changed_agent, eqxrl.runs.seed_keys({config.get('seed')}, {config.get('seeds')}), "
+        f"total_steps, resume=checkpoint)`; or train anew: edit a copy of {run_dir / CONFIG} and give it to "
+        "`eqxrl train --config FILE`"
+    )
