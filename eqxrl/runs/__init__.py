@@ -27,7 +27,9 @@ from ._checkpoint import CheckpointError as CheckpointError
 from ._checkpoint import CheckpointWriter as CheckpointWriter
 from ._checkpoint import checkpoint_steps as checkpoint_steps
 from ._checkpoint import crc32_of as crc32_of
+from ._checkpoint import check_stored as check_stored
 from ._checkpoint import load_checkpoint as load_checkpoint
+from ._checkpoint import stored_arrays as stored_arrays
 from ._checkpoint import meta_crc32 as meta_crc32
 from ._checkpoint import read_meta as read_meta
 from ._checkpoint import remove_temporary as remove_temporary
@@ -50,7 +52,9 @@ from ._files import CONFIG as CONFIG
 from ._files import CURVE as CURVE
 from ._files import EVAL as EVAL
 from ._files import METRICS as METRICS
+from ._files import MAX_JSON_BYTES as MAX_JSON_BYTES
 from ._files import STATE as STATE
+from ._files import read_text_bounded as read_text_bounded
 from ._files import TENSORBOARD as TENSORBOARD
 from ._files import atomic_write_bytes as atomic_write_bytes
 from ._files import write_json as write_json
@@ -79,7 +83,9 @@ __all__ = [
     "CheckpointWriter",
     "checkpoint_steps",
     "crc32_of",
+    "check_stored",
     "load_checkpoint",
+    "stored_arrays",
     "meta_crc32",
     "read_meta",
     "remove_temporary",
@@ -102,7 +108,9 @@ __all__ = [
     "CURVE",
     "EVAL",
     "METRICS",
+    "MAX_JSON_BYTES",
     "STATE",
+    "read_text_bounded",
     "TENSORBOARD",
     "atomic_write_bytes",
     "write_json",

@@ -28,10 +28,10 @@ from ..agents import Batch, agent_name
 from ..core import __version__, keys_as_data, one_line
 from ..loop import Checkpoint
 from ._config import config_mismatch, load_config, member_configs
-from ._files import CHECKPOINTS, CONFIG, PathLike
-from ._state import unflatten_state
+from ._files import CHECKPOINTS, CONFIG, MAX_JSON_BYTES, PathLike, read_text_bounded
+from ._state import state_array_template, unflatten_state
 
-__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "remove_temporary", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
+__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "check_stored", "checkpoint_steps", "stored_arrays", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "remove_temporary", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
 
 DEFAULT_KEEP = 2
 """Checkpoints kept besides the best: the newest, and one before it in case the newest is damaged."""
@@ -257,14 +257,67 @@ def read_meta(path: pathlib.Path, counter: str = "iteration", remedy: str | None
     """
     remedy = _remedy(path) if remedy is None else remedy
     try:
-        meta = json.loads((path / "meta" / "metadata").read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        meta = json.loads(read_text_bounded(path / "meta" / "metadata"))
+    except (OSError, ValueError) as e:  # (too large, not UTF-8, not JSON)
         raise CheckpointError(f"{path} is damaged ({one_line(e)[:200]}): {remedy}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get(counter), int):
         raise CheckpointError(f"{path} is damaged (its meta record is not an eqxrl checkpoint's): {remedy}")
     if meta.get("meta_crc32") != meta_crc32(meta):
         raise CheckpointError(f"{path} is damaged (its meta record does not match its CRC-32): {remedy}")
     return meta
+
+
+def stored_arrays(directory: pathlib.Path, remedy: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The names, shapes and dtypes of the arrays orbax stored in `directory`, from its
+    metadata alone (no array is read). Raises `CheckpointError` naming `directory` and
+    `remedy` when the metadata cannot be read or is larger than `MAX_JSON_BYTES`."""
+    ocp = _orbax()
+    try:
+        for name in ("_METADATA", "_sharding"):  # (the JSON that orbax reads whole)
+            if (directory / name).is_file() and (directory / name).stat().st_size > MAX_JSON_BYTES:
+                raise ValueError(f"its {name} is larger than {MAX_JSON_BYTES:,} bytes")
+        reader = ocp.StandardCheckpointer()
+        try:
+            tree = reader.metadata(directory.absolute()).item_metadata.tree
+        finally:
+            reader.close()
+        return {str(k): (tuple(v.shape), np.dtype(v.dtype)) for k, v in tree.items()}
+    except Exception as e:  # orbax and tensorstore raise many kinds for a damaged file
+        raise CheckpointError(f"{directory} is damaged ({one_line(e)[:200]}): {remedy}") from None
+
+
+def check_stored(directory: pathlib.Path, template: dict[str, Any], owner: str, remedy: str) -> None:
+    """Check the arrays orbax stored in `directory` against `template` (name to
+    `jax.ShapeDtypeStruct`) before any is read (`stored_arrays`), so that a file that
+    claims other arrays allocates nothing.
+
+    Raises `CheckpointError` as `stored_arrays` does, and `ValueError` ("`owner`: ...",
+    one line) naming the first array that differs.
+    """
+    stored = stored_arrays(directory, remedy)
+    if sorted(stored) != sorted(template):
+        missing, extra = sorted(set(template) - set(stored)), sorted(set(stored) - set(template))
+        raise ValueError(
+            f"{owner}: {len(stored)} arrays stored in {directory.name}/, {len(template)} expected"
+            f" (missing {missing[:3]}, unexpected {extra[:3]})"
+        )
+    for name in sorted(template):
+        want = template[name]
+        shape, dtype = stored[name]
+        if shape != tuple(want.shape) or dtype != np.dtype(want.dtype):
+            raise ValueError(
+                f"{owner}: array {name} of {directory.name}/ is stored as {dtype}{list(shape)}, "
+                f"{np.dtype(want.dtype)}{list(want.shape)} expected"
+            )
+
+
+def _metrics_template(directory: pathlib.Path, batch_size: int | None, iteration: int, remedy: str) -> dict[str, Any]:
+    """The stored metrics' template: the names orbax lists (an agent's metrics are known
+    only by tracing an iteration), each of the run's shape, `(iteration,)` or
+    `(batch_size, iteration)`, and of a numeric dtype (`check_stored` refuses the rest)."""
+    shape = (iteration,) if batch_size is None else (batch_size, iteration)
+    numeric = lambda d: d if d.kind in "biuf" else np.dtype(np.float32)  # noqa: E731
+    return {k: jax.ShapeDtypeStruct(shape, numeric(d)) for k, (_, d) in stored_arrays(directory, remedy).items()}
 
 
 def _remedy(path: pathlib.Path) -> str:
@@ -344,12 +397,24 @@ def load_checkpoint(
         raise ValueError(f"{path} does not match the run's {CONFIG}: {meta.get('run')} in the checkpoint, {run} in {CONFIG}")
     if meta.get("eqxrl_version") != __version__:
         warnings.warn(f"{path} was written by eqxrl {meta.get('eqxrl_version')}, this is eqxrl {__version__}", stacklevel=2)
+    # Restored through templates, checked first: the state's from the agent, the metrics'
+    # of the run's shape; a file that claims other arrays is refused before any is read.
+    owner = f"{path} does not match the agent with {num_seeds} seed(s)"
+    states, batch_size = state_array_template(agent, num_seeds)
+    check_stored(path / "state", states, owner, _remedy(path))
+    iteration = meta["iteration"]
+    if not 0 <= iteration <= meta.get("num_iterations", -1):
+        raise CheckpointError(f"{path} is damaged (iteration {iteration} of {meta.get('num_iterations')}): {_remedy(path)}")
+    histories = _metrics_template(path / "history", batch_size, iteration, _remedy(path))
+    check_stored(path / "history", histories, f"{path} does not match the run's metrics", _remedy(path))
     ocp = _orbax()
     try:
         reader = ocp.StandardCheckpointer()
-        state_arrays = {k: np.asarray(v) for k, v in reader.restore((path / "state").absolute()).items()}
-        metrics = {k: np.asarray(v) for k, v in reader.restore((path / "history").absolute()).items()}
-        reader.close()
+        try:
+            state_arrays = {k: np.asarray(v) for k, v in reader.restore((path / "state").absolute(), states).items()}
+            metrics = {k: np.asarray(v) for k, v in reader.restore((path / "history").absolute(), histories).items()}
+        finally:
+            reader.close()
     except Exception as e:  # orbax and tensorstore raise many kinds for a damaged file
         raise CheckpointError(f"{path} is damaged ({one_line(e)[:200]}): {_remedy(path)}") from None
     if crc32_of(state_arrays) != meta.get("state_crc32") or crc32_of(metrics) != meta.get("metrics_crc32"):

@@ -18,7 +18,7 @@ from ..core import is_key, keys_as_data, one_line
 from ._config import config_mismatch, load_config
 from ._files import CHECKPOINTS, CONFIG, STATE, PathLike
 
-__all__ = ["STATE_RECORD", "deserialise_state", "load_state", "save_state", "template_state", "unflatten_state", "verify_state_file"]
+__all__ = ["STATE_RECORD", "deserialise_state", "load_state", "save_state", "state_array_template", "template_state", "unflatten_state", "verify_state_file"]
 
 STATE_RECORD = "state_file"
 """The key of `config.json` that records `state.eqx`'s size and CRC-32: `{"bytes": N, "crc32": "1a2b3c4d"}`."""
@@ -135,6 +135,18 @@ def _key_data_template(agent: Any, num_seeds: int) -> tuple[Batch, PyTree, PyTre
     batch = _batch(agent, num_seeds)
     template = batch.template_state()
     return batch, template, jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
+
+
+def state_array_template(agent: Any, num_seeds: int) -> tuple[dict[str, jax.ShapeDtypeStruct], int | None]:
+    """The array leaves of the state's template as `state_arrays` names them (position,
+    PRNG keys as key data), and the leading batch size (None for one run).
+
+    **Returns:** `({"00000": ShapeDtypeStruct, ...}, batch size or None)`.
+    """
+    batch, _, like = _key_data_template(agent, num_seeds)
+    leaves = [x for x in jax.tree.leaves(like) if hasattr(x, "shape")]
+    arrays = {f"{i:05d}": jax.ShapeDtypeStruct(x.shape, x.dtype) for i, x in enumerate(leaves)}
+    return arrays, (batch.size if batch.batched else None)
 
 
 def _wrap_keys(path: Any, template: PyTree, data: PyTree) -> PyTree:
