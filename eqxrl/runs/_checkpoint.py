@@ -268,9 +268,10 @@ def read_meta(path: pathlib.Path, counter: str = "iteration", remedy: str | None
 
 
 def stored_arrays(directory: pathlib.Path, remedy: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """The names, shapes and dtypes of the arrays orbax stored in `directory`, from its
-    metadata alone (no array is read). Raises `CheckpointError` naming `directory` and
-    `remedy` when the metadata cannot be read or is larger than `MAX_JSON_BYTES`."""
+    """The names, shapes and dtypes of the arrays orbax stored in `directory` (an item of
+    a checkpoint or a save), from its metadata alone (no array is read). Raises
+    `CheckpointError` naming the checkpoint, the item and `remedy` when the metadata
+    cannot be read or is larger than `MAX_JSON_BYTES`."""
     ocp = _orbax()
     try:
         for name in ("_METADATA", "_sharding"):  # (the JSON that orbax reads whole)
@@ -283,7 +284,8 @@ def stored_arrays(directory: pathlib.Path, remedy: str) -> dict[str, tuple[tuple
             reader.close()
         return {str(k): (tuple(v.shape), np.dtype(v.dtype)) for k, v in tree.items()}
     except Exception as e:  # orbax and tensorstore raise many kinds for a damaged file
-        raise CheckpointError(f"{directory} is damaged ({one_line(e)[:200]}): {remedy}") from None
+        # (named by the checkpoint, as its other damage is, with the item that is damaged)
+        raise CheckpointError(f"{directory.parent} is damaged ({directory.name}/: {one_line(e)[:200]}): {remedy}") from None
 
 
 def check_stored(directory: pathlib.Path, template: dict[str, Any], owner: str, remedy: str) -> None:
