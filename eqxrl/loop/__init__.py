@@ -47,6 +47,7 @@ from ._results import LazyMetrics as LazyMetrics
 from ._results import NonFiniteError as NonFiniteError
 from ._results import TrainInfo as TrainInfo
 from ._results import divergence as divergence
+from ._results import finite_flag as finite_flag
 from ._results import listing as listing
 from ._results import state_is_finite as state_is_finite
 from ._pure import TrainFunction as TrainFunction

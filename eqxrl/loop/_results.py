@@ -12,7 +12,7 @@ from jaxtyping import PyTree
 
 from ._chunk import _all_finite, guarded_leaves
 
-__all__ = ["Checkpoint", "HostMetrics", "NonFiniteError", "LazyMetrics", "TrainInfo", "divergence", "nonfinite_report", "state_is_finite"]
+__all__ = ["Checkpoint", "HostMetrics", "NonFiniteError", "LazyMetrics", "TrainInfo", "divergence", "finite_flag", "nonfinite_report", "state_is_finite"]
 
 
 class TrainInfo(eqx.Module):
@@ -199,30 +199,39 @@ def nonfinite_report(state: PyTree, metrics: dict[str, np.ndarray], row: int, ba
 _finite = eqx.filter_jit(_all_finite)
 
 
-def state_is_finite(state: PyTree) -> bool:
+def finite_flag(state: PyTree) -> jax.Array:
     """Whether the leaves that `train(nan_guard=True)` checks hold no NaN (and no Inf
     where Inf is not allowed): parameters, optimizer states and statistics; replay
-    buffers are not scanned. One compiled reduction, one bool to the host."""
+    buffers are not scanned. One compiled reduction, dispatched without waiting for it.
+
+    **Returns:** a bool scalar on the device (`bool()` of it waits).
+    """
+    return _finite(state)
+
+
+def state_is_finite(state: PyTree) -> bool:
+    """`finite_flag(state)`, waited for: **returns** a Python bool."""
     return bool(_finite(state))
 
 
-def divergence(checkpoint: Checkpoint, since: int) -> tuple[int, list[str]] | None:
-    """Whether training diverged in the iterations `[since, checkpoint.iteration)`
-    (the chunk that just ended), the check of a run without the non-finite guard.
+def divergence(checkpoint: Checkpoint, since: int, upto: int | None = None, finite: bool | None = None) -> tuple[int, list[str]] | None:
+    """Whether training diverged in the iterations `[since, upto)` (default `upto`: the
+    checkpoint's iteration), the check of a run without the non-finite guard.
 
-    The run diverged when the state at the chunk boundary is not finite (as the guard
-    checks it) or a metric of the chunk is Inf. A NaN metric alone is not divergence:
-    an off-policy agent's losses are NaN before learning starts and a delayed actor's
-    on the iterations it skips. The iteration named is the first of the chunk's
-    trailing run of iterations with a non-finite metric (besides the episode
-    statistics): once parameters are NaN every loss stays NaN, so that is where it
-    appeared; the chunk's last iteration when no metric shows it.
+    The run diverged when the state at `upto` is not finite (as the guard checks it:
+    `finite`, or `state_is_finite(checkpoint.state)` when not given) or a metric of
+    those iterations is Inf. A NaN metric alone is not divergence: an off-policy
+    agent's losses are NaN before learning starts and a delayed actor's on the
+    iterations it skips. The iteration named is the first of the trailing run of
+    iterations (up to `upto`) with a non-finite metric besides the episode statistics:
+    once parameters are NaN every loss stays NaN, so that is where it appeared; the
+    iteration `upto` when no metric shows it.
 
-    **Returns:** None, or `(iteration, quantities)`: the 1-based iteration and the
-    names of the non-finite metrics at it and of the state's non-finite leaves (as
-    `nonfinite_report` names them).
+    **Returns:** None, or `(iteration, quantities)`: the 1-based iteration, and the names
+    of the non-finite metrics at it and of the non-finite leaves of `checkpoint.state`
+    (as `nonfinite_report` names them).
     """
-    stop = checkpoint.iteration
+    stop = checkpoint.iteration if upto is None else upto
     if stop <= since:
         return None
     metrics = {k: np.asarray(v) for k, v in checkpoint.metrics.items()}
@@ -240,7 +249,8 @@ def divergence(checkpoint: Checkpoint, since: int) -> tuple[int, list[str]] | No
         inf |= per_row(np.isinf(v[span]))
         if k not in EPISODE_METRICS:
             nonfinite |= per_row(~np.isfinite(v[span]))
-    finite = state_is_finite(checkpoint.state)
+    if finite is None:
+        finite = state_is_finite(checkpoint.state)
     if finite and not inf.any():
         return None
     row = stop - 1

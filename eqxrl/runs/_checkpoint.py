@@ -267,11 +267,12 @@ def read_meta(path: pathlib.Path, counter: str = "iteration", remedy: str | None
     return meta
 
 
-def stored_arrays(directory: pathlib.Path, remedy: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+def stored_arrays(directory: pathlib.Path, remedy: str, item: bool = True) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """The names, shapes and dtypes of the arrays orbax stored in `directory` (an item of
     a checkpoint or a save), from its metadata alone (no array is read). Raises
-    `CheckpointError` naming the checkpoint, the item and `remedy` when the metadata
-    cannot be read or is larger than `MAX_JSON_BYTES`."""
+    `CheckpointError` naming the checkpoint and the item (`item`; else `directory`
+    itself) and `remedy` when the metadata cannot be read or is larger than
+    `MAX_JSON_BYTES`."""
     ocp = _orbax()
     try:
         for name in ("_METADATA", "_sharding"):  # (the JSON that orbax reads whole)
@@ -285,10 +286,11 @@ def stored_arrays(directory: pathlib.Path, remedy: str) -> dict[str, tuple[tuple
         return {str(k): (tuple(v.shape), np.dtype(v.dtype)) for k, v in tree.items()}
     except Exception as e:  # orbax and tensorstore raise many kinds for a damaged file
         # (named by the checkpoint, as its other damage is, with the item that is damaged)
-        raise CheckpointError(f"{directory.parent} is damaged ({directory.name}/: {one_line(e)[:200]}): {remedy}") from None
+        where, what = (directory.parent, f"{directory.name}/: ") if item else (directory, "")
+        raise CheckpointError(f"{where} is damaged ({what}{one_line(e)[:200]}): {remedy}") from None
 
 
-def check_stored(directory: pathlib.Path, template: dict[str, Any], owner: str, remedy: str) -> None:
+def check_stored(directory: pathlib.Path, template: dict[str, Any], owner: str, remedy: str, item: bool = True) -> None:
     """Check the arrays orbax stored in `directory` against `template` (name to
     `jax.ShapeDtypeStruct`) before any is read (`stored_arrays`), so that a file that
     claims other arrays allocates nothing.
@@ -296,7 +298,7 @@ def check_stored(directory: pathlib.Path, template: dict[str, Any], owner: str, 
     Raises `CheckpointError` as `stored_arrays` does, and `ValueError` ("`owner`: ...",
     one line) naming the first array that differs.
     """
-    stored = stored_arrays(directory, remedy)
+    stored = stored_arrays(directory, remedy, item)
     if sorted(stored) != sorted(template):
         missing, extra = sorted(set(template) - set(stored)), sorted(set(stored) - set(template))
         raise ValueError(

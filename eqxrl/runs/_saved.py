@@ -114,7 +114,7 @@ def load(path: PathLike, env: AbstractEnv | None = None) -> tuple[Any, PyTree]:
     # file that claims other arrays is refused before any is read.
     template, _ = state_array_template(agent, num_seeds)
     remedy = f"{path} cannot be loaded; save the agent again (`eqxrl.save`)"
-    check_stored(path / STATE, template, f"{path / STATE} does not match its agent with {num_seeds} seed(s)", remedy)
+    check_stored(path / STATE, template, f"{path / STATE} does not match its agent with {num_seeds} seed(s)", remedy, item=False)
     try:
         import orbax.checkpoint as ocp
 
