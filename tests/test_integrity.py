@@ -160,7 +160,7 @@ def _restave(directory, change):
 def test_a_checkpoint_array_of_another_shape_is_refused_before_it_is_read(run_dir):
     last = eqxrl.runs.checkpoint_steps(run_dir)[-1]
     agent = eqxrl.runs.load_agent(run_dir)
-    template, _ = eqxrl.runs._state.state_array_template(agent, 1)
+    template, _ = eqxrl.runs.state_array_template(agent, 1)
     name = next(k for k, v in sorted(template.items()) if len(v.shape) == 2)  # a weight matrix
     want = template[name]
     bigger = (want.shape[0] * 1000, want.shape[1])
@@ -169,7 +169,7 @@ def test_a_checkpoint_array_of_another_shape_is_refused_before_it_is_read(run_di
         arrays[name] = np.zeros(bigger, arrays[name].dtype)
 
     _restave(last["path"] / "state", grow)
-    message = (f"{last['path']} does not match the agent with 1 seed(s): array {name} of state/ is stored as "
+    message = (f"{last['path']} does not match PPO with 1 seed(s): array {name} of state/ is stored as "
                f"{want.dtype}{list(bigger)}, {want.dtype}{list(want.shape)} expected")  # fmt: skip
     line = _refused(["evaluate", str(run_dir), "--checkpoint", "last"], message)
     assert line.count(" does not match ") == 1
@@ -192,7 +192,7 @@ def test_a_save_with_another_shape_is_refused_before_it_is_read(run_dir, tmp_pat
         arrays["00003"] = np.zeros((10_000, *arrays["00003"].shape), arrays["00003"].dtype)
 
     _restave(saved / "state", grow)
-    with pytest.raises(ValueError, match=r"saved/state does not match its agent with 1 seed\(s\): array 00003 of state/ is stored as") as info:
+    with pytest.raises(ValueError, match=r"saved/state does not match PPO with 1 seed\(s\): array 00003 of state/ is stored as") as info:
         eqxrl.load(saved)
     assert "\n" not in str(info.value)
 

@@ -27,9 +27,7 @@ from ._checkpoint import CheckpointError as CheckpointError
 from ._checkpoint import CheckpointWriter as CheckpointWriter
 from ._checkpoint import checkpoint_steps as checkpoint_steps
 from ._checkpoint import crc32_of as crc32_of
-from ._checkpoint import check_stored as check_stored
 from ._checkpoint import load_checkpoint as load_checkpoint
-from ._checkpoint import stored_arrays as stored_arrays
 from ._checkpoint import meta_crc32 as meta_crc32
 from ._checkpoint import read_meta as read_meta
 from ._checkpoint import remove_temporary as remove_temporary
@@ -71,7 +69,10 @@ from ._policy import load_run as load_run
 from ._state import load_state as load_state
 from ._state import save_state as save_state
 from ._state import template_state as template_state
+from ._state import state_array_template as state_array_template
 from ._state import unflatten_state as unflatten_state
+from ._stored import check_stored as check_stored
+from ._stored import stored_arrays as stored_arrays
 from ._train_run import resume_run as resume_run
 from ._train_run import save_run as save_run
 from ._train_run import train_run as train_run
@@ -127,6 +128,7 @@ __all__ = [
     "load_state",
     "save_state",
     "template_state",
+    "state_array_template",
     "unflatten_state",
     "resume_run",
     "save_run",

@@ -28,18 +28,14 @@ from ..agents import Batch, agent_name
 from ..core import __version__, keys_as_data, one_line
 from ..loop import Checkpoint
 from ._config import config_mismatch, load_config, member_configs
-from ._files import CHECKPOINTS, CONFIG, MAX_JSON_BYTES, PathLike, read_text_bounded
+from ._files import CHECKPOINTS, CONFIG, PathLike, read_text_bounded
 from ._state import state_array_template, unflatten_state
+from ._stored import CheckpointError, check_stored, metrics_template
 
-__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "check_stored", "checkpoint_steps", "stored_arrays", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "remove_temporary", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
+__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "remove_temporary", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
 
 DEFAULT_KEEP = 2
 """Checkpoints kept besides the best: the newest, and one before it in case the newest is damaged."""
-
-
-class CheckpointError(ValueError):
-    """A checkpoint could not be written or read back (a full disk, a read-only
-    directory, a damaged file). The message is one line naming the path and what to do."""
 
 
 def _orbax():
@@ -267,63 +263,6 @@ def read_meta(path: pathlib.Path, counter: str = "iteration", remedy: str | None
     return meta
 
 
-def stored_arrays(directory: pathlib.Path, remedy: str, item: bool = True) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """The names, shapes and dtypes of the arrays orbax stored in `directory` (an item of
-    a checkpoint or a save), from its metadata alone (no array is read). Raises
-    `CheckpointError` naming the checkpoint and the item (`item`; else `directory`
-    itself) and `remedy` when the metadata cannot be read or is larger than
-    `MAX_JSON_BYTES`."""
-    ocp = _orbax()
-    try:
-        for name in ("_METADATA", "_sharding"):  # (the JSON that orbax reads whole)
-            if (directory / name).is_file() and (directory / name).stat().st_size > MAX_JSON_BYTES:
-                raise ValueError(f"its {name} is larger than {MAX_JSON_BYTES:,} bytes")
-        reader = ocp.StandardCheckpointer()
-        try:
-            tree = reader.metadata(directory.absolute()).item_metadata.tree
-        finally:
-            reader.close()
-        return {str(k): (tuple(v.shape), np.dtype(v.dtype)) for k, v in tree.items()}
-    except Exception as e:  # orbax and tensorstore raise many kinds for a damaged file
-        # (named by the checkpoint, as its other damage is, with the item that is damaged)
-        where, what = (directory.parent, f"{directory.name}/: ") if item else (directory, "")
-        raise CheckpointError(f"{where} is damaged ({what}{one_line(e)[:200]}): {remedy}") from None
-
-
-def check_stored(directory: pathlib.Path, template: dict[str, Any], owner: str, remedy: str, item: bool = True) -> None:
-    """Check the arrays orbax stored in `directory` against `template` (name to
-    `jax.ShapeDtypeStruct`) before any is read (`stored_arrays`), so that a file that
-    claims other arrays allocates nothing.
-
-    Raises `CheckpointError` as `stored_arrays` does, and `ValueError` ("`owner`: ...",
-    one line) naming the first array that differs.
-    """
-    stored = stored_arrays(directory, remedy, item)
-    if sorted(stored) != sorted(template):
-        missing, extra = sorted(set(template) - set(stored)), sorted(set(stored) - set(template))
-        raise ValueError(
-            f"{owner}: {len(stored)} arrays stored in {directory.name}/, {len(template)} expected"
-            f" (missing {missing[:3]}, unexpected {extra[:3]})"
-        )
-    for name in sorted(template):
-        want = template[name]
-        shape, dtype = stored[name]
-        if shape != tuple(want.shape) or dtype != np.dtype(want.dtype):
-            raise ValueError(
-                f"{owner}: array {name} of {directory.name}/ is stored as {dtype}{list(shape)}, "
-                f"{np.dtype(want.dtype)}{list(want.shape)} expected"
-            )
-
-
-def _metrics_template(directory: pathlib.Path, batch_size: int | None, iteration: int, remedy: str) -> dict[str, Any]:
-    """The stored metrics' template: the names orbax lists (an agent's metrics are known
-    only by tracing an iteration), each of the run's shape, `(iteration,)` or
-    `(batch_size, iteration)`, and of a numeric dtype (`check_stored` refuses the rest)."""
-    shape = (iteration,) if batch_size is None else (batch_size, iteration)
-    numeric = lambda d: d if d.kind in "biuf" else np.dtype(np.float32)  # noqa: E731
-    return {k: jax.ShapeDtypeStruct(shape, numeric(d)) for k, (_, d) in stored_arrays(directory, remedy).items()}
-
-
 def _remedy(path: pathlib.Path) -> str:
     return f"delete {path} to resume from the checkpoint before it (`eqxrl train --resume RUN_DIR`)"
 
@@ -403,13 +342,12 @@ def load_checkpoint(
         warnings.warn(f"{path} was written by eqxrl {meta.get('eqxrl_version')}, this is eqxrl {__version__}", stacklevel=2)
     # Restored through templates, checked first: the state's from the agent, the metrics'
     # of the run's shape; a file that claims other arrays is refused before any is read.
-    owner = f"{path} does not match the agent with {num_seeds} seed(s)"
-    states, batch_size = state_array_template(agent, num_seeds)
-    check_stored(path / "state", states, owner, _remedy(path))
+    states, batch = state_array_template(agent, num_seeds)
+    check_stored(path / "state", states, f"{path} does not match {batch.name} with {num_seeds} seed(s)", _remedy(path))
     iteration = meta["iteration"]
     if not 0 <= iteration <= meta.get("num_iterations", -1):
         raise CheckpointError(f"{path} is damaged (iteration {iteration} of {meta.get('num_iterations')}): {_remedy(path)}")
-    histories = _metrics_template(path / "history", batch_size, iteration, _remedy(path))
+    histories = metrics_template(path / "history", batch.size if batch.batched else None, iteration, _remedy(path))
     check_stored(path / "history", histories, f"{path} does not match the run's metrics", _remedy(path))
     ocp = _orbax()
     try:

@@ -15,10 +15,11 @@ from ..agents import agent_name, class_path
 from ..core import __version__, one_line
 from ..envs import AbstractEnv
 from ..loop import state_batch
-from ._checkpoint import check_stored, crc32_of, state_arrays
+from ._checkpoint import crc32_of, state_arrays
 from ._config import agent_from_config, member_configs
 from ._files import PathLike, read_text_bounded
 from ._state import state_array_template, unflatten_state
+from ._stored import check_stored
 
 __all__ = ["load", "save"]
 
@@ -112,9 +113,10 @@ def load(path: PathLike, env: AbstractEnv | None = None) -> tuple[Any, PyTree]:
         raise ValueError(f"{path / AGENT} is damaged: 'seeds' must be an int >= 1, got {num_seeds!r}")
     # Restored through the agent's template, checked against what orbax stored first: a
     # file that claims other arrays is refused before any is read.
-    template, _ = state_array_template(agent, num_seeds)
+    template, batch = state_array_template(agent, num_seeds)
     remedy = f"{path} cannot be loaded; save the agent again (`eqxrl.save`)"
-    check_stored(path / STATE, template, f"{path / STATE} does not match its agent with {num_seeds} seed(s)", remedy, item=False)
+    owner = f"{path / STATE} does not match {batch.name} with {num_seeds} seed(s)"
+    check_stored(path / STATE, template, owner, remedy, item=False)
     try:
         import orbax.checkpoint as ocp
 

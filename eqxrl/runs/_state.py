@@ -137,16 +137,15 @@ def _key_data_template(agent: Any, num_seeds: int) -> tuple[Batch, PyTree, PyTre
     return batch, template, jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
 
 
-def state_array_template(agent: Any, num_seeds: int) -> tuple[dict[str, jax.ShapeDtypeStruct], int | None]:
+def state_array_template(agent: Any, num_seeds: int) -> tuple[dict[str, jax.ShapeDtypeStruct], Batch]:
     """The array leaves of the state's template as `state_arrays` names them (position,
-    PRNG keys as key data), and the leading batch size (None for one run).
+    PRNG keys as key data), and the batch (its `name`, and its `size` when `batched`).
 
-    **Returns:** `({"00000": ShapeDtypeStruct, ...}, batch size or None)`.
+    **Returns:** `({"00000": ShapeDtypeStruct, ...}, batch)`.
     """
     batch, _, like = _key_data_template(agent, num_seeds)
     leaves = [x for x in jax.tree.leaves(like) if hasattr(x, "shape")]
-    arrays = {f"{i:05d}": jax.ShapeDtypeStruct(x.shape, x.dtype) for i, x in enumerate(leaves)}
-    return arrays, (batch.size if batch.batched else None)
+    return {f"{i:05d}": jax.ShapeDtypeStruct(x.shape, x.dtype) for i, x in enumerate(leaves)}, batch
 
 
 def _wrap_keys(path: Any, template: PyTree, data: PyTree) -> PyTree:

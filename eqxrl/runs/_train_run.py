@@ -15,12 +15,10 @@ from jaxtyping import PyTree
 
 from ..agents import Batch
 from ..core import check_positive_int, one_line
-from ..loop import (
-    Checkpoint, NonFiniteError, TrainInfo, divergence, eval_iterations_for, evaluate, finite_flag, listing,
-    num_iterations_for, state_is_finite, train,
-)  # fmt: skip
-from ._checkpoint import DEFAULT_KEEP, CheckpointError, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
+from ..loop import Checkpoint, NonFiniteError, TrainInfo, eval_iterations_for, evaluate, num_iterations_for, train
+from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
 from ._config import agent_from_config, eval_key, load_config, run_config, seed_keys
+from ._divergence import DivergenceCheck, diverged_advice, diverged_error
 from ._files import CONFIG, CURVE, METRICS, STATE, PathLike, write_json
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
@@ -207,23 +205,7 @@ def train_run(
     best = [max((c["eval_return"] for c in checkpoint_steps(run_dir) if c["eval_return"] is not None), default=-math.inf)]
 
     diverged: list[tuple[int, list[str]]] = []  # (iteration, quantities) once training diverged
-    checked = [done]  # iterations whose metrics were checked
-    finite_at = [done]  # the last boundary whose state was read as finite
-    flags: list[tuple[int, Any]] = []  # (iteration, device flag): states checked, not yet looked at
-
-    def check(checkpoint: Checkpoint, now: bool) -> tuple[int, list[str]] | None:
-        """Divergence up to the previous chunk boundary (or this one, `now`): see below."""
-        flags.append((checkpoint.iteration, finite_flag(checkpoint.state)))
-        while len(flags) > (0 if now else 1):
-            iteration, flag = flags.pop(0)
-            if not bool(flag):
-                return divergence(checkpoint, finite_at[0], iteration, finite=False)
-            finite_at[0] = iteration
-        if now:  # the metrics too (an Inf with a finite state, the guard's rule)
-            found = divergence(checkpoint, checked[0], finite=True)
-            checked[0] = checkpoint.iteration
-            return found
-        return None
+    check = DivergenceCheck(done)
 
     def on_chunk(checkpoint: Checkpoint) -> bool:
         if board is not None:
@@ -236,12 +218,9 @@ def train_run(
         value = eval_return_at(checkpoint) if evaluating else None  # (reads the metrics: a device sync)
         better = value is not None and value > best[0]
         if not nan_guard:
-            # Without the guard, divergence is checked at every chunk boundary: the state's
-            # finiteness is dispatched here and read at the next boundary, while the next
-            # chunk runs (waiting for it here cost a third of a PPO run's time: the device
-            # idled while the host dispatched); where a checkpoint is due it is read at
-            # once, so no checkpoint of a non-finite state is ever written. The run stops
-            # at that boundary, or the next one.
+            # Without the guard, divergence is checked at every chunk boundary (read at the
+            # next one, or at once where a checkpoint is due: none of a non-finite state is
+            # written); the run stops there.
             found = check(checkpoint, now=final or due or better)
             if found is not None:
                 diverged.append(found)
@@ -268,7 +247,7 @@ def train_run(
         if isinstance(e, NonFiniteError) and e.iteration is not None:  # the guard stopped it
             last = e.checkpoint
             metrics = None if last is None else {k: np.asarray(v) for k, v in last.metrics.items()}
-            raise _diverged(run_dir, agent, config, metrics, e.iteration, e.quantities, e.iteration) from None
+            raise diverged_error(run_dir, agent, config, metrics, e.iteration, e.quantities, e.iteration) from None
         raise
     writer.close()
     # What this call's writer did (a checkpoint due while the previous was still being written is skipped).
@@ -276,7 +255,7 @@ def train_run(
     if diverged:
         iteration, quantities = diverged[0]
         stopped = info.stopped_at if info.stopped_at is not None else info.num_iterations
-        raise _diverged(run_dir, agent, config, metrics, iteration, quantities, stopped)
+        raise diverged_error(run_dir, agent, config, metrics, iteration, quantities, stopped)
     write_json(run_dir / CONFIG, config)
     # Every output first, config.json's "status": "complete" last (in save_run): a run
     # killed before that is still unfinished, and --resume continues it.
@@ -306,7 +285,7 @@ def resume_run(
     run_dir = pathlib.Path(run_dir)
     config = load_config(run_dir)
     if config.get("status") == "diverged":
-        raise ValueError(_diverged_advice(run_dir, config))
+        raise ValueError(diverged_advice(run_dir, config))
     if "chunk_iterations" not in config:
         raise ValueError(f"{str(run_dir)!r} was not written with checkpoints (no 'chunk_iterations' in {CONFIG})")
     try:
@@ -338,78 +317,3 @@ def resume_run(
         )  # fmt: skip
     checkpoint = load_checkpoint(run_dir, agent, config["seeds"], run=run_record(config))
     return train_run(run_dir, agent, total_steps=int(total_steps), _resume=checkpoint, **options)
-
-
-def _last_finite_checkpoint(run_dir: pathlib.Path, agent: Any, num_seeds: int) -> int | None:
-    """The newest checkpoint that reads back and whose state is finite (as the non-finite
-    guard checks it): its env step, or None."""
-    for entry in reversed(checkpoint_steps(run_dir)):
-        try:
-            checkpoint = load_checkpoint(run_dir, agent, num_seeds, which=entry["step"])
-        except (CheckpointError, ValueError):
-            continue  # damaged, or not this run's: not one to continue from
-        if state_is_finite(checkpoint.state):
-            return entry["step"]
-    return None
-
-
-def _diverged(
-    run_dir: pathlib.Path, agent: Any, config: dict[str, Any], metrics: Mapping[str, Any] | None,
-    iteration: int, quantities: list[str], stopped: int,
-) -> NonFiniteError:  # fmt: skip
-    """Record a diverged run, so that nothing of it is lost: `metrics.csv` and the learning
-    curve of the iterations done (NaN as `nan`), and `config.json` with `"status":
-    "diverged"`, where and what, and the last checkpoint with finite parameters (which
-    `eqxrl evaluate` then reads). No `state.eqx` or `eval.json`: the state is not finite.
-
-    **Returns:** the `NonFiniteError` to raise, its message one line.
-    """
-    per_iteration = Batch.of(agent).agent.steps_per_iteration
-    step = _last_finite_checkpoint(run_dir, agent, config["seeds"])
-    config["status"] = "diverged"
-    config["diverged"] = {
-        "iteration": int(iteration),
-        "env_steps": int(iteration) * per_iteration,
-        "quantities": list(quantities),
-        "stopped_at": int(stopped) * per_iteration,
-        "last_finite_checkpoint": step,
-    }
-    if metrics is not None and len(np.asarray(metrics["env_steps"])):
-        save_metrics(run_dir / METRICS, metrics, seed=int(config["seed"]))
-        stacked = Batch.of(agent).stacked
-        labels = member_labels(config["members"]) if stacked else None
-        seeds = f"{config['seeds']} members" if stacked else f"{config['seeds']} seeds" if config["seeds"] > 1 else f"seed {config['seed']}"
-        title = f"{Batch.of(agent).name} on {config['env']} ({seeds}, diverged)"
-        plot_learning_curve(metrics, run_dir / CURVE, title=title, seed=int(config["seed"]), members=labels)
-    write_json(run_dir / CONFIG, config)
-    where = (
-        f"its last checkpoint with finite parameters is env step {step:,}, which `eqxrl evaluate {run_dir}` evaluates"
-        if step is not None else "no checkpoint with finite parameters was written before it"
-    )  # fmt: skip
-    message = (
-        f"training diverged: non-finite values after iteration {iteration} of {config['total_steps'] // per_iteration} "
-        f"(env step {int(iteration) * per_iteration:,} per member): {listing(quantities, limit=3)}; {run_dir} is kept "
-        f"({METRICS}, {CONFIG} status 'diverged'), {where}"
-    )
-    return NonFiniteError(message, int(iteration), int(iteration) * per_iteration, list(quantities), None)
-
-
-def _diverged_advice(run_dir: pathlib.Path, config: dict[str, Any]) -> str:
-    """The one line that refuses to resume a diverged run, and says how to go on."""
-    record = config.get("diverged") if isinstance(config.get("diverged"), dict) else {}
-    what = f"after iteration {record.get('iteration')} ({listing(list(record.get('quantities') or []), limit=3)})"
-    step = record.get("last_finite_checkpoint")
-    if step is None:
-        return (
-            f"{str(run_dir)!r} diverged {what} before any checkpoint with finite parameters: resuming it would "
-            f"diverge again; train anew with other hyperparameters (edit a copy of {run_dir / CONFIG} and give it to "
-            "`eqxrl train --config FILE`)"
-        )
-    return (
-        f"{str(run_dir)!r} diverged {what}: resuming it would diverge again. Continue from its last checkpoint with "
-        f"finite parameters (env step {step}) with other hyperparameters in Python: "
-        f"`checkpoint = eqxrl.runs.load_checkpoint({str(run_dir)!r}, eqxrl.runs.load_agent({str(run_dir)!r}), which={step})`, "
-        f"then `eqxrl.train(changed_agent, eqxrl.runs.seed_keys({config.get('seed')}, {config.get('seeds')}), "
-        f"total_steps, resume=checkpoint)`; or train anew: edit a copy of {run_dir / CONFIG} and give it to "
-        "`eqxrl train --config FILE`"
-    )
