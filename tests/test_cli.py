@@ -221,7 +221,7 @@ def _unknown_field(config):
         ("empty", "is not an eqxrl run directory: it has no config.json"),
         ("bad json", "config.json is not valid JSON"),
         ("no state", "has no state.eqx"),
-        ("truncated state", "state.eqx does not match PPO with 1 seed(s)"),
+        ("truncated state", "state.eqx is damaged: it holds"),
         (_break_config, "state.eqx does not match PPO with 1 seed(s)"),
         (_break_seeds, "state.eqx does not match PPO with 2 seed(s)"),
         (_unknown_agent, f"unknown agent 'a2c'; known agents: {sorted(rundir.AGENTS)}"),

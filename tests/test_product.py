@@ -288,7 +288,11 @@ def test_cli_nan_guard_exits_1_with_the_iteration(tmp_path, monkeypatch, capsys)
     assert code == 1
     err = capsys.readouterr().err
     assert "non-finite values after iteration 1 of 8" in err and "metric" in err
-    assert "no checkpoint was written before it" in err and "the last checkpoint" not in err
+    assert "no checkpoint with finite parameters was written before it" in err and len(err.strip().splitlines()) == 1
+    # The run directory says so, and keeps what it can (a guarded run too).
+    config = rundir.load_config(tmp_path / "r")
+    assert config["status"] == "diverged" and config["diverged"]["iteration"] == 1
+    assert config["diverged"]["last_finite_checkpoint"] is None
 
 
 @pytest.mark.slow

@@ -1,11 +1,12 @@
-"""`eqxrl evaluate RUN_DIR`: evaluation returns of a run directory's final state."""
+"""`eqxrl evaluate RUN_DIR`: evaluation returns of a run directory's final state (a
+diverged run's last checkpoint with finite parameters)."""
 
 import argparse
 from typing import Any
 
 from ..core import one_line
 from ..loop import MAX_EVAL_EPISODES, evaluate
-from ..runs import eval_key, load_run, summarize_returns
+from ..runs import diverged_checkpoint, eval_key, load_run, summarize_returns
 from ._common import NO_COMPILE_CACHE_HELP, print_returns
 from ._flags import DEFAULT_EVAL_EPISODES, add_trust_flag
 from ._parse import parse_int, parse_seed, positive
@@ -54,14 +55,20 @@ def parse_checkpoint(text: str) -> str | int:
 
 def evaluate_command(args: argparse.Namespace) -> int:
     parser = args._parser
+    checkpoint = args.checkpoint
     try:
-        agent, state, config = load_run(args.run_dir, checkpoint=args.checkpoint)
+        if checkpoint is None:
+            # A diverged run has no final state: its last checkpoint with finite parameters stands in.
+            checkpoint = diverged_checkpoint(args.run_dir)
+            if checkpoint is not None:
+                print(f"{args.run_dir} diverged: evaluating its last checkpoint with finite parameters (env step {checkpoint:,})")
+        agent, state, config = load_run(args.run_dir, checkpoint=checkpoint)
     except ValueError as e:
         parser.error(one_line(e))
     seed = config["seed"] if args.seed is None else args.seed
     deterministic = not args.stochastic
     returns = evaluate(agent, state, eval_key(seed), num_episodes=args.episodes, deterministic=deterministic)
-    where = "" if args.checkpoint is None else f" ({args.checkpoint} checkpoint)" if isinstance(args.checkpoint, str) else f" (checkpoint at env step {args.checkpoint:,})"
+    where = "" if checkpoint is None else f" ({checkpoint} checkpoint)" if isinstance(checkpoint, str) else f" (checkpoint at env step {checkpoint:,})"
     print(f"{type(agent).__name__} on {config['env']} from {args.run_dir}{where}")
     print_returns(summarize_returns(returns), config["seed"], deterministic)
     return 0

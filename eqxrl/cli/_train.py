@@ -191,13 +191,9 @@ def print_train_summary(name: str, env_name: str, seeds: str, info: Any, summary
 
 
 def nonfinite_exit(e: NonFiniteError, run_dir: pathlib.Path) -> int:
-    """Report a non-finite stop (exit 1, as for a failed run) and where its last checkpoint is."""
-    print(f"eqxrl: {e}", file=sys.stderr)
-    steps = checkpoint_steps(run_dir)
-    if steps:
-        print(f"eqxrl: the last checkpoint before it is {steps[-1]['path']}", file=sys.stderr)
-    else:
-        print(f"eqxrl: no checkpoint was written before it ({run_dir} holds config.json only)", file=sys.stderr)
+    """Report a diverged run (exit 1, as for a failed run) in one line: `train_run`'s
+    message names the quantity, the iteration and the last checkpoint with finite parameters."""
+    print(f"eqxrl: {one_line(e)}", file=sys.stderr)
     return 1
 
 

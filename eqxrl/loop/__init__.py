@@ -46,6 +46,10 @@ from ._results import HostMetrics as HostMetrics
 from ._results import LazyMetrics as LazyMetrics
 from ._results import NonFiniteError as NonFiniteError
 from ._results import TrainInfo as TrainInfo
+from ._results import divergence as divergence
+from ._results import finite_flag as finite_flag
+from ._results import listing as listing
+from ._results import state_is_finite as state_is_finite
 from ._pure import TrainFunction as TrainFunction
 from ._pure import make_train as make_train
 from ._train import train as train

@@ -10,9 +10,9 @@ import jax
 import numpy as np
 from jaxtyping import PyTree
 
-from ._chunk import guarded_leaves
+from ._chunk import _all_finite, guarded_leaves
 
-__all__ = ["Checkpoint", "HostMetrics", "NonFiniteError", "LazyMetrics", "TrainInfo", "nonfinite_report"]
+__all__ = ["Checkpoint", "HostMetrics", "NonFiniteError", "LazyMetrics", "TrainInfo", "divergence", "finite_flag", "nonfinite_report", "state_is_finite"]
 
 
 class TrainInfo(eqx.Module):
@@ -172,6 +172,9 @@ class LazyMetrics(Mapping):
         return f"LazyMetrics({self._metrics()!r})"
 
 
+EPISODE_METRICS = ("episode_return", "episode_length", "eval_return")
+"""Metrics that are NaN by design on iterations that finished no episode (or were not evaluated)."""
+
 def nonfinite_report(state: PyTree, metrics: dict[str, np.ndarray], row: int, batched: bool) -> list[str]:
     """Names of the non-finite quantities: state leaves (with the member) and metrics of `row`."""
     found = []
@@ -188,9 +191,76 @@ def nonfinite_report(state: PyTree, metrics: dict[str, np.ndarray], row: int, ba
         value = np.asarray(v)[row]
         if np.issubdtype(value.dtype, np.floating) and np.isinf(value).any():
             found.append(f"metric {k} (Inf)")
-        elif np.issubdtype(value.dtype, np.floating) and np.isnan(value).any() and k not in ("episode_return", "episode_length", "eval_return"):
+        elif np.issubdtype(value.dtype, np.floating) and np.isnan(value).any() and k not in EPISODE_METRICS:
             found.append(f"metric {k} (NaN)")
     return found
+
+
+_finite = eqx.filter_jit(_all_finite)
+
+
+def finite_flag(state: PyTree) -> jax.Array:
+    """Whether the leaves that `train(nan_guard=True)` checks hold no NaN (and no Inf
+    where Inf is not allowed): parameters, optimizer states and statistics; replay
+    buffers are not scanned. One compiled reduction, dispatched without waiting for it.
+
+    **Returns:** a bool scalar on the device (`bool()` of it waits).
+    """
+    return _finite(state)
+
+
+def state_is_finite(state: PyTree) -> bool:
+    """`finite_flag(state)`, waited for: **returns** a Python bool."""
+    return bool(_finite(state))
+
+
+def divergence(checkpoint: Checkpoint, since: int, upto: int | None = None, finite: bool | None = None) -> tuple[int, list[str]] | None:
+    """Whether training diverged in the iterations `[since, upto)` (default `upto`: the
+    checkpoint's iteration), the check of a run without the non-finite guard.
+
+    The run diverged when the state at `upto` is not finite (as the guard checks it:
+    `finite`, or `state_is_finite(checkpoint.state)` when not given) or a metric of
+    those iterations is Inf. A NaN metric alone is not divergence: an off-policy
+    agent's losses are NaN before learning starts and a delayed actor's on the
+    iterations it skips. The iteration named is the first of the trailing run of
+    iterations (up to `upto`) with a non-finite metric besides the episode statistics:
+    once parameters are NaN every loss stays NaN, so that is where it appeared; the
+    iteration `upto` when no metric shows it.
+
+    **Returns:** None, or `(iteration, quantities)`: the 1-based iteration, and the names
+    of the non-finite metrics at it and of the non-finite leaves of `checkpoint.state`
+    (as `nonfinite_report` names them).
+    """
+    stop = checkpoint.iteration if upto is None else upto
+    if stop <= since:
+        return None
+    metrics = {k: np.asarray(v) for k, v in checkpoint.metrics.items()}
+    batched = metrics["env_steps"].ndim == 2
+    rows = {k: (np.moveaxis(v, 1, 0) if batched else v) for k, v in metrics.items()}
+    floats = {k: v for k, v in rows.items() if np.issubdtype(v.dtype, np.floating)}
+
+    def per_row(bad: Any) -> np.ndarray:
+        return bad.reshape(bad.shape[0], -1).any(axis=1)
+
+    span = slice(since, stop)
+    inf = np.zeros(stop - since, bool)
+    nonfinite = np.zeros(stop - since, bool)
+    for k, v in floats.items():
+        inf |= per_row(np.isinf(v[span]))
+        if k not in EPISODE_METRICS:
+            nonfinite |= per_row(~np.isfinite(v[span]))
+    if finite is None:
+        finite = state_is_finite(checkpoint.state)
+    if finite and not inf.any():
+        return None
+    row = stop - 1
+    if nonfinite[-1]:
+        clean = np.nonzero(~nonfinite)[0]
+        row = since + (int(clean[-1]) + 1 if clean.size else 0)
+    if inf.any():
+        row = min(row, since + int(np.argmax(inf)))
+    quantities = nonfinite_report(checkpoint.state, rows, row, batched)
+    return row + 1, quantities
 
 
 def listing(names: list[str], limit: int = 6) -> str:

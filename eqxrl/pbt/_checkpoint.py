@@ -30,7 +30,7 @@ from jax.sharding import PartitionSpec as P
 
 from ..agents import agent_name
 from ..core import __version__, is_key, keys_as_data, one_line
-from ..runs import CheckpointError, crc32_of, disk_remedy, is_step_name, meta_crc32, read_meta, remove_temporary
+from ..runs import CheckpointError, check_stored, crc32_of, disk_remedy, is_step_name, meta_crc32, read_meta, remove_temporary
 from ._population import Population
 
 __all__ = ["CHECKPOINTS", "KEEP", "CheckpointWriter", "checkpoint_generations", "load_checkpoint", "load_records", "save_checkpoint"]
@@ -297,7 +297,25 @@ def _records(path: pathlib.Path, pbt: Any, meta: Mapping[str, Any], restored: Ma
     return [{k: v[g] for k, v in named.items()} for g in range(generations)]
 
 
+def _records_target(path: pathlib.Path, pbt: Any, meta: Mapping[str, Any]) -> dict[str, jax.ShapeDtypeStruct]:
+    """The template the generation records are restored through: the names the meta
+    record lists (this configuration's, or those before per-episode returns were kept),
+    each `(generations, *shape)` of this configuration."""
+    template = _stacked_records(pbt, [])
+    names, expected = meta.get("records"), sorted(template)
+    older = sorted(k for k in expected if k != "episode_returns")
+    if names is None or (names != expected and names != older):
+        raise ValueError(f"{path} does not match this PBT configuration: records {names}, expected {expected}")
+    generations = meta["generation"]
+    return {f"{i:03d}": jax.ShapeDtypeStruct((generations, *template[k].shape[1:]), template[k].dtype) for i, k in enumerate(names)}
+
+
 def _restore(path: pathlib.Path, **items: Any) -> dict[str, Any]:
+    """Restore `items` (name: template of `jax.ShapeDtypeStruct`s) of the checkpoint at
+    `path`, each checked against what orbax stored before any array is read (names,
+    shapes, dtypes: `check_stored`), so a file that claims other arrays allocates nothing."""
+    for name, target in items.items():
+        check_stored(path / name, target, f"{path} does not match this PBT configuration", _remedy(path))
     ocp = _orbax()
     try:
         reader = ocp.StandardCheckpointer()
@@ -324,7 +342,7 @@ def load_records(run_dir: Any, pbt: Any, total_steps: int, generation: int | Non
     path = _choose(run_dir, generation)
     meta = _read_meta(path)
     _check_meta(path, meta, pbt, total_steps)
-    return _records(path, pbt, meta, _restore(path, records=None)["records"])
+    return _records(path, pbt, meta, _restore(path, records=_records_target(path, pbt, meta))["records"])
 
 
 def load_checkpoint(run_dir: Any, pbt: Any, total_steps: int, generation: int | None = None) -> tuple[Population, list[dict[str, np.ndarray]]]:
@@ -357,7 +375,7 @@ def load_checkpoint(run_dir: Any, pbt: Any, total_steps: int, generation: int | 
     if sorted(meta.get("state_crc32", {})) != sorted(targets):
         raise ValueError(f"{path} does not match this PBT configuration: {len(meta.get('state_crc32', {}))} arrays in the checkpoint, {len(targets)} here")
     try:
-        restored = _restore(path, state=targets, records=None)
+        restored = _restore(path, state=targets, records=_records_target(path, pbt, meta))
     except CheckpointError as e:
         if "shape" in str(e) or "dtype" in str(e):
             raise ValueError(f"{path} does not match this PBT configuration: {one_line(e)}") from None

@@ -53,7 +53,9 @@ from ._files import CONFIG as CONFIG
 from ._files import CURVE as CURVE
 from ._files import EVAL as EVAL
 from ._files import METRICS as METRICS
+from ._files import MAX_JSON_BYTES as MAX_JSON_BYTES
 from ._files import STATE as STATE
+from ._files import read_text_bounded as read_text_bounded
 from ._files import TENSORBOARD as TENSORBOARD
 from ._files import atomic_write_bytes as atomic_write_bytes
 from ._files import write_json as write_json
@@ -71,12 +73,16 @@ from ._metrics import save_metrics as save_metrics
 from ._metrics import summarize_returns as summarize_returns
 from ._plots import plot_learning_curve as plot_learning_curve
 from ._policy import Policy as Policy
+from ._policy import diverged_checkpoint as diverged_checkpoint
 from ._policy import load_policy as load_policy
 from ._policy import load_run as load_run
 from ._state import load_state as load_state
 from ._state import save_state as save_state
 from ._state import template_state as template_state
+from ._state import state_array_template as state_array_template
 from ._state import unflatten_state as unflatten_state
+from ._stored import check_stored as check_stored
+from ._stored import stored_arrays as stored_arrays
 from ._train_run import resume_run as resume_run
 from ._train_run import save_run as save_run
 from ._train_run import train_run as train_run
@@ -88,7 +94,9 @@ __all__ = [
     "CheckpointWriter",
     "checkpoint_steps",
     "crc32_of",
+    "check_stored",
     "load_checkpoint",
+    "stored_arrays",
     "meta_crc32",
     "read_meta",
     "remove_temporary",
@@ -112,7 +120,9 @@ __all__ = [
     "CURVE",
     "EVAL",
     "METRICS",
+    "MAX_JSON_BYTES",
     "STATE",
+    "read_text_bounded",
     "TENSORBOARD",
     "atomic_write_bytes",
     "write_json",
@@ -131,10 +141,12 @@ __all__ = [
     "plot_learning_curve",
     "Policy",
     "load_policy",
+    "diverged_checkpoint",
     "load_run",
     "load_state",
     "save_state",
     "template_state",
+    "state_array_template",
     "unflatten_state",
     "resume_run",
     "save_run",

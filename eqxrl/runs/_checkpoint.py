@@ -28,18 +28,14 @@ from ..agents import Batch, agent_name
 from ..core import __version__, keys_as_data, one_line
 from ..loop import Checkpoint
 from ._config import config_mismatch, load_config, member_configs
-from ._files import CHECKPOINTS, CONFIG, PathLike, disk_remedy, is_step_name
-from ._state import unflatten_state
+from ._files import CHECKPOINTS, CONFIG, PathLike, disk_remedy, is_step_name, read_text_bounded
+from ._state import state_array_template, unflatten_state
+from ._stored import CheckpointError, check_stored, metrics_template
 
 __all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "remove_temporary", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
 
 DEFAULT_KEEP = 2
 """Checkpoints kept besides the best: the newest, and one before it in case the newest is damaged."""
-
-
-class CheckpointError(ValueError):
-    """A checkpoint could not be written or read back (a full disk, a read-only
-    directory, a damaged file). The message is one line naming the path and what to do."""
 
 
 def _orbax():
@@ -259,8 +255,8 @@ def read_meta(path: pathlib.Path, counter: str = "iteration", remedy: str | None
     """
     remedy = _remedy(path) if remedy is None else remedy
     try:
-        meta = json.loads((path / "meta" / "metadata").read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        meta = json.loads(read_text_bounded(path / "meta" / "metadata"))
+    except (OSError, ValueError) as e:  # (too large, not UTF-8, not JSON)
         raise CheckpointError(f"{path} is damaged ({one_line(e)[:200]}): {remedy}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get(counter), int):
         raise CheckpointError(f"{path} is damaged (its meta record is not an eqxrl checkpoint's): {remedy}")
@@ -346,12 +342,23 @@ def load_checkpoint(
         raise ValueError(f"{path} does not match the run's {CONFIG}: {meta.get('run')} in the checkpoint, {run} in {CONFIG}")
     if meta.get("eqxrl_version") != __version__:
         warnings.warn(f"{path} was written by eqxrl {meta.get('eqxrl_version')}, this is eqxrl {__version__}", stacklevel=2)
+    # Restored through templates, checked first: the state's from the agent, the metrics'
+    # of the run's shape; a file that claims other arrays is refused before any is read.
+    states, batch = state_array_template(agent, num_seeds)
+    check_stored(path / "state", states, f"{path} does not match {batch.name} with {num_seeds} seed(s)", _remedy(path))
+    iteration = meta["iteration"]
+    if not 0 <= iteration <= meta.get("num_iterations", -1):
+        raise CheckpointError(f"{path} is damaged (iteration {iteration} of {meta.get('num_iterations')}): {_remedy(path)}")
+    histories = metrics_template(path / "history", batch.size if batch.batched else None, iteration, _remedy(path))
+    check_stored(path / "history", histories, f"{path} does not match the run's metrics", _remedy(path))
     ocp = _orbax()
     try:
         reader = ocp.StandardCheckpointer()
-        state_arrays = {k: np.asarray(v) for k, v in reader.restore((path / "state").absolute()).items()}
-        metrics = {k: np.asarray(v) for k, v in reader.restore((path / "history").absolute()).items()}
-        reader.close()
+        try:
+            state_arrays = {k: np.asarray(v) for k, v in reader.restore((path / "state").absolute(), states).items()}
+            metrics = {k: np.asarray(v) for k, v in reader.restore((path / "history").absolute(), histories).items()}
+        finally:
+            reader.close()
     except Exception as e:  # orbax and tensorstore raise many kinds for a damaged file
         raise CheckpointError(f"{path} is damaged ({one_line(e)[:200]}): {_remedy(path)}") from None
     if crc32_of(state_arrays) != meta.get("state_crc32") or crc32_of(metrics) != meta.get("metrics_crc32"):

@@ -17,7 +17,7 @@ from jaxtyping import Array
 from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, class_path, stack
 from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_line, trusting
 from ..envs import make
-from ._files import CONFIG, PathLike
+from ._files import CONFIG, PathLike, read_text_bounded
 
 __all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys"]
 
@@ -135,8 +135,8 @@ def load_config(run_dir: PathLike) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"{str(run_dir)!r} is not an eqxrl run directory: it has no {CONFIG}")
     try:
-        config = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        config = json.loads(read_text_bounded(path))
+    except json.JSONDecodeError as e:
         raise ValueError(f"{path} is not valid JSON: {one_line(e)}") from None
     check_config(config, str(path))
     return config

@@ -3,12 +3,13 @@
 import contextlib
 import errno
 import json
+import math
 import os
 import pathlib
 import secrets
 from typing import Any
 
-__all__ = ["CHECKPOINTS", "CONFIG", "CURVE", "EVAL", "METRICS", "STATE", "TENSORBOARD", "PathLike", "atomic_write_bytes", "disk_remedy", "is_step_name", "temporary_dir", "write_json"]
+__all__ = ["CHECKPOINTS", "CONFIG", "CURVE", "EVAL", "METRICS", "STATE", "TENSORBOARD", "MAX_JSON_BYTES", "PathLike", "atomic_write_bytes", "disk_remedy", "is_step_name", "read_text_bounded", "temporary_dir", "write_json"]
 
 CONFIG = "config.json"
 METRICS = "metrics.csv"
@@ -66,8 +67,26 @@ def temporary_dir(path: pathlib.Path) -> pathlib.Path:
 
 
 def write_json(path: pathlib.Path, data: Any) -> None:
-    """Write `data` as indented JSON to `path`, atomically (see `atomic_write_bytes`)."""
-    atomic_write_bytes(path, (json.dumps(data, indent=2, allow_nan=False) + "\n").encode())
+    """Write `data` as indented JSON to `path`, atomically (see `atomic_write_bytes`).
+
+    A non-finite float (NaN, Inf: a diverged run's returns, say) is written as `null`,
+    which every JSON reader accepts (Python's `NaN` literal is not JSON), so the file
+    reads back anywhere; NumPy scalars are written as the numbers they hold.
+    """
+    atomic_write_bytes(path, (json.dumps(_finite_json(data), indent=2, allow_nan=False) + "\n").encode())
+
+
+def _finite_json(x: Any) -> Any:
+    """`x` with every non-finite float as None (and NumPy scalars and arrays as Python values)."""
+    if isinstance(x, dict):
+        return {k: _finite_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite_json(v) for v in x]
+    if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):  # a NumPy scalar or array
+        return _finite_json(x.tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
 
 
 def is_step_name(name: str) -> bool:
@@ -100,3 +119,26 @@ def disk_remedy(error: BaseException) -> str | None:
     if code == errno.EROFS:
         return "make its file system writable"
     return None
+
+
+MAX_JSON_BYTES = 16 * 2**20
+"""The largest metadata file (`config.json`, a checkpoint's meta record, `agent.json`)
+a load reads: eqxrl writes kilobytes (a sweep of thousands of members, a few MiB), so
+anything larger is not one of its files, and is refused before it is read."""
+
+
+def read_text_bounded(path: pathlib.Path, limit: int = MAX_JSON_BYTES) -> str:
+    """The text of a metadata file, read only if it holds at most `limit` bytes.
+
+    Raises `ValueError` (one line naming `path`) for a larger file, having read at most
+    `limit + 1` bytes of it, or for one that is not UTF-8; `OSError` as `open` does.
+    """
+    path = pathlib.Path(path)
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)  # (a FIFO or a device has no meaningful size: count what is read)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit:,} bytes, too large for an eqxrl metadata file: it was not read")
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text: {e.reason} at byte {e.start}") from None

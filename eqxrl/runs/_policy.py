@@ -14,7 +14,7 @@ from ._config import load_agent, load_config
 from ._files import PathLike
 from ._state import load_state
 
-__all__ = ["Policy", "load_policy", "load_run"]
+__all__ = ["Policy", "diverged_checkpoint", "load_policy", "load_run"]
 
 
 class Policy(eqx.Module):
@@ -55,6 +55,26 @@ def _act(agent, state, obs, key, deterministic):
 @eqx.filter_jit
 def _act_with_carry(agent, state, obs, carry, reset, key, deterministic):
     return agent.act_with_carry(state, obs, carry, reset, key, deterministic)
+
+
+def diverged_checkpoint(run_dir: PathLike) -> int | None:
+    """The checkpoint that stands in for a diverged run's final state.
+
+    **Returns:** None for a run that did not diverge; for one that did (`"status":
+    "diverged"` in `config.json`), the env step of its last checkpoint with finite
+    parameters. Raises `ValueError` when it diverged before any was written.
+    """
+    config = load_config(run_dir)
+    if config.get("status") != "diverged":
+        return None
+    record = config.get("diverged") if isinstance(config.get("diverged"), dict) else {}
+    step = record.get("last_finite_checkpoint")
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise ValueError(
+            f"{str(run_dir)!r} diverged after iteration {record.get('iteration')} before any checkpoint with finite "
+            "parameters was written: it holds no state to evaluate"
+        )
+    return step
 
 
 def _load_state(run_dir: PathLike, agent: Any, num_seeds: int, checkpoint: Any) -> PyTree:

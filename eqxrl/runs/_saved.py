@@ -7,7 +7,7 @@ import pathlib
 import shutil
 from typing import Any
 
-import jax
+import numpy as np
 from jaxtyping import PyTree
 
 from ..agents import agent_name, class_path
@@ -16,8 +16,9 @@ from ..envs import AbstractEnv
 from ..loop import state_batch
 from ._checkpoint import crc32_of, state_arrays
 from ._config import agent_from_config, member_configs
-from ._files import PathLike, temporary_dir
-from ._state import unflatten_state
+from ._files import PathLike, read_text_bounded, temporary_dir
+from ._state import state_array_template, unflatten_state
+from ._stored import check_stored
 
 __all__ = ["load", "save"]
 
@@ -97,12 +98,12 @@ def load(path: PathLike, env: AbstractEnv | None = None, *, trust: Any = ()) -> 
     if not (path / AGENT).is_file():
         raise ValueError(f"load(path): {str(path)!r} is not an eqxrl save (no {AGENT})")
     try:
-        record = json.loads((path / AGENT).read_text())
+        record = json.loads(read_text_bounded(path / AGENT))
         config = {"agent": record["agent"], "agent_class": record.get("agent_class"), "env": record["env"]}
         members = record["members"]
         if not isinstance(members, list) or not members or not all(isinstance(m, dict) for m in members):
             raise TypeError(f"'members' must be a non-empty list of objects, got {members!r}")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError) as e:  # (too large, not UTF-8, not JSON, not a record)
         raise ValueError(f"{path / AGENT} is damaged: {one_line(e)}") from None
     if record.get("stacked"):
         config["members"] = members
@@ -112,15 +113,23 @@ def load(path: PathLike, env: AbstractEnv | None = None, *, trust: Any = ()) -> 
         agent = agent_from_config(config, env=env, trust=trust)
     except (ValueError, TypeError) as e:
         raise ValueError(f"{path / AGENT}: {one_line(e)}") from None
+    num_seeds = record.get("seeds", 1)
+    if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
+        raise ValueError(f"{path / AGENT} is damaged: 'seeds' must be an int >= 1, got {num_seeds!r}")
+    # Restored through the agent's template, checked against what orbax stored first: a
+    # file that claims other arrays is refused before any is read.
+    template, batch = state_array_template(agent, num_seeds)
+    remedy = f"{path} cannot be loaded; save the agent again (`eqxrl.save`)"
+    owner = f"{path / STATE} does not match {batch.name} with {num_seeds} seed(s)"
+    check_stored(path / STATE, template, owner, remedy, item=False)
     try:
         import orbax.checkpoint as ocp
 
         with ocp.StandardCheckpointer() as reader:
-            arrays = {k: jax.numpy.asarray(v) for k, v in reader.restore((path / STATE).absolute()).items()}
+            arrays = {k: np.asarray(v) for k, v in reader.restore((path / STATE).absolute(), template).items()}
     except Exception as e:  # orbax and tensorstore raise many kinds for a damaged file
         raise ValueError(f"{path / STATE} is damaged: {one_line(e)[:200]}") from None
     if crc32_of(arrays) != record.get("state_crc32"):
         raise ValueError(f"{path / STATE} is damaged: its arrays do not match their CRC-32")
-    num_seeds = record.get("seeds", 1)
     state = unflatten_state([arrays[k] for k in sorted(arrays)], path / STATE, agent, num_seeds)
     return agent, state

@@ -15,14 +15,15 @@ from jaxtyping import PyTree
 
 from ..agents import Batch
 from ..core import check_positive_int, one_line
-from ..loop import Checkpoint, TrainInfo, eval_iterations_for, evaluate, num_iterations_for, train
+from ..loop import Checkpoint, NonFiniteError, TrainInfo, eval_iterations_for, evaluate, num_iterations_for, train
 from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
 from ._config import agent_from_config, eval_key, load_config, run_config, seed_keys
+from ._divergence import DivergenceCheck, diverged_advice, diverged_error
 from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike, write_json
 from ._lock import RunDirectoryError, holds_run_lock
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
-from ._state import save_state, template_state
+from ._state import STATE_RECORD, save_state, template_state
 from ._tensorboard import TensorBoard
 
 __all__ = ["resume_run", "save_run", "train_run"]
@@ -99,7 +100,7 @@ def save_run(
         }
     if command is not None:
         config["command"] = command
-    save_state(run_dir / STATE, state)
+    config[STATE_RECORD] = save_state(run_dir / STATE, state)  # (its size and CRC-32, which loads check)
     save_metrics(run_dir / METRICS, metrics, seed=int(seed))
     if stacked:
         seeds = f"{num_seeds} members"
@@ -225,7 +226,10 @@ def train_run(
     evaluating = config.get("eval_every") is not None
     best = [max((c["eval_return"] for c in checkpoint_steps(run_dir) if c["eval_return"] is not None), default=-math.inf)]
 
-    def on_chunk(checkpoint: Checkpoint) -> None:
+    diverged: list[tuple[int, list[str]]] = []  # (iteration, quantities) once training diverged
+    check = DivergenceCheck(done)
+
+    def on_chunk(checkpoint: Checkpoint) -> bool:
         if board is not None:
             board.write(checkpoint.metrics, checkpoint.iteration)
         final = checkpoint.iteration == checkpoint.num_iterations
@@ -235,10 +239,19 @@ def train_run(
         due = checkpoint.iteration // every > last_saved[0] // every
         value = eval_return_at(checkpoint) if evaluating else None  # (reads the metrics: a device sync)
         better = value is not None and value > best[0]
+        if not nan_guard:
+            # Without the guard, divergence is checked at every chunk boundary (read at the
+            # next one, or at once where a checkpoint is due: none of a non-finite state is
+            # written); the run stops there.
+            found = check(checkpoint, now=final or due or better)
+            if found is not None:
+                diverged.append(found)
+                return True
         if final or due or better:
             if writer.submit(checkpoint, wait=final or better):
                 last_saved[0] = checkpoint.iteration
                 best[0] = max(best[0], value) if value is not None else best[0]
+        return False
 
     try:
         try:
@@ -250,13 +263,21 @@ def train_run(
         finally:
             if board is not None:
                 board.close()
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(Exception):  # the training error is the one to report
             writer.close()
+        if isinstance(e, NonFiniteError) and e.iteration is not None:  # the guard stopped it
+            last = e.checkpoint
+            metrics = None if last is None else {k: np.asarray(v) for k, v in last.metrics.items()}
+            raise diverged_error(run_dir, agent, config, metrics, e.iteration, e.quantities, e.iteration) from None
         raise
     writer.close()
     # What this call's writer did (a checkpoint due while the previous was still being written is skipped).
     config["checkpoints"] = {"written": writer.written, "skipped": writer.skipped}
+    if diverged:
+        iteration, quantities = diverged[0]
+        stopped = info.stopped_at if info.stopped_at is not None else info.num_iterations
+        raise diverged_error(run_dir, agent, config, metrics, iteration, quantities, stopped)
     write_json(run_dir / CONFIG, config)
     # Every output first, config.json's "status": "complete" last (in save_run): a run
     # killed before that is still unfinished, and --resume continues it.
@@ -290,6 +311,8 @@ def resume_run(
     """
     run_dir = pathlib.Path(run_dir)
     config = load_config(run_dir)
+    if config.get("status") == "diverged":
+        raise ValueError(diverged_advice(run_dir, config))
     if "chunk_iterations" not in config:
         raise ValueError(f"{str(run_dir)!r} was not written with checkpoints (no 'chunk_iterations' in {CONFIG})")
     try:
