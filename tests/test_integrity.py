@@ -255,3 +255,15 @@ def test_huge_metadata_files_are_refused_with_one_line(run_dir, tmp_path):
     with pytest.raises(ValueError, match="is larger than"):
         eqxrl.runs.load_config(run_dir)
     assert os.path.getsize(run_dir / "config.json") == HUGE
+
+
+def test_huge_config_and_pbt_json_are_refused_before_anything_is_built(tmp_path):
+    # The files a user passes or resumes from outside a run's checkpoints: --config FILE and pbt.json.
+    _sparse(tmp_path / "config.json")
+    _refused(["train", "--config", str(tmp_path / "config.json")], f"config.json is larger than {MAX_JSON_BYTES:,} bytes")
+    run_dir = tmp_path / "pbt-run"
+    run_dir.mkdir()
+    _sparse(run_dir / "pbt.json")
+    _refused(["pbt", "--resume", str(run_dir)], f"pbt.json is larger than {MAX_JSON_BYTES:,} bytes")
+    with pytest.raises(ValueError, match=f"pbt.json is larger than {MAX_JSON_BYTES:,} bytes"):
+        eqxrl.pbt.resume(run_dir)

@@ -15,7 +15,7 @@ from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES
 from ..pbt import PBT, LogUniform, Novelty, checkpoint_generations, pbt_from_config, resume
-from ..runs import CheckpointError, RunDirectoryError
+from ..runs import CheckpointError, RunDirectoryError, read_text_bounded
 from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir
 from ._flags import add_field_flags, add_trust_flag, build_agent, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_seed, parse_tune, positive, parse_int
@@ -155,7 +155,7 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
             parser.error(one_line(e))
         except KeyboardInterrupt:
             return interrupted_exit(pathlib.Path(args.resume))
-        pbt = pbt_from_config(json.loads((pathlib.Path(args.resume) / "pbt.json").read_text()))
+        pbt = pbt_from_config(json.loads(read_text_bounded(pathlib.Path(args.resume) / "pbt.json")))
         print_pbt_summary(pbt, history, args.resume, time.perf_counter() - start)
         return 0
     if args.agent is None:

@@ -13,7 +13,7 @@ from ..envs import make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError
 from ..runs import (
     CONFIG, MAX_SEED, CheckpointError, RunDirectoryError, agent_from_config, check_config, checkpoint_steps, load_config,
-    resume_run, run_lock, train_run,
+    read_text_bounded, resume_run, run_lock, train_run,
 )  # fmt: skip
 from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
@@ -119,7 +119,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         if named:
             parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(named)})")
         try:
-            config = json.loads(pathlib.Path(args.config).read_text())
+            config = json.loads(read_text_bounded(pathlib.Path(args.config)))
             check_config(config, args.config)
             agent = agent_from_config(config)
         except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:

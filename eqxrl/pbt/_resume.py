@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core import one_line, trust_modules
-from ..runs import agent_from_config, holds_run_lock
+from ..runs import agent_from_config, holds_run_lock, read_text_bounded
 from ._exploit import Tournament, Truncation
 from ._generation import Novelty
 from ._pbt import PBT
@@ -88,8 +88,12 @@ def resume(
     if not path.is_file():
         raise ValueError(f"{str(run_dir)!r} is not a PBT run directory: it has no {CONFIG}")
     try:
-        config = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        text = read_text_bounded(path)  # (one line naming the file when it is too large or not UTF-8)
+    except OSError as e:
+        raise ValueError(f"{path} cannot be read: {one_line(e)}") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as e:
         raise ValueError(f"{path} is not valid JSON: {one_line(e)}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")

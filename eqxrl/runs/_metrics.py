@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from jaxtyping import Array
 
-from ._files import EVAL, METRICS, PathLike, write_json
+from ._files import EVAL, METRICS, PathLike, read_text_bounded, write_json
 
 __all__ = ["load_evaluation", "load_metrics", "save_evaluation", "save_metrics", "summarize_returns"]
 
@@ -132,4 +132,4 @@ def load_evaluation(run_dir: PathLike) -> dict[str, Any]:
     path = pathlib.Path(run_dir) / EVAL
     if not path.is_file():
         raise ValueError(f"{str(run_dir)!r} has no {EVAL}")
-    return json.loads(path.read_text())
+    return json.loads(read_text_bounded(path))

@@ -19,7 +19,7 @@ from ..loop import Checkpoint, NonFiniteError, TrainInfo, eval_iterations_for, e
 from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
 from ._config import agent_from_config, eval_key, load_config, run_config, seed_keys
 from ._divergence import DivergenceCheck, diverged_advice, diverged_error
-from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike, write_json
+from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike, read_text_bounded, write_json
 from ._lock import RunDirectoryError, holds_run_lock
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
@@ -84,9 +84,9 @@ def save_run(
     config = run_config(agent, env_name=env_name, total_steps=total_steps, seed=seed, num_seeds=num_seeds)
     if (run_dir / CONFIG).is_file():  # keep what train_run recorded at the start (chunking, flags)
         try:
-            earlier = json.loads((run_dir / CONFIG).read_text())
+            earlier = json.loads(read_text_bounded(run_dir / CONFIG))
             config = {**earlier, **{k: v for k, v in config.items() if k != "created"}}
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except ValueError:  # (not JSON, not UTF-8, too large: nothing of it is kept)
             pass
     config["status"] = "complete"
     if info is not None:
