@@ -7,8 +7,9 @@ AGENT: a name of `AGENTS` below; PROGRAMS: a comma-separated subset of `init` (`
 `make_train` (`jax.jit(jax.vmap(eqxrl.make_train(agent, steps)))`) and `train` (`eqxrl.train` with
 `(n,)` keys); COUNTS: comma-separated key counts. Prints one line `ok PROGRAM N SECONDS` per finished
 call (flushed, so the caller sees how far a hung run got); a call still running after LIMIT seconds
-(default 300: compiling, not running, takes the time) prints `hung PROGRAM N` and ends the process
-with exit status 3.
+(default 300: compiling, not running, takes the time) prints `hung PROGRAM N`, the process CPU
+seconds the call used (a deadlock sits idle; a slow compile does not) and the Python stack of every
+thread (where it waits: in a compile or in `block_until_ready`), and ends the process with exit status 3.
 
 The process is pinned to two CPUs where it may run on more: XLA:CPU sizes its intra-op thread pool
 from the CPUs a process may use, and the deadlock this guards against needs every pool thread inside
@@ -16,6 +17,7 @@ a batched LAPACK call at once (docs/architecture.md, "Programs that hang"), whic
 where sixteen would not.
 """
 
+import faulthandler
 import os
 import sys
 import threading
@@ -58,8 +60,10 @@ def run(agent, program: str, n: int) -> None:
         raise ValueError(f"program must be init, make_train or train, got {program!r}")
 
 
-def _hung(program: str, n: int) -> None:
-    print(f"hung {program} {n}", flush=True)
+def _hung(program: str, n: int, limit: float, cpu_start: float) -> None:
+    print(f"hung {program} {n} after {limit:.0f} s, {time.process_time() - cpu_start:.1f} s of process CPU", flush=True)
+    faulthandler.dump_traceback(sys.stdout, all_threads=True)
+    sys.stdout.flush()
     os._exit(3)  # a deadlocked XLA call cannot be interrupted; the process must end
 
 
@@ -70,7 +74,7 @@ def main() -> None:
     for program in programs:
         for n in counts:
             start = time.perf_counter()
-            watchdog = threading.Timer(limit, _hung, (program, n))
+            watchdog = threading.Timer(limit, _hung, (program, n, limit, time.process_time()))
             watchdog.daemon = True
             watchdog.start()
             run(agent, program, n)
