@@ -41,7 +41,10 @@ def as_keys(key: Any, name: str = "key") -> Array:
 
 def batch_and_keys(agent: Any, key: Array) -> tuple[Batch, Array]:
     """The `Batch` a call of `train` runs, and one key per member: a stack takes one key
-    per member (or one key, split); one agent is one run (key `()`) or `n` seeds (keys `(n,)`)."""
+    per member (or one key, split); one agent is one run (key `()`) or `n` seeds (keys `(n,)`).
+
+    Raises a `ValueError` naming `key` when its shape does not match a stack, or when it
+    holds no key at all (shape `(0,)`)."""
     batch = Batch.of(agent)
     if batch.stacked:
         if key.ndim == 0:
@@ -51,6 +54,13 @@ def batch_and_keys(agent: Any, key: Array) -> tuple[Batch, Array]:
                 f"key must have shape () or ({batch.size},) to match the {batch.size} stacked agents, got {key.shape}"
             )
         return batch, key
+    if key.ndim == 1 and key.shape[0] == 0:
+        # Named here: a batch of no seeds would otherwise fail deep inside, as an index
+        # out of range for member 0 of 0.
+        raise ValueError(
+            "key must hold at least one key: shape () for one run or (n,) with n >= 1 for n seeds "
+            f"(jax.random.split(key, n)), got shape {key.shape}"
+        )
     return Batch.of(agent, key.shape[0] if key.ndim == 1 else None), key
 
 

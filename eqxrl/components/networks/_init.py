@@ -13,6 +13,10 @@ them back in call order. Draws inside a transformation of `fn` (a `vmap`, a nest
 `jit`) are made where they are, in both runs. The result is bit-identical to drawing each matrix on its own with
 `jax.nn.initializers.orthogonal`: partitionable threefry's bits for `(n,)` are the
 first n of its bits for any longer shape, so a slice of a longer draw is the same draw.
+
+Every QR decomposition here is of one matrix, also under `vmap` (`_orthonormal`): a
+batched LAPACK call deadlocks XLA:CPU (see `_orthonormal` and docs/architecture.md,
+"Programs that hang: batched LAPACK calls in XLA:CPU").
 """
 
 import contextlib
@@ -54,8 +58,32 @@ class _Draws:
 _ACTIVE: contextvars.ContextVar[_Draws | None] = contextvars.ContextVar("eqxrl_orthogonal_draws", default=None)
 
 
+@jax.custom_batching.sequential_vmap
+def _orthonormal(z: jax.Array) -> jax.Array:
+    """The Q of a tall matrix's QR, its columns' signs set so that R's diagonal is positive
+    (what `jax.random.orthogonal` computes from its normals, bit for bit).
+
+    Why `sequential_vmap`: batched (under `vmap`: a user's `jax.vmap(agent.init)`, IPPO's
+    agents, an ensemble's members), the QR is one LAPACK call with a batch axis, which jaxlib
+    0.10.2 splits into tasks on XLA:CPU's intra-op thread pool and then waits for, blocking the
+    pool thread it runs on. The concurrency-optimised scheduler runs independent QRs at the
+    same time; once every pool thread (two on a 2-core machine) waits inside such a call, the
+    tasks they wait for never run and the program hangs with the process idle. A QR of one
+    matrix runs on its own thread, so batching loops over the matrices instead (`lax.map`):
+    the same LAPACK call per matrix, the same bits.
+    """
+    q, r = jnp.linalg.qr(z)
+    return q * jnp.expand_dims(jnp.sign(jnp.diagonal(r)), -2)
+
+
 def _draw_one(key: Key, shape: tuple[int, int], scale: float) -> jax.Array:
-    return jax.nn.initializers.orthogonal(scale)(key, shape, jnp.float32)
+    """`jax.nn.initializers.orthogonal(scale)(key, shape, jnp.float32)`, with its QR made by
+    `_orthonormal` (the same bits)."""
+    if 0 in shape:
+        return jnp.zeros(shape, jnp.float32)
+    rows, cols = shape
+    q = _orthonormal(jax.random.normal(key, (max(rows, cols), min(rows, cols)), jnp.float32))
+    return jnp.array(scale, jnp.float32) * (q if rows >= cols else q.T)
 
 
 def orthogonal(key: Key, shape: tuple[int, ...], scale: float) -> jax.Array:
@@ -105,10 +133,9 @@ def _draw_all(calls: list) -> list[jax.Array]:
             normals[i] = flat[row, : sizes[i]].reshape(tall[i])
     out: list[Any] = []
     for (_, shape, scale), z in zip(calls, normals, strict=True):
-        # One QR per matrix: batched QR decompositions (LAPACK with a batch axis)
-        # deadlocked XLA's CPU runtime now and then at jax 0.10.2.
-        q, r = jnp.linalg.qr(z)
-        q = q * jnp.expand_dims(jnp.sign(jnp.diagonal(r)), -2)
+        # One QR per matrix, never a batched one (see `_orthonormal`): a stack of the
+        # matrices of one size would be a batched LAPACK call.
+        q = _orthonormal(z)
         out.append(jnp.array(scale, jnp.float32) * (q if shape[0] >= shape[1] else q.T))
     return out
 
