@@ -23,14 +23,11 @@ import sys
 import threading
 import time
 
-if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 2:
-    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
+import jax
 
-import jax  # noqa: E402
-
-import eqxrl  # noqa: E402
-from eqxrl.agents import DADS, DDPG, DQN, IPPO, MPO, PPO, SAC, TD3  # noqa: E402
-from eqxrl.components import GRUTorso  # noqa: E402
+import eqxrl
+from eqxrl.agents import DADS, DDPG, DQN, IPPO, MPO, PPO, SAC, TD3
+from eqxrl.components import GRUTorso
 
 # Each agent on its reference env, with its default networks (the QR sizes are what matters);
 # `make_train` and `train` run one iteration.
@@ -68,6 +65,10 @@ def _hung(program: str, n: int, limit: float, cpu_start: float) -> None:
 
 
 def main() -> None:
+    # Here, not at import (test_no_hang.py imports `AGENTS`), and before JAX starts its CPU
+    # backend, which sizes the pool from the CPUs this process may use.
+    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 2:
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
     name, programs, counts = sys.argv[1], sys.argv[2].split(","), [int(n) for n in sys.argv[3].split(",")]
     limit = float(sys.argv[4]) if len(sys.argv) > 4 else 300.0
     agent = AGENTS[name]()
