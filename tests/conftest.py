@@ -104,6 +104,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("learning") is not None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+    if "exhaustive" not in (config.getoption("markexpr") or ""):
+        # Exhaustive tests (tens of minutes: every agent's programs at every key count) run only
+        # when `-m` names them (`python -m pytest -m exhaustive`), never in the README's command.
+        kept = [item for item in items if item.get_closest_marker("exhaustive") is None]
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("exhaustive") is not None])
+        items[:] = kept
     yield  # -m and -k deselect here
     workers = getattr(config, "workerinput", {}).get("workercount")
     if workers and workers > 1:
