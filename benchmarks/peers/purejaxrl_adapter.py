@@ -18,6 +18,9 @@ scheduler (``XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false``)
 runtime; ``ppo_cartpole.py --quick`` uses 65,536 steps per seed for that reason. ``eqxrl.train`` has not
 shown it in the test suite or the benchmarks; a hand-built program of eqxrl's pieces (``jax.vmap`` of
 ``PPO.train_iteration`` over 32 seeds in a scan) did (``results/ppo_cartpole.md``, notes).
+A likely cause, found later (docs/architecture.md, "Programs that hang"): batched LAPACK QRs of a
+vmapped orthogonal initialisation deadlock XLA:CPU's intra-op pool, and PureJaxRL initialises its
+networks inside the vmapped function (not checked with gdb for PureJaxRL's program).
 
 The training program is timed as PureJaxRL's README runs it: ``jax.jit(make_train(config))`` (one
 seed) or ``jax.jit(jax.vmap(make_train(config)))`` (a batch of seeds), compiled ahead of time
