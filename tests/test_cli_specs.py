@@ -33,6 +33,7 @@ from eqxrl.components import (
     ReplayBuffer,
     WarmupCosineSchedule,
 )
+from cli_calls import main_captured as _main
 
 
 def test_presets():
@@ -94,16 +95,6 @@ def test_presets():
 def test_bad_values_name_what_was_expected(parse, text, match):
     with pytest.raises(ValueError, match=match):
         parse(text)
-
-
-def _main(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(argv)
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.slow  # over 5 s in the fast tier (2 cores)

@@ -3,9 +3,7 @@ where the divergence appears, writes its files in forms that read back, marks it
 config `diverged` with the last checkpoint of finite parameters, which `evaluate`
 reads; `--resume` refuses and says how to go on."""
 
-import contextlib
 import csv
-import io
 import json
 import math
 import re
@@ -15,10 +13,10 @@ import numpy as np
 import pytest
 
 import eqxrl
-from eqxrl import cli
 from eqxrl.core import replace_paths
 from eqxrl.loop import Checkpoint, divergence
 from eqxrl.runs import write_json
+from cli_calls import main_captured as _main
 
 # SAC with learning rates of 1e3 diverges within a few updates after learning starts
 # (iteration 501): the checkpoints at 200 (and 400) env steps hold finite parameters.
@@ -27,16 +25,6 @@ DIVERGES = [
     "--hidden-sizes", "32,32", "--batch-size", "32", "--actor-learning-rate", "1e3", "--critic-learning-rate", "1e3",
     "--checkpoint-every", "200", "--eval-episodes", "2", "--quiet",
 ]  # fmt: skip
-
-
-def _main(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(argv)
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
 
 
 def _strict_json(path):

@@ -10,10 +10,8 @@ to do, and keep every earlier checkpoint; continuing a finished run with a large
 budget equals one run of the whole budget; `eqxrl.save` / `eqxrl.load`.
 """
 
-import contextlib
 import datetime
 import importlib
-import io
 import json
 import os
 import pathlib
@@ -34,6 +32,7 @@ import pytest
 import eqxrl
 from eqxrl import cli, runs
 from eqxrl.agents import PPO
+from cli_calls import main_output as _main, usage_error as _error
 
 checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")
 train_run_module = importlib.import_module("eqxrl.runs._train_run")
@@ -43,24 +42,6 @@ pbt_checkpoint_module = importlib.import_module("eqxrl.pbt._checkpoint")
 TINY = ["--num-envs", "2", "--rollout-length", "16", "--num-epochs", "1", "--num-minibatches", "1", "--hidden-sizes", "8",
         "--eval-episodes", "2", "--quiet"]  # fmt: skip
 STEPS = 32  # env steps per iteration of TINY
-
-
-def _main(argv):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = cli.main(argv)
-    return code, out.getvalue()
-
-
-def _error(argv, capsys) -> str:
-    """Run the CLI expecting exit 2; **returns** the one-line reason (after the usage line)."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        _main(argv)
-    assert exit_info.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("usage:"), lines
-    return lines[1]
 
 
 def _leaves(tree):

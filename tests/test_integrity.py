@@ -2,7 +2,6 @@
 records, leaf by leaf against the agent's template; checkpoints and saves against
 their templates before any array is read; metadata read only up to a bound."""
 
-import contextlib
 import io
 import json
 import os
@@ -16,24 +15,14 @@ import orbax.checkpoint as ocp
 import pytest
 
 import eqxrl
-from eqxrl import cli
 from eqxrl.agents import PPO
 from eqxrl.pbt import PBT, LogUniform, Truncation, load_checkpoint as load_pbt_checkpoint, load_records
 from eqxrl.runs import MAX_JSON_BYTES, read_text_bounded
+from cli_calls import main_captured as _main
 
 TINY = ["--total-steps", "512", "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2",
         "--hidden-sizes", "8", "--eval-episodes", "2", "--checkpoint-every", "256", "--quiet"]  # fmt: skip
 HUGE = 64 * 2**30  # a sparse file: reading it whole would take minutes and 64 GiB
-
-
-def _main(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(argv)
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

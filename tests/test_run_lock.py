@@ -9,7 +9,6 @@ are refused while another process or thread holds the lock.
 
 import contextlib
 import importlib
-import io
 import json
 import os
 import pathlib
@@ -25,30 +24,13 @@ import pytest
 
 from eqxrl import cli, pbt, runs
 from eqxrl.agents import PPO
+from cli_calls import main_output as _main, usage_error as _error
 
 
 TINY = ["--num-envs", "2", "--rollout-length", "16", "--num-epochs", "1", "--num-minibatches", "1", "--hidden-sizes", "8",
         "--eval-episodes", "2", "--quiet"]  # fmt: skip
 STEPS = 32  # env steps per iteration of TINY
 ROOT = pathlib.Path(__file__).parents[1]
-
-
-def _main(argv):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = cli.main(argv)
-    return code, out.getvalue()
-
-
-def _error(argv, capsys) -> str:
-    """Run the CLI expecting exit 2; **returns** the one-line reason (after the usage line)."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        _main(argv)
-    assert exit_info.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("usage:"), lines
-    return lines[1]
 
 
 def _start(run_dir: pathlib.Path, total_steps: int, checkpoint_every: int) -> subprocess.Popen:

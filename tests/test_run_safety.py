@@ -9,10 +9,8 @@ mode the umask gives; the disk remedies name free space or permissions only when
 that is the cause, and the `--total-steps` that continuing a finished run needs.
 """
 
-import contextlib
 import errno
 import importlib
-import io
 import json
 import os
 import pathlib
@@ -23,8 +21,9 @@ import stat
 import pytest
 
 import eqxrl
-from eqxrl import cli, pbt, runs
+from eqxrl import pbt, runs
 from eqxrl.agents import PPO
+from cli_calls import main_output as _main, usage_error as _error
 
 train_run_module = importlib.import_module("eqxrl.runs._train_run")
 checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")
@@ -36,24 +35,6 @@ TINY = ["--num-envs", "2", "--rollout-length", "16", "--num-epochs", "1", "--num
 STEPS = 32  # env steps per iteration of TINY
 UMASK = 0o027
 LINK = "is a symbolic link (to {target}); eqxrl does not follow links below a run directory, where it deletes and replaces files: put the files themselves there"
-
-
-def _main(argv):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = cli.main(argv)
-    return code, out.getvalue()
-
-
-def _error(argv, capsys) -> str:
-    """Run the CLI expecting exit 2; **returns** the one-line reason (after the usage line)."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        _main(argv)
-    assert exit_info.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("usage:"), lines
-    return lines[1]
 
 
 def _snapshot(directory: pathlib.Path) -> dict[str, bytes]:
