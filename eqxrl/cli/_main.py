@@ -1,11 +1,12 @@
 """The `eqxrl` parser and entry point."""
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 
 from ..agents import AGENTS, agent_name, import_agent
-from ..core import __version__, one_line, trusting
+from ..core import __version__, one_line, trust_modules, trusting
 from ._common import use_compile_cache
 from ._evaluate import add_evaluate_command, evaluate_command
 from ._flags import DEFAULT_AGENT, trusted_in_argv
@@ -59,9 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         build_parser().error(one_line(e))
     if len(argv) > 1 and argv[0] in ("train", "pbt") and ":" in argv[1] and not argv[1].startswith("-"):
-        module = argv[1].partition(":")[0]
-        if module and all(part.isidentifier() for part in module.split(".")):
-            trust += (module,)
+        with contextlib.suppress(ValueError):  # (not a module name: import_agent says so, one line)
+            trust += trust_modules(argv[1].partition(":")[0])
     with trusting(trust):
         return _main(argv)
 

@@ -175,6 +175,7 @@ class LazyMetrics(Mapping):
 EPISODE_METRICS = ("episode_return", "episode_length", "eval_return")
 """Metrics that are NaN by design on iterations that finished no episode (or were not evaluated)."""
 
+
 def nonfinite_report(state: PyTree, metrics: dict[str, np.ndarray], row: int, batched: bool) -> list[str]:
     """Names of the non-finite quantities: state leaves (with the member) and metrics of `row`."""
     found = []

@@ -30,7 +30,7 @@ from jax.sharding import PartitionSpec as P
 
 from ..agents import agent_name
 from ..core import __version__, is_key, keys_as_data, one_line
-from ..runs import CheckpointError, check_stored, crc32_of, disk_remedy, is_step_name, meta_crc32, read_meta, remove_temporary
+from ..runs import CheckpointError, check_stored, checkpoint_write_error, crc32_of, is_step_name, meta_crc32, read_meta, remove_temporary
 from ._population import Population
 
 __all__ = ["CHECKPOINTS", "KEEP", "CheckpointWriter", "checkpoint_generations", "load_checkpoint", "load_records", "save_checkpoint"]
@@ -153,11 +153,8 @@ def _remedy(path: pathlib.Path) -> str:
 
 
 def _write_error(path: pathlib.Path, error: BaseException, previous: int | None) -> CheckpointError:
-    reason = getattr(error, "strerror", None) or one_line(error)[:200]
     kept = f"the checkpoint of generation {previous} is intact" if previous is not None else "no earlier checkpoint exists"
-    fix = disk_remedy(error)  # (advice to free space or fix permissions only where that is the cause)
-    then = f"{fix[0].upper()}{fix[1:]}, then continue" if fix else "Continue"
-    return CheckpointError(f"could not write the checkpoint {path}: {reason}; {kept}. {then} with `eqxrl pbt --resume {path.parent.parent}`")
+    return checkpoint_write_error(path, error, kept, f"eqxrl pbt --resume {path.parent.parent}")
 
 
 def _save(manager: Any, generation: int, args: Any) -> None:

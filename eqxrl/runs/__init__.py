@@ -28,6 +28,7 @@ from ..agents import agent_name as agent_name
 from ._checkpoint import CheckpointError as CheckpointError
 from ._checkpoint import CheckpointWriter as CheckpointWriter
 from ._checkpoint import checkpoint_steps as checkpoint_steps
+from ._checkpoint import checkpoint_write_error as checkpoint_write_error
 from ._checkpoint import crc32_of as crc32_of
 from ._checkpoint import load_checkpoint as load_checkpoint
 from ._checkpoint import meta_crc32 as meta_crc32
@@ -93,6 +94,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointWriter",
     "checkpoint_steps",
+    "checkpoint_write_error",
     "crc32_of",
     "check_stored",
     "load_checkpoint",

@@ -32,7 +32,7 @@ from ._files import CHECKPOINTS, CONFIG, PathLike, disk_remedy, is_step_name, re
 from ._state import state_array_template, unflatten_state
 from ._stored import CheckpointError, check_stored, metrics_template
 
-__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "remove_temporary", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
+__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "checkpoint_write_error", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "remove_temporary", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
 
 DEFAULT_KEEP = 2
 """Checkpoints kept besides the best: the newest, and one before it in case the newest is damaged."""
@@ -135,14 +135,19 @@ def remove_temporary(directory: pathlib.Path) -> None:
                 shutil.rmtree(p, ignore_errors=True)
 
 
-def _write_error(directory: pathlib.Path, step: int, error: BaseException, previous: int | None) -> CheckpointError:
+def checkpoint_write_error(path: pathlib.Path, error: BaseException, kept: str, resume: str) -> CheckpointError:
+    """The one-line error of a checkpoint (a run's or a PBT generation's) that could not be
+    written at `path`: the reason, what is `kept`, the fix where the errno names one
+    (`disk_remedy`), and the `resume` command that continues."""
     reason = getattr(error, "strerror", None) or one_line(error)[:200]
-    kept = f"the checkpoint of env step {previous:,} is intact" if previous is not None else "no earlier checkpoint exists"
     fix = disk_remedy(error)  # (advice to free space or fix permissions only where that is the cause)
     then = f"{fix[0].upper()}{fix[1:]}, then continue" if fix else "Continue"
-    return CheckpointError(
-        f"could not write the checkpoint {directory / str(step)}: {reason}; {kept}. {then} with `eqxrl train --resume RUN_DIR`"
-    )
+    return CheckpointError(f"could not write the checkpoint {path}: {reason}; {kept}. {then} with `{resume}`")
+
+
+def _write_error(directory: pathlib.Path, step: int, error: BaseException, previous: int | None) -> CheckpointError:
+    kept = f"the checkpoint of env step {previous:,} is intact" if previous is not None else "no earlier checkpoint exists"
+    return checkpoint_write_error(directory / str(step), error, kept, "eqxrl train --resume RUN_DIR")
 
 
 class CheckpointWriter:

@@ -19,7 +19,7 @@ from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_lin
 from ..envs import make
 from ._files import CONFIG, PathLike, read_text_bounded
 
-__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys"]
+__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "diverged_record", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys"]
 
 MAX_SEED = 2**31 - 1
 
@@ -197,6 +197,17 @@ def check_config(config: Any, where: str = CONFIG) -> None:
     for key, (ok, expected) in _OPTIONAL.items():
         if key in config and not ok(config[key]):
             raise ValueError(f"{where}: {key!r} must be {expected}, got {config[key]!r}")
+
+
+def diverged_record(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """**Returns:** None for a run that did not diverge; for one that did (`"status":
+    "diverged"`), its `"diverged"` record (`iteration`, `quantities`,
+    `last_finite_checkpoint`: an env step, or None when none was written; an empty
+    dict when the record is missing or not an object)."""
+    if config.get("status") != "diverged":
+        return None
+    record = config.get("diverged")
+    return record if isinstance(record, dict) else {}
 
 
 def _as_field_value(name: str, value: Any, floats: set[str]) -> Any:

@@ -11,6 +11,7 @@ import numpy as np
 from ..agents import Batch
 from ..loop import Checkpoint, NonFiniteError, divergence, finite_flag, listing, state_is_finite
 from ._checkpoint import CheckpointError, checkpoint_steps, load_checkpoint
+from ._config import diverged_record
 from ._files import CONFIG, CURVE, METRICS, write_json
 from ._metrics import save_metrics
 from ._plots import member_labels, plot_learning_curve
@@ -108,7 +109,7 @@ def diverged_error(
 
 def diverged_advice(run_dir: pathlib.Path, config: dict[str, Any]) -> str:
     """The one line that refuses to resume a diverged run, and says how to go on."""
-    record = config.get("diverged") if isinstance(config.get("diverged"), dict) else {}
+    record = diverged_record(config) or {}
     what = f"after iteration {record.get('iteration')} ({listing(list(record.get('quantities') or []), limit=3)})"
     step = record.get("last_finite_checkpoint")
     if step is None:

@@ -10,7 +10,7 @@ from jaxtyping import Array, PyTree
 from ..agents import AbstractAgent, Batch
 from ..core import Key, trust_modules
 from ._checkpoint import load_checkpoint
-from ._config import load_agent, load_config
+from ._config import diverged_record, load_agent, load_config
 from ._files import PathLike
 from ._state import load_state
 
@@ -64,10 +64,9 @@ def diverged_checkpoint(run_dir: PathLike) -> int | None:
     "diverged"` in `config.json`), the env step of its last checkpoint with finite
     parameters. Raises `ValueError` when it diverged before any was written.
     """
-    config = load_config(run_dir)
-    if config.get("status") != "diverged":
+    record = diverged_record(load_config(run_dir))
+    if record is None:
         return None
-    record = config.get("diverged") if isinstance(config.get("diverged"), dict) else {}
     step = record.get("last_finite_checkpoint")
     if isinstance(step, bool) or not isinstance(step, int):
         raise ValueError(

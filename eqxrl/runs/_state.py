@@ -15,7 +15,7 @@ from jaxtyping import PyTree
 
 from ..agents import Batch
 from ..core import is_key, keys_as_data, one_line
-from ._config import config_mismatch, load_config
+from ._config import config_mismatch, diverged_record, load_config
 from ._files import CHECKPOINTS, CONFIG, STATE, PathLike
 
 __all__ = ["STATE_RECORD", "deserialise_state", "load_state", "save_state", "state_array_template", "template_state", "unflatten_state", "verify_state_file"]
@@ -107,8 +107,8 @@ def load_state(run_dir: PathLike, agent: Any, num_seeds: int | None = None) -> P
         raise ValueError(f"{str(run_dir)!r} does not hold a state of the agent given: {mismatch}")
     path = run_dir / STATE
     has_checkpoints = (run_dir / CHECKPOINTS).is_dir()
-    if config.get("status") == "diverged":
-        record = config.get("diverged") if isinstance(config.get("diverged"), dict) else {}
+    record = diverged_record(config)
+    if record is not None:
         step = record.get("last_finite_checkpoint")
         then = (
             f"load its last checkpoint with finite parameters: load_run(run_dir, checkpoint={step})" if step is not None

@@ -17,7 +17,7 @@ from ..agents import Batch
 from ..core import check_positive_int, one_line
 from ..loop import Checkpoint, NonFiniteError, TrainInfo, eval_iterations_for, evaluate, num_iterations_for, train
 from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
-from ._config import agent_from_config, eval_key, load_config, run_config, seed_keys
+from ._config import agent_from_config, diverged_record, eval_key, load_config, run_config, seed_keys
 from ._divergence import DivergenceCheck, diverged_advice, diverged_error
 from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike, read_text_bounded, write_json
 from ._lock import RunDirectoryError, holds_run_lock
@@ -311,7 +311,7 @@ def resume_run(
     """
     run_dir = pathlib.Path(run_dir)
     config = load_config(run_dir)
-    if config.get("status") == "diverged":
+    if diverged_record(config) is not None:
         raise ValueError(diverged_advice(run_dir, config))
     if "chunk_iterations" not in config:
         raise ValueError(f"{str(run_dir)!r} was not written with checkpoints (no 'chunk_iterations' in {CONFIG})")
