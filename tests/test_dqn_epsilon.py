@@ -84,3 +84,19 @@ def test_dqn_epsilon_decay_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DQN("CartPole-v1", **kwargs)
     DQN("CartPole-v1", eps_end=0.0)  # linear decay to 0 stays allowed
+
+
+def test_dqn_anneals_its_learning_rate_by_default():
+    from eqxrl.components import Optimizer
+
+    agent = DQN("CartPole-v1")
+    assert agent.anneal_lr and agent.batch_size == 256
+    opt = agent.q_optimizer
+    assert isinstance(opt, Optimizer) and opt.anneal
+    assert float(opt.current_learning_rate(0.0)) == pytest.approx(1e-3)
+    assert float(opt.current_learning_rate(0.75)) == pytest.approx(2.5e-4)
+    assert not DQN("CartPole-v1", anneal_lr=False).q_optimizer.anneal
+    from typecheck import no_runtime_typecheck
+
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=r"^DQN\(anneal_lr\) must be True or False, got 'yes'$"):
+        DQN("CartPole-v1", anneal_lr="yes")
