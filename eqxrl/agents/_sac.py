@@ -36,13 +36,27 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Box, Discrete
 from ._actor_critic import AbstractActorCriticAgent, update_critics
-from ._base import Clock
+from ._base import Clock, as_env
 from ._off_policy import OffPolicyState, check_continuous
 
 
 DISCRETE_TARGET_ENTROPY_RATIO = 0.5
 """The default `target_entropy_ratio`: the fraction of the maximum entropy `log(num_actions)`
 discrete SAC's temperature aims at (see docs/agents/sac.md for why not Christodoulou's 0.98)."""
+
+ACTION_SPACE_DEFAULTS: dict[str, tuple[object, object]] = {
+    # field: (continuous, Discrete). One setting cannot serve both: the continuous values (Haarnoja
+    # et al.'s 256x256 networks, one update per env step) take over 13 minutes of 2 CPU cores for 4 seeds
+    # of CartPole at 1e5 steps and plateau near 250; these discrete values solve it (docs/agents/sac.md).
+    "num_envs": (1, 8),
+    "updates_per_step": (1.0, 0.5),
+    "batch_size": (256, 128),
+    "learning_starts": (1_000, 2_000),
+    "hidden_sizes": ((256, 256), (64, 64)),
+    "actor_learning_rate": (3e-4, 1e-3),
+    "critic_learning_rate": (3e-4, 1e-3),
+}
+"""The fields whose default (None) depends on the action space: `(continuous value, Discrete value)`."""
 
 
 class SACLearner(eqx.Module):
@@ -72,23 +86,39 @@ class SAC(AbstractActorCriticAgent):
     """
 
     default_env: ClassVar[str] = "Pendulum-v1"
+    default_total_steps: ClassVar[int] = 50_000
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",),
         "actor_optimizer": ("actor_learning_rate",),
         "critic_optimizer": ("critic_learning_rate",),
         "alpha_optimizer": ("alpha_learning_rate",),
     }
+    # None: the value for the env's action space (`ACTION_SPACE_DEFAULTS`, set in `__post_init__`).
+    num_envs: int = eqx.field(static=True, default=None)
+    updates_per_step: float = eqx.field(static=True, default=None)
+    batch_size: int = eqx.field(static=True, default=None)
+    learning_starts: int = eqx.field(static=True, default=None)
+    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=None, converter=tuple)
     autotune: bool = eqx.field(static=True, default=True)
     alpha_optimizer: AbstractOptimizer | None = optimizer_slot()
     num_critics: int = eqx.field(static=True, default=2)
     target_update_interval: int = eqx.field(static=True, default=1)
     importance_weight_actor: bool = eqx.field(static=True, default=False)
-    actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
-    critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(default=None)
+    critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(default=None)
     alpha_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     init_alpha: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_ratio: Float[Array, ""] = hyperparameter(DISCRETE_TARGET_ENTROPY_RATIO)
+
+    def __post_init__(self):
+        # Fields left at None take the value for the action space; converters run after this, so
+        # `env` may still be a name here.
+        self.env = as_env(self.env)  # not an env: the shared check names it
+        discrete = isinstance(self.env, AbstractEnv) and isinstance(self.env.action_space, Discrete)
+        for name, values in ACTION_SPACE_DEFAULTS.items():
+            if getattr(self, name) is None:
+                setattr(self, name, values[discrete])
 
     def __check_init__(self):
         if isinstance(self.env, AbstractEnv) and not self.discrete:
@@ -107,6 +137,11 @@ class SAC(AbstractActorCriticAgent):
             check_learning_rate("SAC", name, getattr(self, name))
         check_hyperparameter("SAC", "init_alpha", self.init_alpha, lambda v: v > 0, "> 0")
         check_hyperparameter("SAC", "target_entropy_ratio", self.target_entropy_ratio, lambda v: 0 <= v <= 1, "in [0, 1]")
+
+    def default_budget(self) -> int:
+        """`default_total_steps` (50,000: Pendulum-v1) on a continuous action space; 100,000
+        with the Discrete defaults (CartPole-v1)."""
+        return 100_000 if self.discrete else self.default_total_steps
 
     @property
     def discrete(self) -> bool:

@@ -8,6 +8,7 @@ which counts updates.
 """
 
 import abc
+import dataclasses
 import math
 from typing import Any
 
@@ -139,10 +140,11 @@ def as_learning_rate(value: Any) -> Any:
     return as_float(value)
 
 
-def learning_rate(default: Any = None, **kwargs: Any) -> Any:
+def learning_rate(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
     """Declare a learning-rate field: a number (a hyperparameter leaf) or a schedule
-    (`CosineSchedule(3e-4)`, an optax schedule, ...)."""
-    if default is not None:
+    (`CosineSchedule(3e-4)`, an optax schedule, ...); no `default`: a required field. A
+    default of None must be replaced before the converter runs (in `__post_init__`)."""
+    if default is not dataclasses.MISSING:
         kwargs["default"] = default
     return eqx.field(converter=as_learning_rate, metadata={"hyperparameter": True}, **kwargs)
 
