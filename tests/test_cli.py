@@ -14,6 +14,7 @@ import sys
 import jax
 import numpy as np
 import pytest
+from cli_calls import main_captured
 
 import eqxrl
 from eqxrl import cli, rundir
@@ -266,7 +267,8 @@ def test_flags_are_generated_from_the_dataclass():
     # Flags not given do not reach the agent: its own defaults apply.
     assert not hasattr(args, "learning_rate")
     defaults = parse(["train", "ppo"])
-    assert (defaults.env, defaults.total_steps, defaults.seeds, defaults.seed) == ("CartPole-v1", 500_000, 1, 0)
+    # No --total-steps: None here; the command trains the agent's default_budget() (test_default_budget).
+    assert (defaults.env, defaults.total_steps, defaults.seeds, defaults.seed) == ("CartPole-v1", None, 1, 0)
     assert cli.with_default_agent(["train"]) == ["train", "ppo"]
     assert cli.with_default_agent(["train", "--seeds", "2"]) == ["train", "ppo", "--seeds", "2"]
 
@@ -398,3 +400,22 @@ def test_train_eval_every_fills_eval_return_and_is_kept_by_config(tmp_path):
     assert code == 0
     assert json.loads((again / "config.json").read_text())["eval_every"] == 256
     np.testing.assert_array_equal(rundir.load_metrics(again)["eval_return"], metrics["eval_return"])
+
+
+def test_train_without_total_steps_runs_the_agents_default_budget(tmp_path, monkeypatch):
+    """`eqxrl train AGENT` with no --total-steps trains `agent.default_budget()` env steps: the
+    class's `default_total_steps`, or discrete SAC's own."""
+    from eqxrl.agents import DQN, MPO, PPO, SAC, TD3
+
+    assert (PPO.default_total_steps, DQN.default_total_steps, TD3.default_total_steps, MPO.default_total_steps) == (
+        500_000, 500_000, 50_000, 100_000
+    )
+    assert SAC("Pendulum-v1").default_budget() == 50_000 and SAC("CartPole-v1").default_budget() == 100_000
+    monkeypatch.setattr(PPO, "default_total_steps", 64)
+    run = tmp_path / "run"
+    assert cli.main(["train", "ppo", "--num-envs", "2", "--rollout-length", "8", "--num-minibatches", "2",
+                     "--run-dir", str(run), "--quiet", "--eval-episodes", "1"]) == 0  # fmt: skip
+    config = json.loads((run / "config.json").read_text())
+    assert config["total_steps"] == 64
+    code, out, _ = main_captured(["train", "sac", "--help"])
+    assert code == 0 and "default: the agent's budget, 50,000 for SAC, at which its defaults learn Pendulum-v1" in " ".join(out.split())

@@ -3,6 +3,7 @@
 import abc
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -54,7 +55,14 @@ class AbstractAgent(eqx.Module):
     env: eqx.AbstractVar[AbstractEnv]
     default_env: ClassVar[str] = "CartPole-v1"
     """The env the command line trains on when `--env` is not given."""
+    default_total_steps: ClassVar[int] = 500_000
+    """The env steps per seed `eqxrl train` runs when `--total-steps` is not given (read through
+    `default_budget`): a budget at which the defaults learn `default_env`
+    (benchmarks/defaults.py measures it for every built-in agent)."""
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {}
+    presets: ClassVar[dict[str, Callable[[], dict[str, Any]]]] = {}
+    """Named configurations, `{name: () -> {field: value}}`, for tasks the defaults do not serve
+    (PPO's `"recurrent"`): `from_preset(name, env)`, `eqxrl train AGENT --preset NAME`."""
     """`{slot: (field, ...)}`: fields a module-valued slot makes unused when it is given
     (`{"critic_optimizer": ("critic_learning_rate",)}`); `hyperparameters()` leaves
     them out, so PBT and sweeps never tune a number nothing reads."""
@@ -137,6 +145,21 @@ class AbstractAgent(eqx.Module):
         **Returns:** the names of the files written.
         """
         return []
+
+    @classmethod
+    def from_preset(cls, name: str, env: Any, **fields: Any) -> "AbstractAgent":
+        """**Returns:** `cls(env, **preset, **fields)`: the named preset's field values
+        (`cls.presets`), any of them overridden by `fields`."""
+        if name not in cls.presets:
+            known = ", ".join(repr(n) for n in cls.presets) or "none"
+            raise ValueError(f"{cls.__name__}.from_preset(name) must be one of its presets ({known}), got {name!r}")
+        return cls(env, **{**cls.presets[name](), **fields})
+
+    def default_budget(self) -> int:
+        """**Returns:** the command line's env-step budget per seed for this configuration
+        when `--total-steps` is not given: `default_total_steps`, unless an agent's
+        defaults adapt to its env (discrete SAC)."""
+        return self.default_total_steps
 
     def hyperparameters(self) -> dict[str, Array]:
         """**Returns:** the numeric hyperparameters (array leaves a sweep or PBT may change),

@@ -95,6 +95,7 @@ class DADS(AbstractActorCriticAgent):
     """
 
     default_env: ClassVar[str] = "Point2D-v0"
+    default_total_steps: ClassVar[int] = 50_000
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",),
         "actor_optimizer": ("actor_learning_rate",),

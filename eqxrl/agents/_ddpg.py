@@ -23,6 +23,7 @@ class DDPG(AbstractActorCriticAgent):
     step, Gaussian exploration noise (TD3 without its three fixes)."""
 
     default_env: ClassVar[str] = "Pendulum-v1"
+    default_total_steps: ClassVar[int] = 50_000
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",), "actor_optimizer": ("actor_learning_rate",), "critic_optimizer": ("critic_learning_rate",)
     }

@@ -129,6 +129,7 @@ class MPO(AbstractActorCriticAgent):
     """
 
     default_env: ClassVar[str] = "Pendulum-v1"
+    default_total_steps: ClassVar[int] = 100_000
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",),
         "actor_optimizer": ("policy_learning_rate",),

@@ -24,6 +24,7 @@ class TD3(AbstractActorCriticAgent):
     target actions smoothed by clipped Gaussian noise, Gaussian exploration noise."""
 
     default_env: ClassVar[str] = "Pendulum-v1"
+    default_total_steps: ClassVar[int] = 50_000
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",), "actor_optimizer": ("actor_learning_rate",), "critic_optimizer": ("critic_learning_rate",)
     }

@@ -16,7 +16,7 @@ from ..runs import (
     read_text_bounded, resume_run, run_lock, train_run,
 )  # fmt: skip
 from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir, print_returns
-from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, DEFAULT_TOTAL_STEPS, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
+from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
 
 
@@ -46,8 +46,12 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         help=f"environment for eqxrl.envs.make (default: {cls.default_env})",
     )
     run.add_argument(
-        "--total-steps", type=positive_int, default=DEFAULT_TOTAL_STEPS, metavar="N",
-        help=f"env-step budget per seed, rounded down to whole iterations (default: {DEFAULT_TOTAL_STEPS})",
+        "--total-steps", type=positive_int, default=None, metavar="N",
+        help=(
+            "env-step budget per seed, rounded down to whole iterations (default: the agent's budget, "
+            f"{cls.default_total_steps:,} for {cls.__name__}, at which its defaults learn {cls.default_env}; "
+            "an agent whose defaults adapt to the env may differ, see its docs page)"
+        ),
     )  # fmt: skip
     run.add_argument(
         "--seeds", type=positive_int, default=1, metavar="K",
@@ -70,6 +74,11 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         help="env steps per seed between deterministic evaluations during training (--eval-episodes each; "
         "eval_return in metrics.csv, the learning curve and TensorBoard; default: none)",
     )  # fmt: skip
+    if cls.presets:
+        run.add_argument(
+            "--preset", choices=list(cls.presets), default=None,
+            help=f"start from a named configuration ({cls.__name__}.presets; the other flags override its fields)",
+        )  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--no-compile-cache", action="store_true", help=NO_COMPILE_CACHE_HELP)
     run.add_argument(
@@ -112,12 +121,12 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
     sets = getattr(args, "set_paths", None) or []
     named = [*given, *(["--set"] if sets else [])]  # what the errors below name
     if args.resume is not None:
-        if args.config is not None or named:
-            parser.error("--resume RUN_DIR continues a run as it was configured: give no --config or agent fields")
+        if args.config is not None or named or getattr(args, "preset", None):
+            parser.error("--resume RUN_DIR continues a run as it was configured: give no --config, --preset or agent fields")
         return resume_command(args, argv)
     if args.config is not None:
-        if named:
-            parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(named)})")
+        if named or getattr(args, "preset", None):
+            parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(named) or '--preset'})")
         try:
             config = json.loads(read_text_bounded(pathlib.Path(args.config)))
             check_config(config, args.config)
@@ -135,9 +144,12 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         eval_every = args.eval_every
         cls = AGENTS[args.agent]
         try:
-            agent = build_agent(cls, make(args.env), given, sets)
+            preset = cls.presets[args.preset]() if getattr(args, "preset", None) else {}
+            agent = build_agent(cls, make(args.env), {**preset, **given}, sets)
         except ValueError as e:
             parser.error(one_line(e))
+        if total_steps is None:
+            total_steps = Batch.of(agent).agent.default_budget()
     base = Batch.of(agent).agent
     per_iteration = base.steps_per_iteration
     num_iterations = total_steps // per_iteration
