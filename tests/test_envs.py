@@ -400,3 +400,46 @@ def test_other_brax_envs_step(name):
     first, steps = _rollout(env, jax.random.key(0), 1)
     assert first.obs.shape == env.observation_space.shape
     assert steps.reward.dtype == jnp.float32 and steps.terminated.dtype == jnp.bool_
+
+
+def test_select_observation_keeps_the_chosen_entries_and_cartpole_no_vel_hides_the_velocities():
+    from eqxrl.envs import AutoReset, SelectObservation
+
+    full = eqxrl.envs.make("CartPole-v1")
+    env = eqxrl.envs.make("CartPoleNoVel-v1")
+    assert isinstance(env, SelectObservation) and env.indices == (0, 2)
+    assert env.observation_space.shape == (2,) and env.max_episode_steps == full.max_episode_steps == 500
+    np.testing.assert_allclose(env.observation_space.high, full.observation_space.high[np.array([0, 2])])
+    key = jax.random.key(3)
+    (state, ts), (full_state, full_ts) = env.reset(key), full.reset(key)
+    np.testing.assert_array_equal(ts.obs, full_ts.obs[np.array([0, 2])])
+    for _ in range(3):
+        state, ts = env.step(key, state, jnp.int32(1))
+        full_state, full_ts = full.step(key, full_state, jnp.int32(1))
+        np.testing.assert_array_equal(ts.obs, full_ts.obs[np.array([0, 2])])
+        assert ts.reward == full_ts.reward
+    # Under AutoReset the final observation is cut the same way.
+    wrapped = SelectObservation(AutoReset(full), (1,))
+    _, ts = wrapped.reset(key)
+    assert ts.obs.shape == ts.info["final_obs"].shape == (1,)
+    # kwargs reach CartPole's EnvParams, as for make("CartPole-v1", ...).
+    assert eqxrl.envs.make("CartPoleNoVel-v1", max_steps_in_episode=100).max_episode_steps == 100
+
+
+@pytest.mark.parametrize(
+    "indices, message",
+    [
+        ((), r"^SelectObservation\(indices\) must be distinct ints in \[0, 4\), got \(\)$"),
+        ((0, 4), r"^SelectObservation\(indices\) must be distinct ints in \[0, 4\), got \(0, 4\)$"),
+        ((1, 1), r"^SelectObservation\(indices\) must be distinct ints in \[0, 4\), got \(1, 1\)$"),
+        ((True,), r"^SelectObservation\(indices\) must be distinct ints in \[0, 4\), got \(True,\)$"),
+    ],
+)
+def test_select_observation_bad_indices(indices, message):
+    with pytest.raises(ValueError, match=message):
+        eqxrl.envs.SelectObservation(eqxrl.envs.make("CartPole-v1"), indices)
+
+
+def test_select_observation_needs_a_flat_box():
+    with pytest.raises(ValueError, match=r"^SelectObservation\(env\) needs a 1-D Box observation space, got Box"):
+        eqxrl.envs.SelectObservation(eqxrl.envs.make("Breakout-MinAtar"), (0,))

@@ -33,5 +33,6 @@ from ._wrappers import ClipAction as ClipAction
 from ._wrappers import EpisodeStatistics as EpisodeStatistics
 from ._wrappers import NormalizeObservation as NormalizeObservation
 from ._wrappers import RescaleAction as RescaleAction
+from ._wrappers import SelectObservation as SelectObservation
 from ._wrappers import TimeLimit as TimeLimit
 from ._wrappers import VectorEnv as VectorEnv

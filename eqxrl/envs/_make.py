@@ -8,11 +8,21 @@ from ._base import AbstractEnv
 from ._check import check_env
 from ._jaxmarl import PREFIX as JAXMARL_PREFIX
 from ._point import point2d
-from ._wrappers import TimeLimit
+from ._wrappers import SelectObservation, TimeLimit
 
 _BRAX_PREFIX = "brax/"
 _registry: dict[str, Callable[..., AbstractEnv]] = {}
 _registry["Point2D-v0"] = point2d  # a built-in env for skill discovery (eqxrl.envs.Point2D)
+
+
+def cartpole_no_velocity(**kwargs: Any) -> AbstractEnv:
+    """gymnax CartPole-v1 observing only the cart's position and the pole's angle (its two
+    velocities hidden): RL Baselines3 Zoo's `CartPoleNoVel-v1`, a memory task for recurrent
+    policies. `kwargs` override CartPole's `EnvParams`, as for `make("CartPole-v1", ...)`."""
+    return SelectObservation(_make("CartPole-v1", **kwargs), (0, 2))
+
+
+_registry["CartPoleNoVel-v1"] = cartpole_no_velocity
 
 
 def register(name: str, factory: Callable[..., AbstractEnv]) -> None:

@@ -203,3 +203,45 @@ class RescaleAction(AbstractWrapper):
         action = jnp.clip(action, self.low, self.high)
         scaled = space.low + (action - self.low) * (space.high - space.low) / (self.high - self.low)
         return self.env.step(key, state, scaled)
+
+
+class SelectObservation(AbstractWrapper):
+    """Keep only the entries `indices` of a 1-D `Box` observation (and of `info["final_obs"]`):
+    a partially observed task from a fully observed one, e.g. CartPole without its two
+    velocities (`make("CartPoleNoVel-v1")`), which a policy can only solve with memory."""
+
+    env: AbstractEnv
+    indices: tuple[int, ...] = eqx.field(static=True, converter=tuple)
+
+    def __check_init__(self):
+        space = self.env.observation_space
+        if not isinstance(space, Box) or len(space.shape) != 1:
+            raise ValueError(f"SelectObservation(env) needs a 1-D Box observation space, got {space!r}")
+        size = space.shape[0]
+        if not self.indices or any(
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < size for i in self.indices
+        ) or len(set(self.indices)) != len(self.indices):
+            raise ValueError(
+                f"SelectObservation(indices) must be distinct ints in [0, {size}), got {self.indices!r}"
+            )
+
+    @property
+    def observation_space(self) -> Box:
+        space = self.env.observation_space
+        index = jnp.asarray(self.indices)
+        return Box(space.low[index], space.high[index], (len(self.indices),))
+
+    def _select(self, ts: TimeStep) -> TimeStep:
+        index = jnp.asarray(self.indices)
+        info = dict(ts.info)
+        if "final_obs" in info:
+            info["final_obs"] = info["final_obs"][..., index]
+        return TimeStep(ts.obs[..., index], ts.reward, ts.terminated, ts.truncated, info)
+
+    def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
+        state, ts = self.env.reset(key)
+        return state, self._select(ts)
+
+    def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
+        state, ts = self.env.step(key, state, action)
+        return state, self._select(ts)
