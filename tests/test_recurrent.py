@@ -243,11 +243,36 @@ def test_recurrent_ppo_solves_memory_chain_where_feed_forward_cannot():
     # recalled 5 steps later (return +1 or -1). Without memory the best policy guesses (0).
     env = eqxrl.envs.make(ENV, memory_length=5)
     common = dict(num_envs=16, rollout_length=32, num_minibatches=4, learning_rate=1e-3, hidden_sizes=(32, 32))
-    keys = jax.random.split(jax.random.key(0), 2)
+    keys = jax.random.split(jax.random.key(0), 4)
     means = {}
     for name, extra in [("ff", {}), ("gru", dict(actor_torso=GRUTorso(32, (32,)), shared_torso=True))]:
         agent = PPO(env, **common, **extra)
         state, _ = eqxrl.train(agent, keys, 10_240, progress=False)
         means[name] = np.asarray(eqxrl.evaluate(agent, state, jax.random.key(1), num_episodes=64)).mean(-1)
-    assert np.all(means["gru"] > 0.8), means
+    # Bound: 3 of 4 GRU seeds above 0.8 (SEEDS_MEMORY: 2 seeds of key 0 gave 1.0 each), every
+    # feed-forward seed below 0.5 (it can only guess: about 0.1).
+    assert np.sum(means["gru"] > 0.8) >= 3, means
     assert np.all(means["ff"] < 0.5), means
+
+
+def test_the_recurrent_preset_in_python_and_on_the_command_line(tmp_path, capsys):
+    from cli_calls import usage_error
+
+    agent = PPO.from_preset("recurrent", "CartPoleNoVel-v1", num_envs=4)
+    assert agent.actor_torso == GRUTorso(64, (64,)) and agent.shared_torso and agent.normalize_observations
+    assert (agent.num_envs, agent.rollout_length, agent.num_epochs, agent.num_minibatches) == (4, 32, 20, 1)
+    assert float(agent.gamma) == pytest.approx(0.98) and float(agent.gae_lambda) == pytest.approx(0.8)
+    assert float(agent.ent_coef) == 0.0 and float(agent.learning_rate) == pytest.approx(5e-4) and agent.anneal_lr
+    assert float(agent.vf_coef) == pytest.approx(0.1) and not agent.clip_value_loss
+    with pytest.raises(ValueError, match=r"^PPO\.from_preset\(name\) must be one of its presets \('recurrent'\), got 'lstm'$"):
+        PPO.from_preset("lstm", "CartPole-v1")
+    run = tmp_path / "run"
+    argv = ["train", "ppo", "--preset", "recurrent", "--env", "CartPoleNoVel-v1", "--num-envs", "2",
+            "--total-steps", "64", "--run-dir", str(run), "--quiet", "--eval-episodes", "1"]  # fmt: skip
+    assert cli.main(argv) == 0
+    loaded = eqxrl.runs.load_agent(run)  # the preset's fields, the flag's override, all in config.json
+    assert loaded.actor_torso == GRUTorso(64, (64,)) and loaded.num_envs == 2 and loaded.num_epochs == 20
+    assert "invalid choice: 'lstm'" in usage_error(["train", "ppo", "--preset", "lstm"], capsys)
+    assert "give no --config, --preset or agent fields" in usage_error(
+        ["train", "ppo", "--resume", str(run), "--preset", "recurrent"], capsys
+    )

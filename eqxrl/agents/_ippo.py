@@ -57,6 +57,7 @@ class IPPO(PPO):
     """
 
     default_env: ClassVar[str] = "jaxmarl/MPE_simple_spread_v3"
+    presets: ClassVar[dict] = {}  # PPO's "recurrent" preset was tuned on single-agent CartPoleNoVel-v1
     env: AbstractEnv = eqx.field(converter=as_seat)
     share_parameters: bool = eqx.field(static=True, default=True)
     agent_ids: bool = eqx.field(static=True, default=True)

@@ -52,7 +52,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, AutoReset, Box, ClipAction, Discrete, EpisodeStatistics, VectorEnv
 from ._base import AbstractAgent, Clock, as_env, flatten_obs
-from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration
+from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration, recurrent_preset
 from ._ppo_update import _Rollout, iteration_metrics, minibatch_step
 
 
@@ -76,10 +76,6 @@ class PPOState(eqx.Module):
     """A recurrent PPO's flags: each env's observation is an episode's first (zero the hidden state)."""
 
 
-def _flat_size(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape)) if shape else 1
-
-
 class PPO(AbstractAgent):
     """PPO with clipped surrogate, optional clipped value loss, entropy bonus,
     advantage normalisation, learning-rate annealing and KL early stopping.
@@ -101,6 +97,7 @@ class PPO(AbstractAgent):
 
     env: AbstractEnv = eqx.field(converter=as_env)
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"optimizer": ("learning_rate", "max_grad_norm")}
+    presets: ClassVar[dict] = {"recurrent": recurrent_preset}  # docs/agents/ppo.md, "The recurrent preset"
     num_envs: int = eqx.field(static=True, default=4)
     rollout_length: int = eqx.field(static=True, default=128)
     num_epochs: int = eqx.field(static=True, default=4)
@@ -187,7 +184,7 @@ class PPO(AbstractAgent):
 
     @property
     def obs_size(self) -> int:
-        return _flat_size(self.env.observation_space.shape)
+        return int(np.prod(self.env.observation_space.shape))  # 1 for a scalar observation
 
     @property
     def steps_per_iteration(self) -> int:

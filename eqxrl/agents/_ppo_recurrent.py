@@ -8,7 +8,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..components import RecurrentEncoder, gae
+from ..components import GRUTorso, RecurrentEncoder, gae
 from ..core import Metrics
 from ._base import Clock
 from ._ppo_update import _Rollout, iteration_metrics, minibatch_step
@@ -123,3 +123,19 @@ def recurrent_iteration(agent: Any, state: Any, clock: Clock) -> tuple[Any, Metr
         (torso, actor, critic, opt_state, key, env_steps, state.iteration + 1),
     )
     return state, iteration_metrics(ro, aux, env_steps, optimizer, progress)
+
+
+def recurrent_preset() -> dict[str, Any]:
+    """PPO's `"recurrent"` preset (`PPO.from_preset("recurrent", env)`, `eqxrl train ppo --preset
+    recurrent`): a GRU policy and value function on one torso, trained much as RL Baselines3 Zoo
+    trains RecurrentPPO on CartPoleNoVel-v1 (8 envs x 32 steps, 20 epochs over whole sequences in
+    one minibatch, gamma 0.98, GAE lambda 0.8, no entropy bonus, normalised observations), with
+    two changes for the torso the heads share here (the zoo gives the critic its own LSTM): the
+    value loss is unclipped and weighted 0.1, so that its gradient (returns up to 50, unscaled)
+    does not drown the policy's in the shared GRU, and the learning rate is 5e-4 annealed to 0.
+    The runs that decided each value are in docs/agents/ppo.md."""
+    return dict(
+        num_envs=8, rollout_length=32, num_epochs=20, num_minibatches=1, learning_rate=5e-4, anneal_lr=True,
+        gamma=0.98, gae_lambda=0.8, ent_coef=0.0, vf_coef=0.1, clip_value_loss=False, normalize_observations=True,
+        actor_torso=GRUTorso(64, encoder_sizes=(64,)), shared_torso=True,
+    )  # fmt: skip
