@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import jaxtyping
 import numpy as np
 import pytest
+from learning import most_above, train_seeds
 from hypothesis import given, settings
 
 import eqxrl
@@ -443,15 +444,16 @@ def test_dads_discovers_distinct_skills_on_the_point_env():
         hidden_sizes=(64, 64),
         dynamics_hidden_sizes=(64, 64),
     )
-    key = jax.random.key(0)
-    untrained = agent.evaluate_skills(agent.init(key), jax.random.key(1))
-    state, metrics = eqxrl.train(agent, key, 20_000, progress=False)
-    trained = agent.evaluate_skills(state, jax.random.key(1))
-    before, after = float(untrained.mean_pairwise_distance()), float(trained.mean_pairwise_distance())
+    keys = jax.random.split(jax.random.key(0), 4)
+    untrained = agent.evaluate_skills(jax.vmap(agent.init)(keys), jax.random.key(1))
+    states, metrics = train_seeds(agent, 20_000)
+    trained = agent.evaluate_skills(states, jax.random.key(1))
+    before, after = np.asarray(untrained.mean_pairwise_distance()), np.asarray(trained.mean_pairwise_distance())
     # An untrained policy barely moves (~0.1); distinct skills head for distinct walls of the box.
-    assert after >= 3 * before and after >= 10.0, (before, after)
-    log_lik = metrics["dynamics_log_likelihood"]
-    log_lik = log_lik[np.isfinite(log_lik)]
-    early, late = float(np.mean(log_lik[:50])), float(np.mean(log_lik[-50:]))
-    assert late > early + 0.2, (early, late)
-    assert float(np.nanmean(metrics["intrinsic_reward"][-50:])) > 0.3
+    # Bounds (SEEDS_DADS): 3 of 4 seeds spread 3x wider than untrained and at least 10 apart; the
+    # dynamics' log-likelihood rises by 0.2 and the intrinsic reward ends above 0.3 on 3 of 4.
+    assert most_above(np.minimum(after - 3 * before, after - 10.0), 0.0), (before, after)
+    log_lik = np.asarray(metrics["dynamics_log_likelihood"])
+    rises = [np.mean(x[np.isfinite(x)][-50:]) - np.mean(x[np.isfinite(x)][:50]) for x in log_lik]
+    assert most_above(rises, 0.2), rises
+    assert most_above(np.nanmean(np.asarray(metrics["intrinsic_reward"])[:, -50:], axis=1), 0.3), metrics["intrinsic_reward"]

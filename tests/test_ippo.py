@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from learning import most_above, per_seed_returns, train_seeds, untrained_returns
 
 import eqxrl
 from eqxrl.agents import IPPO, PPO
@@ -126,14 +127,13 @@ def test_metrics_have_team_and_per_agent_returns(share, getkey):
 
 
 @pytest.mark.learning
-def test_ippo_learns_simple_spread_well_above_random(getkey):
+def test_ippo_learns_simple_spread_well_above_random():
     agent = IPPO(SPREAD, num_envs=16, rollout_length=32, num_minibatches=2, hidden_sizes=(64, 64), learning_rate=1e-3)
-    key = getkey()
-    state, _ = eqxrl.train(agent, key, 150_000, progress=False)
-    untrained = eqxrl.evaluate(agent, agent.init(key), getkey(), num_episodes=32, deterministic=False).mean()
-    trained = eqxrl.evaluate(agent, state, getkey(), num_episodes=32).mean()
-    # Team returns are negative distances: closer to 0 is better.
-    assert trained > untrained + 0.15 * abs(untrained), (untrained, trained)
+    trained = per_seed_returns(agent, train_seeds(agent, 150_000)[0], num_episodes=32)
+    untrained = untrained_returns(agent, num_episodes=32, deterministic=False)  # the initial policies, sampled
+    # Team returns are negative distances: closer to 0 is better. Bound: 3 of 4 seeds 15% closer to
+    # 0 than their untrained policy (SEEDS_IPPO).
+    assert most_above((trained - untrained) / np.abs(untrained), 0.15), (untrained, trained)
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from learning import most_above, per_seed_returns, train_seeds, untrained_returns
 from hypothesis import given, settings
 from probe_envs import ActionReward, ConstantReward, ObservationActionReward, TwoStepDiscounting
 
@@ -649,13 +650,11 @@ def test_act_needs_a_key_unless_deterministic(getkey):
 @pytest.mark.slow
 @pytest.mark.learning
 def test_mpo_learns_pendulum():
-    # Batches of 128 (the default 256 doubled the training's CPU time): seeds 0-3 (evaluation key 1)
-    # reach -162, -184, -167, -161 at this budget; an untrained policy scores about -1200. At 8,000
-    # steps seed 1 had not learned yet (-1142): 15,000 steps stay. About 29 CPU-s of training.
+    # Batches of 128 (the default 256 doubled the training's CPU time); 15,000 steps (at 8,000 one
+    # seed of four had not learned yet).
     agent = MPO("Pendulum-v1", hidden_sizes=(64, 64), batch_size=128)
-    key = jax.random.key(0)
-    untrained = float(np.mean(eqxrl.evaluate(agent, agent.init(key), jax.random.key(1), num_episodes=8)))
-    state, _ = eqxrl.train(agent, key, 15_000, progress=False)
-    trained = float(np.mean(eqxrl.evaluate(agent, state, jax.random.key(1), num_episodes=8)))
-    assert untrained < -900
-    assert trained > -600, (untrained, trained)
+    untrained = untrained_returns(agent)
+    trained = per_seed_returns(agent, train_seeds(agent, 15_000)[0], num_episodes=8)
+    assert np.all(untrained < -900), untrained
+    # Bound: 3 of 4 seeds above -600 (SEEDS_MPO); an untrained policy scores about -1200.
+    assert most_above(trained, -600), (untrained, trained)

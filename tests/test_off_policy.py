@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from learning import most_above, per_seed_returns, train_seeds, untrained_returns
 from probe_envs import (
     ActionReward,
     ConstantReward,
@@ -330,9 +331,9 @@ def test_act_needs_a_key_unless_deterministic(getkey):
 @pytest.mark.parametrize("cls", [DDPG])
 def test_continuous_agents_learn_pendulum(cls):
     agent = cls("Pendulum-v1", hidden_sizes=(64, 64), learning_starts=1000)
-    key = jax.random.key(0)
-    untrained = float(np.mean(eqxrl.evaluate(agent, agent.init(key), jax.random.key(1), num_episodes=8)))
-    state, _ = eqxrl.train(agent, key, 15_000, progress=False)
-    trained = float(np.mean(eqxrl.evaluate(agent, state, jax.random.key(1), num_episodes=8)))
-    assert untrained < -900
-    assert trained > -600, (untrained, trained)
+    untrained = untrained_returns(agent)
+    trained = per_seed_returns(agent, train_seeds(agent, 15_000)[0], num_episodes=8)
+    assert np.all(untrained < -900), untrained
+    # Bound: 3 of 4 seeds above -600, far below what they reach (SEEDS_DDPG) and far above an
+    # untrained policy's -1200.
+    assert most_above(trained, -600), (untrained, trained)

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from learning import most_above, per_seed_returns, train_seeds, untrained_returns
 
 import eqxrl
 from eqxrl.agents import PPO
@@ -256,11 +257,10 @@ def test_ppo_continuous_improves_on_pendulum():
         ent_coef=0.0,
         normalize_observations=True,
     )
-    key = jax.random.key(0)
-    untrained = float(np.mean(eqxrl.evaluate(agent, agent.init(key), jax.random.key(1), num_episodes=16)))
-    state, _ = eqxrl.train(agent, key, 200_000, progress=False)
-    trained = float(np.mean(eqxrl.evaluate(agent, state, jax.random.key(1), num_episodes=16)))
-    assert untrained < -900
-    # Seeds 0-3 of this budget reached -602, -284, -817 and -421 (eqxrl 0.2.0); an untrained
-    # policy scores about -1300. The bound is "improves a lot", not "solves".
-    assert trained > -700 and trained > untrained + 500, (untrained, trained)
+    untrained = untrained_returns(agent)
+    trained = per_seed_returns(agent, train_seeds(agent, 200_000)[0])
+    assert np.all(untrained < -900), untrained
+    # The bound is "improves a lot", not "solves". Single keys 0-3 reached -602, -284, -817 and -421
+    # (eqxrl 0.2.0); an untrained policy scores about -1300. Bound: 3 of 4 seeds 500 above their
+    # untrained return, and the median above -700 (SEEDS_PPO_PENDULUM).
+    assert most_above(trained - untrained, 500) and np.median(trained) > -700, (untrained, trained)

@@ -1,0 +1,36 @@
+"""Learning tests over seeds: every seed of a batch trained in one program (`eqxrl.train`'s seed
+axis), evaluated deterministically, and a bound checked on most of them, so that a result one
+CPU rounds differently from another cannot fail the suite alone.
+
+Each test says in a comment how its bound was set: the per-seed results it saw, natively (AMD
+EPYC, AVX-512) and with `XLA_FLAGS=--xla_cpu_max_isa=AVX2`, and the margin left.
+"""
+
+import jax
+import numpy as np
+
+import eqxrl
+
+
+def train_seeds(agent, total_steps: int, num_seeds: int = 4, seed: int = 0):
+    """`eqxrl.train` over `num_seeds` keys split from `jax.random.key(seed)`, in one program."""
+    return eqxrl.train(agent, jax.random.split(jax.random.key(seed), num_seeds), total_steps, progress=False)
+
+
+def per_seed_returns(agent, states, num_episodes: int = 16, deterministic: bool = True) -> np.ndarray:
+    """Each seed's mean evaluation return (evaluation key 1)."""
+    returns = eqxrl.evaluate(agent, states, jax.random.key(1), num_episodes=num_episodes, deterministic=deterministic)
+    return np.asarray(returns).mean(axis=-1)
+
+
+def untrained_returns(agent, num_seeds: int = 4, num_episodes: int = 8, deterministic: bool = True) -> np.ndarray:
+    """Each seed's mean evaluation return at initialisation (the same keys as `train_seeds`)."""
+    states = jax.vmap(agent.init)(jax.random.split(jax.random.key(0), num_seeds))
+    return per_seed_returns(agent, states, num_episodes, deterministic)
+
+
+def most_above(values: np.ndarray, bound: float, need: int = 3) -> bool:
+    """At least `need` of `values` are above `bound` (3 of 4 by default). Prints them, for the
+    record of what each seed reached (`pytest -rP` shows it for passing tests)."""
+    print(f"per seed: {np.round(np.asarray(values, np.float64), 3).tolist()}; bound {bound} on {need}")
+    return int(np.sum(np.asarray(values) > bound)) >= need
