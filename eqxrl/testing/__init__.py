@@ -14,3 +14,5 @@ from ._check_env import check_env_steps as check_env_steps
 from ._check_networks import check_head as check_head
 from ._check_networks import check_loss_term as check_loss_term
 from ._check_networks import check_torso as check_torso
+from ._check_learns import check_learns_probes as check_learns_probes
+from ._check_learns import default_value as default_value

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..agents import AbstractAgent, Clock, hyperparameter_hint, stack
+from ..components import AbstractReplayBuffer, Sample
 from ..core import get_path, replace_paths
 from ..envs import Box, Discrete
 from ..loop import train
@@ -161,6 +162,61 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
                 what = "the original" if i == 0 else "hyperparameters x 0.99"
                 raise fail("a stack of N agents equals N separate runs (hyperparameters vmapped as leaves)",
                            where(f"member {i} ({what}) vs its own run, {label} {gap}"))  # fmt: skip
+    _check_weights(agent, key, budget, whole[0])
+
+
+class Reweighted(AbstractReplayBuffer):
+    """Another buffer whose samples' importance weights are multiplied by random factors in
+    `[0.1, 1]` (`check_agent`'s test that an agent's updates use `Sample.weights`)."""
+
+    inner: AbstractReplayBuffer
+    capacity: int = eqx.field(static=True)
+
+    def __init__(self, inner: AbstractReplayBuffer):
+        self.inner = inner
+        self.capacity = inner.capacity
+
+    def init(self, example):
+        return self.inner.init(example)
+
+    def add(self, state, batch):
+        return self.inner.add(state, batch)
+
+    def sample(self, state, key, batch_size, beta=1.0):
+        drawn = self.inner.sample(state, key, batch_size, beta)
+        factor = jax.random.uniform(jax.random.fold_in(key, 1), (batch_size,), minval=0.1, maxval=1.0)
+        return Sample(drawn.data, drawn.indices, drawn.weights * factor)
+
+    def update_priorities(self, state, indices, td_errors):
+        return self.inner.update_priorities(state, indices, td_errors)
+
+
+def _replay(agent: AbstractAgent) -> AbstractReplayBuffer | None:
+    """The agent's replay buffer when it has a `buffer` field to swap it through, else None."""
+    names = {f.name for f in dataclasses.fields(agent)}
+    buffer = getattr(agent, "replay_buffer", None)
+    return buffer if "buffer" in names and isinstance(buffer, AbstractReplayBuffer) else None
+
+
+def _warmup_iterations(agent: AbstractAgent) -> int:
+    """Iterations until an agent with `learning_starts` has updated at least once (else 0)."""
+    starts = getattr(agent, "learning_starts", 0)
+    return -(-int(starts) // agent.steps_per_iteration) + 1 if isinstance(starts, (int, np.integer)) else 0
+
+
+def _check_weights(agent: AbstractAgent, key: Any, budget: int, reference: Any) -> None:
+    """An agent with a replay buffer weights its loss by `Sample.weights` (else prioritized
+    replay's importance correction is silently lost)."""
+    buffer = _replay(agent)
+    if buffer is None:
+        return
+    reweighted = eqx.tree_at(lambda a: a.buffer, agent, Reweighted(buffer), is_leaf=lambda x: x is None)
+    state = train(reweighted, key, budget, progress=False, chunk_iterations=budget // agent.steps_per_iteration)[0]
+    if first_difference(state, reference, rtol=0.0, atol=0.0) is None:
+        raise fail("updates use the replay buffer's importance weights",
+                   f"{type(agent).__name__} trained {budget} steps gives the same state when every Sample.weights "
+                   "is multiplied by a random factor in [0.1, 1]: its loss ignores the weights, so prioritized "
+                   "replay's bias is never corrected")  # fmt: skip
 
 
 def _check_flags(agent: AbstractAgent, key: Any, flags: Sequence[str]) -> None:
@@ -205,6 +261,9 @@ def check_agent(
       resuming from the checkpoint after `iterations` equals the uninterrupted run
       (resume), and a stack of the agent and a copy with every hyperparameter times 0.99
       (vmapped over them) equals the two separate runs;
+    - an agent with a `buffer` field (a replay buffer) uses the importance weights: its
+      state changes when every `Sample.weights` is multiplied by a random factor (the runs
+      are then long enough to pass `learning_starts`);
     - each static boolean field named in `flags` changes the state after one iteration
       when flipped (a flag whose code never runs, e.g. advantage normalisation).
 
@@ -221,6 +280,9 @@ def check_agent(
         raise ValueError(f"check_agent(agent) must be an eqxrl AbstractAgent, got {type(agent).__name__}")
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ValueError(f"check_agent(iterations) must be an int >= 1, got {iterations!r}")
+    if _replay(agent) is not None:
+        # (the runs compared must reach the updates: past `learning_starts`)
+        iterations = max(iterations, -(-_warmup_iterations(agent) // 2))
     key = as_key(key)
     spi = agent.steps_per_iteration
     if isinstance(spi, bool) or not isinstance(spi, (int, np.integer)) or spi < 1:
