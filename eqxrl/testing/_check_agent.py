@@ -21,12 +21,14 @@ _SHAPES = "train_iteration keeps the state's structure, shapes and dtypes"
 
 
 def _abstract(tree: Any) -> list[tuple[str, Any]]:
-    """`(path, (shape, dtype, weak_type))` for every array leaf and `(path, value)` for every
-    other leaf: what `filter_jit` keys its cache on."""
+    """`(path, (shape, dtype))` for every array leaf and `(path, value)` for every other
+    leaf: what `filter_jit` keys its cache on, but weak typing (an env's reset may give a
+    weak-typed leaf that a step makes strong; `lax.scan`, which runs the iterations,
+    promotes such a carry once instead of failing or recompiling)."""
     out = []
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
         if isinstance(leaf, (jax.Array, jax.ShapeDtypeStruct, np.ndarray)):
-            out.append((path_name(path), (tuple(leaf.shape), str(leaf.dtype), bool(getattr(leaf, "weak_type", False)))))
+            out.append((path_name(path), (tuple(leaf.shape), str(leaf.dtype))))
         else:
             out.append((path_name(path), leaf))
     return out
@@ -48,7 +50,7 @@ def _check_state_signature(agent: AbstractAgent, state: Any, clock: Clock) -> An
         raise fail(_SHAPES, f"{name}.train_iteration changes the state's structure (leaves {missing[:3]} differ)")
     for (path, a), (_, b) in zip(before, after):
         if a != b:
-            what = "(shape, dtype, weak_type)" if isinstance(a, tuple) else "static value"
+            what = "(shape, dtype)" if isinstance(a, tuple) else "static value"
             raise fail(
                 _SHAPES,
                 f"{name}.train_iteration returns state leaf {path} with {what} {b}, init gave {a}; "
@@ -222,21 +224,22 @@ def _check_weights(agent: AbstractAgent, key: Any, budget: int, reference: Any) 
 def _check_flags(agent: AbstractAgent, key: Any, flags: Sequence[str]) -> None:
     """Each named static boolean field changes the state after one iteration when flipped."""
     name = type(agent).__name__
-    base = train(agent, key, agent.steps_per_iteration, progress=False)[0]
+    budget = max(1, _warmup_iterations(agent)) * agent.steps_per_iteration  # (past any warm-up)
+    base = train(agent, key, budget, progress=False)[0]
     for flag in flags:
         value = getattr(agent, flag, None)
         if not isinstance(value, bool):
             raise ValueError(f"check_agent(flags) must name boolean fields of {name}, got {flag!r} = {value!r}")
         flipped = dataclasses.replace(agent, **{flag: not value})
-        other = train(flipped, key, agent.steps_per_iteration, progress=False)[0]
+        other = train(flipped, key, budget, progress=False)[0]
         if first_difference(base, other, rtol=0.0, atol=0.0) is None:
             raise fail(f"{name}({flag}) takes effect",
-                       f"one train_iteration gives the same state with {flag}={value} and {flag}={not value}; "
+                       f"{budget} env steps give the same state with {flag}={value} and {flag}={not value}; "
                        "the code the flag selects never runs")  # fmt: skip
 
 
 def check_agent(
-    agent: AbstractAgent,
+    agent: Any,
     *,
     key: Any = None,
     iterations: int = 2,
@@ -265,7 +268,7 @@ def check_agent(
       state changes when every `Sample.weights` is multiplied by a random factor (the runs
       are then long enough to pass `learning_starts`);
     - each static boolean field named in `flags` changes the state after one iteration
-      when flipped (a flag whose code never runs, e.g. advantage normalisation).
+      (past `learning_starts`) when flipped (a flag whose code never runs, e.g. advantage normalisation).
 
     The runs compared are differently compiled programs (XLA may round differently, by an
     ulp, in each), so they are compared with `rtol` and `atol`, after a few iterations.

@@ -47,7 +47,7 @@ def _proportional(buffer: Any) -> Callable[[np.ndarray], np.ndarray] | None:
 
 
 def check_buffer(
-    buffer: AbstractReplayBuffer,
+    buffer: Any,
     *,
     key: Any = None,
     example: Any = None,

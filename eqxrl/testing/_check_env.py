@@ -62,7 +62,7 @@ def _first(mask: np.ndarray) -> tuple[int, int]:
 
 
 def check_env_steps(
-    env: AbstractEnv, *, key: Any = None, num_steps: int = 1_000, num_envs: int = 4, ends_at_limit: bool = False
+    env: Any, *, key: Any = None, num_steps: int = 1_000, num_envs: int = 4, ends_at_limit: bool = False
 ) -> None:
     """Step `num_envs` copies of `env` `num_steps` times with uniformly random actions
     (auto-resetting with `eqxrl.envs.AutoReset`, unless the env's own `info` already holds

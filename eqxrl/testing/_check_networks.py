@@ -139,7 +139,7 @@ def _default_outputs(network: Any, obs: Any) -> dict[str, Any]:
 
 
 def check_loss_term(
-    term: AbstractLossTerm,
+    term: Any,
     network: Any = None,
     *,
     obs_size: int = 3,
