@@ -18,7 +18,7 @@ def _obs_ok(space, obs) -> Any:
     return jnp.asarray(space.contains(obs)) & jnp.all(jnp.isfinite(jnp.asarray(obs, jnp.float32)))
 
 
-def _rollout(env: AbstractEnv, key: Any, num_steps: int, num_envs: int) -> dict[str, Any]:
+def _rollout(env: AbstractEnv, key: Any, num_steps: int, num_envs: int) -> tuple[dict[str, Any], Any]:
     """Per step and env: whether the observation is valid, the reward, the flags, the episode
     length after the step, and whether `final_obs` is right."""
     stepper = env if "final_obs" in jax.eval_shape(env.step, *_first_step_args(env))[1].info else AutoReset(env)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..components import AbstractDistribution, AbstractLossTerm, CategoricalHead, as_torso
-from ._common import as_key, fail, first_difference
+from ._common import as_key, fail, first_difference, path_name
 
 BATCH_SHAPES = ((), (4,), (2, 3))
 
@@ -56,10 +56,10 @@ def _check_module(contract: str, label: str, module: Any, example: Sequence[Any]
         for (path, o), s in zip(jax.tree_util.tree_leaves_with_path(out), jax.tree.leaves(single)):
             want = batch + tuple(s.shape)
             if tuple(o.shape) != want or o.dtype != s.dtype:
-                raise fail(contract, f"{label} on inputs {shapes}: output {jax.tree_util.keystr(path)} is "
+                raise fail(contract, f"{label} on inputs {shapes}: output {path_name(path)} is "
                            f"{o.dtype}{list(o.shape)}, expected {s.dtype}{list(want)} (batch {batch} + one item's)")  # fmt: skip
             if jnp.issubdtype(o.dtype, jnp.floating) and not bool(jnp.all(jnp.isfinite(o))):
-                raise fail(contract, f"{label} on inputs {shapes}: output {jax.tree_util.keystr(path)} is not finite")
+                raise fail(contract, f"{label} on inputs {shapes}: output {path_name(path)} is not finite")
         if not batch:
             continue
         flat = [x.reshape((-1, *x.shape[len(batch):])) for x in inputs]

@@ -18,9 +18,12 @@ try:
 except ImportError:  # (one line, no chained traceback: the remedy is all there is to say)
     raise ImportError("eqxrl.testing.strategies needs hypothesis: pip install eqxrl[testing]") from None
 
+import functools
+import random
+
 import equinox as eqx
 import numpy as np
-from jaxtyping import Array
+import jax.numpy as jnp
 
 from ..agents import AbstractAgent
 from ..components import Transition
@@ -31,11 +34,39 @@ from ..envs import AbstractSpace, Box, Discrete
 _FAR = 1e3
 
 
+def _build(cls, *args, **kwargs):
+    """`cls(*args, **kwargs)` with Python's `random` state left as it was: a runtime type
+    checker (beartype, as the suite runs it under jaxtyping's hook) draws from it to sample
+    the items of containers it checks, and hypothesis refuses strategies that move it."""
+    state = random.getstate()
+    try:
+        return cls(*args, **kwargs)
+    finally:
+        random.setstate(state)
+
+
+@hs.composite
+def _kept(draw, strategy):
+    return _build(draw, strategy)
+
+
+def _random_kept(make_strategy):
+    """A strategy-making function whose calls and draws leave `random` as it was (`_build`)."""
+
+    @functools.wraps(make_strategy)
+    def wrapper(*args, **kwargs):
+        return _kept(_build(make_strategy, *args, **kwargs))
+
+    return wrapper
+
+
+@_random_kept
 def batch_shapes(*, max_dims: int = 2, max_side: int = 4) -> hs.SearchStrategy[tuple[int, ...]]:
     """Batch shapes `()`, `(3,)`, `(2, 4)`, ...: up to `max_dims` axes of 1 to `max_side`."""
     return hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=1, max_side=max_side)
 
 
+@_random_kept
 @hs.composite
 def boxes(draw, *, shape: tuple[int, ...] | None = None, max_dims: int = 2, bounded: bool | None = None) -> Box:
     """`Box` spaces: `shape` (default: drawn, up to `max_dims` axes of 1 to 4), bounds with
@@ -49,19 +80,22 @@ def boxes(draw, *, shape: tuple[int, ...] | None = None, max_dims: int = 2, boun
     if bounded is False or (bounded is None and draw(hs.booleans())):
         low = np.where(draw(hnp.arrays(np.bool_, shape)), -np.inf, low).astype(np.float32)
         high = np.where(draw(hnp.arrays(np.bool_, shape)), np.inf, high).astype(np.float32)
-    return Box(low, high, tuple(shape))
+    return _build(Box, low, high, tuple(shape))
 
 
+@_random_kept
 def discretes(*, max_n: int = 8) -> hs.SearchStrategy[Discrete]:
     """`Discrete(n)` spaces, `1 <= n <= max_n`."""
-    return hs.integers(1, max_n).map(Discrete)
+    return hs.integers(1, max_n).map(lambda n: _build(Discrete, n))
 
 
+@_random_kept
 def spaces() -> hs.SearchStrategy[AbstractSpace]:
     """Any space: `Box` (bounded or not) or `Discrete`."""
     return hs.one_of(boxes(), discretes())
 
 
+@_random_kept
 def batches(space: AbstractSpace, batch_shape: tuple[int, ...] | None = None) -> hs.SearchStrategy[np.ndarray]:
     """Arrays of elements of `space` with leading axes `batch_shape` (default: drawn by
     `batch_shapes()`): shape `(*batch_shape, *space.shape)`, the space's dtype."""
@@ -78,6 +112,7 @@ def batches(space: AbstractSpace, batch_shape: tuple[int, ...] | None = None) ->
     raise ValueError(f"batches(space) must be a Box or a Discrete space, got {space!r}")
 
 
+@_random_kept
 def elements(space: AbstractSpace) -> hs.SearchStrategy[np.ndarray]:
     """One element of `space` (shape `space.shape`)."""
     return batches(space, ())
@@ -86,16 +121,17 @@ def elements(space: AbstractSpace) -> hs.SearchStrategy[np.ndarray]:
 class Trajectory(eqx.Module):
     """`length` steps of `num_envs` envs, time first: `obs[t]` is where step `t` was taken,
     `next_obs[t]` its true next observation (`info["final_obs"]`), `terminated[t]` and
-    `truncated[t]` never both true."""
+    `truncated[t]` never both true. NumPy arrays, as hypothesis draws them."""
 
-    obs: Array
-    action: Array
-    reward: Array
-    terminated: Array
-    truncated: Array
-    next_obs: Array
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    next_obs: np.ndarray
 
 
+@_random_kept
 @hs.composite
 def trajectories(
     draw, obs_space: AbstractSpace, action_space: AbstractSpace, *, length: int | None = None, num_envs: int | None = None
@@ -114,9 +150,10 @@ def trajectories(
     next_obs = np.where(done, final, obs[1:]).astype(obs.dtype)
     rewards = draw(hnp.arrays(np.float32, (length, num_envs), elements=hs.floats(-10.0, 10.0, width=32)))
     action = draw(batches(action_space, (length, num_envs)))
-    return Trajectory(obs[:-1], action, rewards, terminated, truncated, next_obs)
+    return _build(Trajectory, obs[:-1], action, rewards, terminated, truncated, next_obs)
 
 
+@_random_kept
 @hs.composite
 def transitions(
     draw, obs_space: AbstractSpace, action_space: AbstractSpace, *, batch_shape: tuple[int, ...] | None = None,
@@ -127,15 +164,17 @@ def transitions(
     (at random)."""
     batch_shape = draw(batch_shapes(max_dims=1)) if batch_shape is None else tuple(batch_shape)
     terminated = draw(hnp.arrays(np.bool_, batch_shape))
-    return Transition(
-        obs=draw(batches(obs_space, batch_shape)),
-        action=draw(batches(action_space, batch_shape)),
-        reward=draw(hnp.arrays(np.float32, batch_shape, elements=hs.floats(-10.0, 10.0, width=32))),
-        discount=np.where(terminated, 0.0, gamma).astype(np.float32),
-        next_obs=draw(batches(obs_space, batch_shape)),
+    return _build(
+        Transition,
+        obs=jnp.asarray(draw(batches(obs_space, batch_shape))),
+        action=jnp.asarray(draw(batches(action_space, batch_shape))),
+        reward=jnp.asarray(draw(hnp.arrays(np.float32, batch_shape, elements=hs.floats(-10.0, 10.0, width=32)))),
+        discount=jnp.asarray(np.where(terminated, 0.0, gamma).astype(np.float32)),
+        next_obs=jnp.asarray(draw(batches(obs_space, batch_shape))),
     )
 
 
+@_random_kept
 def _values_near(default: float) -> hs.SearchStrategy[float]:
     """Candidates for one hyperparameter: [0, 1] for a default in it, 0.1x to 10x a positive
     default, else within 10 of it (the agent's own checks then keep the valid ones)."""
@@ -148,6 +187,7 @@ def _values_near(default: float) -> hs.SearchStrategy[float]:
     return hs.floats(default - 10.0, default + 10.0, width=32)
 
 
+@_random_kept
 @hs.composite
 def hyperparameters(draw, agent: AbstractAgent, paths: tuple[str, ...] | None = None) -> dict[str, float]:
     """Values for the agent's hyperparameters (`agent.hyperparameters()`, or only `paths`)
@@ -164,7 +204,7 @@ def hyperparameters(draw, agent: AbstractAgent, paths: tuple[str, ...] | None = 
 
         def valid(value: float, name: str = name) -> bool:
             try:
-                set_paths(agent, {**values, name: value})
+                _build(set_paths, agent, {**values, name: value})
             except ValueError:
                 return False
             return True
@@ -173,6 +213,7 @@ def hyperparameters(draw, agent: AbstractAgent, paths: tuple[str, ...] | None = 
     return values
 
 
+@_random_kept
 def agents(agent: AbstractAgent, paths: tuple[str, ...] | None = None) -> hs.SearchStrategy[AbstractAgent]:
     """`agent` with hyperparameters drawn by `hyperparameters(agent, paths)`."""
-    return hyperparameters(agent, paths).map(lambda values: set_paths(agent, values))
+    return hyperparameters(agent, paths).map(lambda values: _build(set_paths, agent, values))
