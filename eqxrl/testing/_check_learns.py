@@ -130,8 +130,9 @@ def check_learns_probes(
                 what = f"V({float(o[0]):+g})"
                 report[name][what] = float(got)
                 if not _close(float(got), want, atol, rtol):
+                    means = meaning.get(what, "") if isinstance(meaning, dict) else meaning
                     raise fail(_CONTRACT, f"{label}: learned {what} = {got:.3f}, expected {want:.3f} (gamma = "
-                               f"{gamma}); {meaning}")  # fmt: skip
+                               f"{gamma}); {means}")  # fmt: skip
         else:
             for o, want in _actions(name, discrete):
                 got = np.asarray(built.act(state, jnp.asarray([o], jnp.float32), deterministic=True))[0]
@@ -144,8 +145,9 @@ def check_learns_probes(
     return report
 
 
-def _probe(name: str, discrete: bool, gamma: float) -> tuple[Any, list | None, str]:
-    """**Returns:** `(env, [(obs, value)] or None for an action probe, what a failure means)`."""
+def _probe(name: str, discrete: bool, gamma: float) -> tuple[Any, list | None, Any]:
+    """**Returns:** `(env, [(obs, value)] or None for an action probe, what a failure means:
+    one sentence, or one per value)`."""
     at = lambda x: jnp.asarray([x], jnp.float32)  # noqa: E731
     if name == "constant":
         return p.ConstantReward(discrete), [(at(0.0), 1.0)], "the value loss or its optimiser does not fit a constant"
@@ -154,11 +156,12 @@ def _probe(name: str, discrete: bool, gamma: float) -> tuple[Any, list | None, s
                 "the critic does not see the observation (or the gradient does not reach it)")  # fmt: skip
     if name == "two_step":
         return (p.TwoStepDiscounting(discrete), [(at(0.0), gamma), (at(1.0), 1.0)],
-                "the discount is applied wrongly (twice, or not at all) or the bootstrap reads the wrong state")  # fmt: skip
+                "the discount is applied wrongly (twice, or not at all), or the bootstrap reads the wrong state or "
+                "a target network that is never updated")  # fmt: skip
     if name == "time_limit":
         return (p.TimeLimitBootstrap(discrete), [(at(1.0), 1.0 / (1.0 - gamma)), (at(-1.0), 1.0)],
-                "V(+1) too low: truncation is treated as termination (no bootstrap through a time limit); "
-                "V(-1) too high: the value bootstraps through termination")  # fmt: skip
+                {"V(+1)": "truncation is treated as termination (the value is not bootstrapped through a time limit "
+                 "from info['final_obs'])", "V(-1)": "the value bootstraps through termination"})  # fmt: skip
     if name == "n_step":
         env = p.DelayedReward(discrete)
         values = [(env.observation_at(t), gamma ** (env.delay - 1 - t) * env.reward) for t in range(env.delay)]
