@@ -136,3 +136,19 @@ def test_dqn_learns_every_probe():
 @pytest.mark.slow
 def test_the_tutorial_agent_learns_every_probe():
     check_learns_probes(A2C(eqxrl.envs.make("CartPole-v1"), **PROBE_A2C), total_steps=128 * 200, value=a2c_value)
+
+
+LOOP = dict(num_envs=8, rollout_length=2, updates_per_step=0.25, batch_size=32, buffer_size=1024, learning_starts=64)
+PROBE_CONTINUOUS = dict(LOOP, hidden_sizes=(32, 32), tau=0.05, actor_learning_rate=3e-3, critic_learning_rate=3e-3)
+PROBE_MPO = dict(LOOP, hidden_sizes=(32, 32), target_update_period=1, tau=0.05, kl_mean=0.05, kl_std=1e-3,
+                 kl_categorical=0.05, policy_learning_rate=3e-3, critic_learning_rate=3e-3)  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ddpg", "td3", "sac", "mpo"])
+def test_continuous_agents_learn_every_probe(name):
+    cls = rundir.AGENTS[name]
+    # SAC's critic learns the soft value: with a near-zero fixed temperature it is the plain return.
+    extra = dict(autotune=False, init_alpha=1e-3) if name == "sac" else {}
+    config = PROBE_MPO if name == "mpo" else {**PROBE_CONTINUOUS, **extra}
+    check_learns_probes(cls("Pendulum-v1", **config), total_steps=16 * 400)
