@@ -2,7 +2,6 @@
 tutorial's custom agent (A2C), and the checks' messages on agents that break a contract."""
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import pytest
 

@@ -12,7 +12,6 @@ import numpy as np
 from ..agents import AbstractAgent, Clock, hyperparameter_hint, stack
 from ..components import AbstractReplayBuffer, Sample
 from ..core import get_path, replace_paths
-from ..envs import Box, Discrete
 from ..loop import train
 from ._common import as_key, fail, first_difference, path_name
 
@@ -90,7 +89,7 @@ def _check_act(agent: AbstractAgent, state: Any, key: Any) -> None:
             want = batch + tuple(space.shape)
             if tuple(jnp.shape(actions)) != want:
                 raise fail(contract, f"{call} returned shape {tuple(jnp.shape(actions))}, expected {want}")
-            dtype = jnp.int32 if isinstance(space, Discrete) else jnp.float32 if isinstance(space, Box) else None
+            dtype = getattr(space, "dtype", None)  # (every eqxrl space has one; a user's may not)
             if dtype is not None and jnp.result_type(actions) != dtype:
                 raise fail(contract, f"{call} returned dtype {jnp.result_type(actions)}, expected {jnp.dtype(dtype)}")
             flat = jnp.reshape(actions, (-1, *space.shape))
@@ -268,7 +267,9 @@ def check_agent(
       state changes when every `Sample.weights` is multiplied by a random factor (the runs
       are then long enough to pass `learning_starts`);
     - each static boolean field named in `flags` changes the state after one iteration
-      (past `learning_starts`) when flipped (a flag whose code never runs, e.g. advantage normalisation).
+      (past `learning_starts`) when flipped (a flag whose code never runs, e.g. advantage
+      normalisation). Name flags that act from the first update: DQN's `double` changes
+      nothing while the target network still equals the online one.
 
     The runs compared are differently compiled programs (XLA may round differently, by an
     ulp, in each), so they are compared with `rtol` and `atol`, after a few iterations.
