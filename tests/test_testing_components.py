@@ -218,6 +218,12 @@ def test_every_env_adapter_passes_check_env_steps(name):
     check_env_steps(eqxrl.envs.make(name), num_steps=300)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["brax/fast", "jaxmarl/MPE_simple_spread_v3"])
+def test_the_brax_and_jaxmarl_adapters_pass_check_env_steps(name):
+    check_env_steps(eqxrl.envs.make(name), num_steps=100)
+
+
 @pytest.mark.parametrize("probe", [probes.ConstantReward(), probes.ObservationReward(), probes.TwoStepDiscounting(),
                                    probes.ActionReward(False), probes.ObservationActionReward(False),
                                    probes.TimeLimitBootstrap(), probes.DelayedReward()])  # fmt: skip
