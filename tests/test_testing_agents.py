@@ -33,6 +33,10 @@ def test_ippo_passes_check_agent():
     check_agent(tiny("ippo"))
 
 
+def test_a_recurrent_ppo_passes_check_agent():
+    check_agent(PPO("CartPole-v1", **TINY_PPO, actor_torso=eqxrl.components.GRUTorso(8, (8,)), shared_torso=True))
+
+
 def test_the_tutorial_agent_passes_check_agent():
     check_agent(A2C(eqxrl.envs.make("CartPole-v1"), num_envs=2, rollout_length=8))
 

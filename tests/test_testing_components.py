@@ -129,6 +129,11 @@ def test_every_torso_passes_check_torso(torso, obs_shape):
     check_torso(torso, obs_shape)
 
 
+def test_check_torso_refuses_a_recurrent_torso():
+    with pytest.raises(ValueError, match=r"check_torso\(torso\) checks feed-forward torsos, got the recurrent GRUTorso"):
+        check_torso(eqxrl.components.GRUTorso(), (3,))
+
+
 def test_check_torso_names_a_torso_that_mixes_the_batch():
     class BatchMean(eqx.Module):
         """Subtracts the mean over the batch: item 0 depends on the others."""

@@ -83,9 +83,19 @@ def _check_act(agent: AbstractAgent, state: Any, key: Any) -> None:
         reset_keys = jax.random.split(key, int(np.prod(batch)))
         obs = jax.vmap(lambda k: env.reset(k)[1].obs)(reset_keys)
         obs = jax.tree.map(lambda x: x.reshape(batch + x.shape[1:]), obs)
+        carry = agent.initial_carry(state, batch)
         for deterministic in (False, True):
-            call = f"{name}.act(state, obs of batch shape {batch}, deterministic={deterministic})"
-            actions = agent.act(state, obs, None if deterministic else key, deterministic=deterministic)
+            act_key = None if deterministic else key
+            if carry is None:
+                call = f"{name}.act(state, obs of batch shape {batch}, deterministic={deterministic})"
+                actions = agent.act(state, obs, act_key, deterministic=deterministic)
+            else:  # a policy with memory acts through its carry, from the start of episodes
+                call = f"{name}.act_with_carry(state, obs of batch shape {batch}, deterministic={deterministic})"
+                reset = jnp.ones(batch, bool)
+                actions, new_carry = agent.act_with_carry(state, obs, carry, reset, act_key, deterministic=deterministic)
+                if _abstract(carry) != _abstract(new_carry):
+                    raise fail(contract, f"{call} returned a carry {_abstract(new_carry)}, initial_carry gave "
+                               f"{_abstract(carry)}")  # fmt: skip
             want = batch + tuple(space.shape)
             if tuple(jnp.shape(actions)) != want:
                 raise fail(contract, f"{call} returned shape {tuple(jnp.shape(actions))}, expected {want}")

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..components import AbstractDistribution, AbstractLossTerm, CategoricalHead, as_torso
+from ..components import AbstractDistribution, AbstractLossTerm, CategoricalHead, as_torso, is_recurrent
 from ._common import as_key, fail, first_difference, path_name
 
 BATCH_SHAPES = ((), (4,), (2, 3))
@@ -100,6 +100,9 @@ def check_torso(
     """
     key = as_key(key)
     spec = as_torso(torso)
+    if is_recurrent(spec):
+        raise ValueError(f"check_torso(torso) checks feed-forward torsos, got the recurrent {type(spec).__name__} "
+                         "(its carry is checked by check_agent on a recurrent agent)")  # fmt: skip
     encoder = spec.make(tuple(obs_shape), key=jax.random.fold_in(key, 1))
     label = f"{type(spec).__name__} built for obs_shape {tuple(obs_shape)}"
     obs = jnp.zeros((encoder.obs_size,), jnp.float32)
