@@ -127,8 +127,8 @@ class ActionReward(AbstractProbe):
 
 
 class ObservationActionReward(AbstractProbe):
-    """One step, observation +-1. Discrete: reward 1 when the action matches the observation
-    (1 for +1, 0 for -1), else 0. Continuous: reward `1 - (a - s / 2)^2`."""
+    """One step, observation +-1. An integer action: reward 1 when it matches the observation
+    (1 for +1, 0 for -1), else 0. A continuous one: reward `1 - (a - s / 2)^2`."""
 
     discrete_actions: bool = eqx.field(static=True, default=True)
 
@@ -136,7 +136,9 @@ class ObservationActionReward(AbstractProbe):
         return _start(_sign(key))
 
     def step(self, key, state, action):
-        if self.discrete_actions:
+        # By the action's dtype, not the flag: a subclass with another action space may map its
+        # actions to 0/1 and call this step.
+        if jnp.issubdtype(jnp.result_type(action), jnp.integer):
             want = jnp.where(state.obs[0] > 0, 1, 0)
             reward = jnp.where(action == want, 1.0, 0.0)
         else:
