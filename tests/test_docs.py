@@ -106,6 +106,20 @@ def test_composing_page_runs(tmp_path, monkeypatch):
     assert lr.shape == (2, 2) and np.all((lr >= 1e-4 * (1 - 1e-6)) & (lr <= 1e-2 * (1 + 1e-6)))
 
 
+@pytest.mark.slow
+def test_testing_page_runs(tmp_path, monkeypatch):
+    """docs/testing.md, after the tutorial's agent blocks (the page tests that A2C): the kit passes
+    it, learns the probes the page names, and catches the seeded truncation bug."""
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "docs_testing"}
+    for i, block in enumerate(python_blocks("tutorial.md")[:2]):
+        exec(compile(block, f"docs/tutorial.md [python block {i + 1}]", "exec"), namespace)
+    ns = run_page("testing.md", namespace)
+    assert ns["report"]["time_limit"]["V(+1)"] == pytest.approx(2.0, abs=0.3)
+    assert "truncation is treated as termination" in ns["caught"]
+    assert ns["gae"] is ns["real_gae"]
+
+
 @pytest.mark.parametrize(
     "page", sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md") if p.name != "tutorial.md")
 )

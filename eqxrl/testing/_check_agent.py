@@ -1,0 +1,312 @@
+"""`check_agent`: the contracts every eqxrl agent keeps, checked on a small configuration."""
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..agents import AbstractAgent, Clock, hyperparameter_hint, stack
+from ..components import AbstractReplayBuffer, Sample
+from ..core import get_path, replace_paths
+from ..loop import train
+from ._common import as_key, fail, first_difference, path_name
+
+_METRICS = "the metrics contract"
+_SHAPES = "train_iteration keeps the state's structure, shapes and dtypes"
+
+
+def _abstract(tree: Any) -> list[tuple[str, Any]]:
+    """`(path, (shape, dtype))` for every array leaf and `(path, value)` for every other
+    leaf: what `filter_jit` keys its cache on, but weak typing (an env's reset may give a
+    weak-typed leaf that a step makes strong; `lax.scan`, which runs the iterations,
+    promotes such a carry once instead of failing or recompiling)."""
+    out = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        if isinstance(leaf, (jax.Array, jax.ShapeDtypeStruct, np.ndarray)):
+            out.append((path_name(path), (tuple(leaf.shape), str(leaf.dtype))))
+        else:
+            out.append((path_name(path), leaf))
+    return out
+
+
+def _check_state_signature(agent: AbstractAgent, state: Any, clock: Clock) -> Any:
+    """The state `train_iteration` returns has the signature of the one it takes, so a
+    compiled iteration is reused (no retrace) and `lax.scan` can carry it.
+    **Returns:** the abstract metrics."""
+    name = type(agent).__name__
+    out = eqx.filter_eval_shape(agent.train_iteration, state, clock)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise fail(_SHAPES, f"{name}.train_iteration must return (state, metrics), got {type(out).__name__}")
+    new_state, metrics = out
+    before = _abstract(eqx.filter_eval_shape(lambda s: s, state))
+    after = _abstract(new_state)
+    if [p for p, _ in before] != [p for p, _ in after]:
+        missing = sorted({p for p, _ in before} ^ {p for p, _ in after})
+        raise fail(_SHAPES, f"{name}.train_iteration changes the state's structure (leaves {missing[:3]} differ)")
+    for (path, a), (_, b) in zip(before, after):
+        if a != b:
+            what = "(shape, dtype)" if isinstance(a, tuple) else "static value"
+            raise fail(
+                _SHAPES,
+                f"{name}.train_iteration returns state leaf {path} with {what} {b}, init gave {a}; "
+                "the next iteration would be traced and compiled again",
+            )
+    return metrics
+
+
+def _check_metrics(agent: AbstractAgent, metrics: Any) -> None:
+    name = type(agent).__name__
+    if not isinstance(metrics, dict):
+        raise fail(_METRICS, f"{name}.train_iteration must return metrics as a dict, got {type(metrics).__name__}")
+    for needed in ("env_steps", "episode_return"):
+        if needed not in metrics:
+            raise fail(_METRICS, f"{name}'s metrics must contain {needed!r}, got {sorted(metrics)}")
+    for key, value in metrics.items():
+        if not isinstance(key, str) or jnp.shape(value) != ():
+            raise fail(_METRICS, f"{name}'s metric {key!r} must be a scalar, got shape {jnp.shape(value)}")
+    if not jnp.issubdtype(metrics["episode_return"].dtype, jnp.floating):
+        raise fail(_METRICS, f"{name}'s metric 'episode_return' must be a float (NaN when no episode ended), "
+                   f"got {metrics['episode_return'].dtype}")  # fmt: skip
+
+
+def _check_act(agent: AbstractAgent, state: Any, key: Any) -> None:
+    """`act` maps observations `(*batch, *obs_shape)` to actions `(*batch, *action_shape)` of
+    `agent.eval_env`'s action space, sampled or deterministic."""
+    name, contract = type(agent).__name__, "act maps a batch of observations to valid actions"
+    env = agent.eval_env
+    space = env.action_space
+    for batch in ((4,), (2, 3)):
+        reset_keys = jax.random.split(key, int(np.prod(batch)))
+        obs = jax.vmap(lambda k: env.reset(k)[1].obs)(reset_keys)
+        obs = jax.tree.map(lambda x: x.reshape(batch + x.shape[1:]), obs)
+        carry = agent.initial_carry(state, batch)
+        for deterministic in (False, True):
+            act_key = None if deterministic else key
+            if carry is None:
+                call = f"{name}.act(state, obs of batch shape {batch}, deterministic={deterministic})"
+                actions = agent.act(state, obs, act_key, deterministic=deterministic)
+            else:  # a policy with memory acts through its carry, from the start of episodes
+                call = f"{name}.act_with_carry(state, obs of batch shape {batch}, deterministic={deterministic})"
+                reset = jnp.ones(batch, bool)
+                actions, new_carry = agent.act_with_carry(state, obs, carry, reset, act_key, deterministic=deterministic)
+                if _abstract(carry) != _abstract(new_carry):
+                    raise fail(contract, f"{call} returned a carry {_abstract(new_carry)}, initial_carry gave "
+                               f"{_abstract(carry)}")  # fmt: skip
+            want = batch + tuple(space.shape)
+            if tuple(jnp.shape(actions)) != want:
+                raise fail(contract, f"{call} returned shape {tuple(jnp.shape(actions))}, expected {want}")
+            dtype = getattr(space, "dtype", None)  # (every eqxrl space has one; a user's may not)
+            if dtype is not None and jnp.result_type(actions) != dtype:
+                raise fail(contract, f"{call} returned dtype {jnp.result_type(actions)}, expected {jnp.dtype(dtype)}")
+            flat = jnp.reshape(actions, (-1, *space.shape))
+            inside = np.asarray(jax.vmap(space.contains)(flat))
+            if not inside.all():
+                bad = int(np.argmin(inside))
+                raise fail(contract, f"{call} returned {np.asarray(flat[bad])!r}, outside {space!r}")
+
+
+def _check_hyperparameters(agent: AbstractAgent) -> dict[str, Any]:
+    name, contract = type(agent).__name__, "hyperparameters are array leaves at the paths hyperparameters() gives"
+    for f in dataclasses.fields(agent):
+        value = getattr(agent, f.name, None)
+        if f.metadata.get("static", False) or isinstance(value, (bool, np.bool_)):
+            continue
+        hint = hyperparameter_hint(agent, f.name)
+        if hint:
+            raise fail(contract, f"{name}.{f.name} = {value!r} is a Python number, not an array leaf{hint}")
+    paths = agent.hyperparameters()
+    for path, value in paths.items():
+        try:
+            found = get_path(agent, path)
+        except (AttributeError, IndexError, ValueError, TypeError) as error:
+            raise fail(contract, f"{name}.hyperparameters() lists {path!r}, which does not resolve ({error})") from None
+        if found is not value or not eqx.is_inexact_array(found):
+            raise fail(contract, f"{name}.hyperparameters()[{path!r}] must be the float array at that path, got {found!r}")
+    return paths
+
+
+def _perturbed(agent: AbstractAgent, paths: dict[str, Any]) -> AbstractAgent:
+    """The agent with every hyperparameter multiplied by 0.99 (a value in every documented
+    range the original is in: [0, 1], (0, 1], > 0, >= 0)."""
+    return replace_paths(agent, {p: jnp.asarray(v) * 0.99 for p, v in paths.items()})
+
+
+def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int, rtol: float, atol: float) -> None:
+    name = type(agent).__name__
+    budget = 2 * iterations * agent.steps_per_iteration
+    kept = []
+    keep = lambda checkpoint: kept.append(checkpoint.copy())  # noqa: E731
+    chunked = train(agent, key, budget, progress=False, chunk_iterations=iterations, callback=keep)
+    whole = train(agent, key, budget, progress=False, chunk_iterations=2 * iterations)
+    steps = np.asarray(whole[1]["env_steps"])
+    if not np.all(np.diff(steps) == agent.steps_per_iteration):
+        raise fail(_METRICS, f"{name}'s metric 'env_steps' must grow by steps_per_iteration = "
+                   f"{agent.steps_per_iteration} per iteration, got {steps.tolist()}")  # fmt: skip
+    where = lambda run: f"{name}, {2 * iterations} iterations of {agent.steps_per_iteration} steps: {run}"  # noqa: E731
+    for label, a, b in (("state", chunked[0], whole[0]), ("metrics", chunked[1], whole[1])):
+        if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
+            raise fail("chunking does not change a run", where(f"chunks of {iterations} vs one chunk, {label} {gap}"))
+    resumed = train(agent, key, budget, progress=False, chunk_iterations=iterations, resume=kept[0])
+    for label, a, b in (("state", resumed[0], chunked[0]), ("metrics", resumed[1], chunked[1])):
+        if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
+            raise fail("resume does not change a run",
+                       where(f"resumed after iteration {iterations} vs uninterrupted, {label} {gap}"))  # fmt: skip
+
+    other = _perturbed(agent, paths)
+    keys = jax.random.split(key, 2)
+    try:
+        population = stack([agent, other])
+    except ValueError as error:
+        raise fail("a stack of N agents equals N separate runs", f"eqxrl.stack([{name}, same with "
+                   f"hyperparameters x 0.99]) failed: {error}") from None  # fmt: skip
+    stacked = train(population, keys, budget, progress=False, chunk_iterations=2 * iterations)
+    for i, member in enumerate((agent, other)):
+        alone = train(member, keys[i], budget, progress=False, chunk_iterations=2 * iterations)
+        member_state = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, stacked[0])
+        member_metrics = {k: v[i] for k, v in stacked[1].items()}
+        for label, a, b in (("state", member_state, alone[0]), ("metrics", member_metrics, alone[1])):
+            if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
+                what = "the original" if i == 0 else "hyperparameters x 0.99"
+                raise fail("a stack of N agents equals N separate runs (hyperparameters vmapped as leaves)",
+                           where(f"member {i} ({what}) vs its own run, {label} {gap}"))  # fmt: skip
+    _check_weights(agent, key, budget, whole[0])
+
+
+class Reweighted(AbstractReplayBuffer):
+    """Another buffer whose samples' importance weights are multiplied by random factors in
+    `[0.1, 1]` (`check_agent`'s test that an agent's updates use `Sample.weights`)."""
+
+    inner: AbstractReplayBuffer
+    capacity: int = eqx.field(static=True)
+
+    def __init__(self, inner: AbstractReplayBuffer):
+        self.inner = inner
+        self.capacity = inner.capacity
+
+    def init(self, example):
+        return self.inner.init(example)
+
+    def add(self, state, batch):
+        return self.inner.add(state, batch)
+
+    def sample(self, state, key, batch_size, beta=1.0):
+        drawn = self.inner.sample(state, key, batch_size, beta)
+        factor = jax.random.uniform(jax.random.fold_in(key, 1), (batch_size,), minval=0.1, maxval=1.0)
+        return Sample(drawn.data, drawn.indices, drawn.weights * factor)
+
+    def update_priorities(self, state, indices, td_errors):
+        return self.inner.update_priorities(state, indices, td_errors)
+
+
+def _replay(agent: AbstractAgent) -> AbstractReplayBuffer | None:
+    """The agent's replay buffer when it has a `buffer` field to swap it through, else None."""
+    names = {f.name for f in dataclasses.fields(agent)}
+    buffer = getattr(agent, "replay_buffer", None)
+    return buffer if "buffer" in names and isinstance(buffer, AbstractReplayBuffer) else None
+
+
+def _warmup_iterations(agent: AbstractAgent) -> int:
+    """Iterations until an agent with `learning_starts` has updated at least once (else 0)."""
+    starts = getattr(agent, "learning_starts", 0)
+    return -(-int(starts) // agent.steps_per_iteration) + 1 if isinstance(starts, (int, np.integer)) else 0
+
+
+def _check_weights(agent: AbstractAgent, key: Any, budget: int, reference: Any) -> None:
+    """An agent with a replay buffer weights its loss by `Sample.weights` (else prioritized
+    replay's importance correction is silently lost)."""
+    buffer = _replay(agent)
+    if buffer is None:
+        return
+    reweighted = eqx.tree_at(lambda a: a.buffer, agent, Reweighted(buffer), is_leaf=lambda x: x is None)
+    state = train(reweighted, key, budget, progress=False, chunk_iterations=budget // agent.steps_per_iteration)[0]
+    if first_difference(state, reference, rtol=0.0, atol=0.0) is None:
+        raise fail("updates use the replay buffer's importance weights",
+                   f"{type(agent).__name__} trained {budget} steps gives the same state when every Sample.weights "
+                   "is multiplied by a random factor in [0.1, 1]: its loss ignores the weights, so prioritized "
+                   "replay's bias is never corrected")  # fmt: skip
+
+
+def _check_flags(agent: AbstractAgent, key: Any, flags: Sequence[str]) -> None:
+    """Each named static boolean field changes the state after one iteration when flipped."""
+    name = type(agent).__name__
+    budget = max(1, _warmup_iterations(agent)) * agent.steps_per_iteration  # (past any warm-up)
+    base = train(agent, key, budget, progress=False)[0]
+    for flag in flags:
+        value = getattr(agent, flag, None)
+        if not isinstance(value, bool):
+            raise ValueError(f"check_agent(flags) must name boolean fields of {name}, got {flag!r} = {value!r}")
+        flipped = dataclasses.replace(agent, **{flag: not value})
+        other = train(flipped, key, budget, progress=False)[0]
+        if first_difference(base, other, rtol=0.0, atol=0.0) is None:
+            raise fail(f"{name}({flag}) takes effect",
+                       f"{budget} env steps give the same state with {flag}={value} and {flag}={not value}; "
+                       "the code the flag selects never runs")  # fmt: skip
+
+
+def check_agent(
+    agent: Any,
+    *,
+    key: Any = None,
+    iterations: int = 2,
+    flags: Sequence[str] = (),
+    rtol: float = 1e-4,
+    atol: float = 1e-6,
+) -> None:
+    """Check the contracts of an agent on its configuration (make it small: a few envs,
+    short rollouts, small networks, a small buffer; it compiles about five programs).
+
+    - `init`/`train_iteration`: `train_iteration` returns `(state, metrics)` with the
+      state's structure, shapes, dtypes and static values unchanged (so no iteration is
+      traced twice and `lax.scan` can carry the state);
+    - the metrics contract: a dict of scalars with `"env_steps"` (growing by
+      `steps_per_iteration` per iteration) and a float `"episode_return"`;
+    - `act`: observations of batch shapes `(4,)` and `(2, 3)` give actions of those batch
+      shapes, of the action space's dtype and inside it (`agent.eval_env`'s), sampled and
+      deterministic;
+    - hyperparameters: no numeric field is a plain Python number, and every path
+      `hyperparameters()` lists resolves to the float array there;
+    - `2 * iterations` iterations run in chunks of `iterations` equal one chunk (chunking),
+      resuming from the checkpoint after `iterations` equals the uninterrupted run
+      (resume), and a stack of the agent and a copy with every hyperparameter times 0.99
+      (vmapped over them) equals the two separate runs;
+    - an agent with a `buffer` field (a replay buffer) uses the importance weights: its
+      state changes when every `Sample.weights` is multiplied by a random factor (the runs
+      are then long enough to pass `learning_starts`);
+    - each static boolean field named in `flags` changes the state after one iteration
+      (past `learning_starts`) when flipped (a flag whose code never runs, e.g. advantage
+      normalisation). Name flags that act from the first update: DQN's `double` changes
+      nothing while the target network still equals the online one.
+
+    The runs compared are differently compiled programs (XLA may round differently, by an
+    ulp, in each), so they are compared with `rtol` and `atol`, after a few iterations.
+
+    **Arguments:** `agent`; `key` (a PRNG key or an int seed; default seed 0);
+    `iterations`; `flags`; `rtol`, `atol`.
+
+    **Raises:** `eqxrl.testing.ContractError` (an `AssertionError`) naming the broken
+    contract and the first leaf or metric that shows it.
+    """
+    if not isinstance(agent, AbstractAgent):
+        raise ValueError(f"check_agent(agent) must be an eqxrl AbstractAgent, got {type(agent).__name__}")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"check_agent(iterations) must be an int >= 1, got {iterations!r}")
+    if _replay(agent) is not None:
+        # (the runs compared must reach the updates: past `learning_starts`)
+        iterations = max(iterations, -(-_warmup_iterations(agent) // 2))
+    key = as_key(key)
+    spi = agent.steps_per_iteration
+    if isinstance(spi, bool) or not isinstance(spi, (int, np.integer)) or spi < 1:
+        raise fail("steps_per_iteration is a positive static int", f"{type(agent).__name__} gave {spi!r}")
+    paths = _check_hyperparameters(agent)
+    init_key, act_key, run_key = jax.random.split(key, 3)
+    state = agent.init(init_key)
+    clock = Clock(jnp.zeros((), jnp.int32), jnp.asarray(2 * iterations, jnp.int32))
+    _check_metrics(agent, _check_state_signature(agent, state, clock))
+    _check_act(agent, state, act_key)
+    _runs(agent, run_key, paths, iterations, rtol, atol)
+    if flags:
+        _check_flags(agent, run_key, flags)

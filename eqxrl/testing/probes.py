@@ -1,0 +1,206 @@
+"""Probe environments with known values and known optimal actions (after Andy Jones'
+"debugging RL" probes).
+
+Each episode is a few steps long and the right answer is known in closed form, so an
+agent that learns anything learns a probe in seconds, and a probe it fails points at
+one part of the agent:
+
+| probe | right answer | a failure points at |
+| --- | --- | --- |
+| `ConstantReward` | `V = 1` | the value loss or its optimiser |
+| `ObservationReward` | `V(s) = s` | the critic's input (backprop through the torso) |
+| `TwoStepDiscounting` | `V(0) = gamma`, `V(1) = 1` | the discount and the bootstrap |
+| `ActionReward` | action 1 (continuous: 0.5) | the policy gradient / the greedy action |
+| `ObservationActionReward` | action 1 at `+1`, 0 at `-1` (continuous: `s / 2`) | the policy's input, or actions paired with the wrong observations |
+| `TimeLimitBootstrap` | `V(+1) = 1 / (1 - gamma)`, `V(-1) = 1` | truncation treated as termination, or termination bootstrapped |
+| `DelayedReward` | `V(s_t) = gamma^(T-1-t) * reward` | n-step returns: an off-by-one window, a discount applied twice |
+
+Observations are float32 vectors of shape `(1,)`; with `discrete_actions=True`
+(the default) the action space is `Discrete(2)`, else `Box(-1, 1, (1,))`.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from ..envs import AbstractEnv, Box, Discrete, TimeStep, first_timestep
+
+
+class ProbeState(eqx.Module):
+    """A probe's state: the current observation and the step within the episode."""
+
+    obs: Array
+    t: Array
+
+
+def _ts(obs, reward, terminated, truncated=False) -> TimeStep:
+    return TimeStep(
+        obs=obs,
+        reward=jnp.asarray(reward, jnp.float32),
+        terminated=jnp.asarray(terminated, bool),
+        truncated=jnp.asarray(truncated, bool),
+        info={},
+    )
+
+
+def _start(obs) -> tuple[ProbeState, TimeStep]:
+    return ProbeState(obs, jnp.zeros((), jnp.int32)), first_timestep(obs)
+
+
+def _sign(key) -> Array:
+    """`+1` or `-1` with equal probability, as an observation of shape `(1,)`."""
+    return jnp.where(jax.random.bernoulli(key), 1.0, -1.0).reshape(1).astype(jnp.float32)
+
+
+class AbstractProbe(AbstractEnv):
+    """A probe environment: one-dimensional observations in `[-1, 1]`, two actions (or one
+    continuous action in `[-1, 1]`)."""
+
+    discrete_actions: eqx.AbstractVar[bool]
+
+    @property
+    def observation_space(self) -> Box:
+        return Box(-1.0, 1.0, (1,))
+
+    @property
+    def action_space(self) -> Discrete | Box:
+        return Discrete(2) if self.discrete_actions else Box(-1.0, 1.0, (1,))
+
+    @property
+    def max_episode_steps(self) -> int:
+        return 2
+
+
+class ConstantReward(AbstractProbe):
+    """One step, reward +1 whatever happens: `V(s) = 1`."""
+
+    discrete_actions: bool = eqx.field(static=True, default=True)
+
+    def reset(self, key):
+        return _start(jnp.zeros((1,), jnp.float32))
+
+    def step(self, key, state, action):
+        return state, _ts(state.obs, 1.0, True)
+
+
+class ObservationReward(AbstractProbe):
+    """One step, observation +-1 at random, reward = observation: `V(s) = s`."""
+
+    discrete_actions: bool = eqx.field(static=True, default=True)
+
+    def reset(self, key):
+        return _start(_sign(key))
+
+    def step(self, key, state, action):
+        return state, _ts(state.obs, state.obs[0], True)
+
+
+class TwoStepDiscounting(AbstractProbe):
+    """Two steps (observation 0 then 1), reward 1 at the second only: `V(0) = gamma`, `V(1) = 1`."""
+
+    discrete_actions: bool = eqx.field(static=True, default=True)
+
+    def reset(self, key):
+        return _start(jnp.zeros((1,), jnp.float32))
+
+    def step(self, key, state, action):
+        last = state.t >= 1
+        obs = jnp.ones((1,), jnp.float32)
+        return ProbeState(obs, state.t + 1), _ts(obs, jnp.where(last, 1.0, 0.0), last)
+
+
+class ActionReward(AbstractProbe):
+    """One step. Discrete: reward 1 for action 1, else 0. Continuous: reward `1 - (a - 0.5)^2`."""
+
+    discrete_actions: bool = eqx.field(static=True, default=True)
+
+    def reset(self, key):
+        return _start(jnp.zeros((1,), jnp.float32))
+
+    def step(self, key, state, action):
+        if self.discrete_actions:
+            reward = jnp.where(action == 1, 1.0, 0.0)
+        else:
+            reward = 1.0 - jnp.square(action[0] - 0.5)
+        return state, _ts(state.obs, reward, True)
+
+
+class ObservationActionReward(AbstractProbe):
+    """One step, observation +-1. An integer action: reward 1 when it matches the observation
+    (1 for +1, 0 for -1), else 0. A continuous one: reward `1 - (a - s / 2)^2`."""
+
+    discrete_actions: bool = eqx.field(static=True, default=True)
+
+    def reset(self, key):
+        return _start(_sign(key))
+
+    def step(self, key, state, action):
+        # By the action's dtype, not the flag: a subclass with another action space may map its
+        # actions to 0/1 and call this step.
+        if jnp.issubdtype(jnp.result_type(action), jnp.integer):
+            want = jnp.where(state.obs[0] > 0, 1, 0)
+            reward = jnp.where(action == want, 1.0, 0.0)
+        else:
+            reward = 1.0 - jnp.square(action[0] - 0.5 * state.obs[0])
+        return state, _ts(state.obs, reward, True)
+
+
+class TimeLimitBootstrap(AbstractProbe):
+    """Reward 1 on every step, observation +-1 at random at reset. At `+1` the episode is
+    truncated after one step (a time limit of 1) in a state that goes on forever; at `-1`
+    it terminates. So `V(+1) = 1 / (1 - gamma)` (bootstrapped through the truncation from
+    `info["final_obs"] = +1`) and `V(-1) = 1` (nothing after a termination).
+
+    An agent that treats truncation as termination learns `V(+1) = 1`; one that bootstraps
+    through termination learns `V(-1) = 1 / (1 - gamma)`.
+    """
+
+    discrete_actions: bool = eqx.field(static=True, default=True)
+
+    @property
+    def max_episode_steps(self) -> int:
+        return 1
+
+    def reset(self, key):
+        return _start(_sign(key))
+
+    def step(self, key, state, action):
+        continuing = state.obs[0] > 0
+        return state, _ts(state.obs, 1.0, ~continuing, continuing)
+
+
+class DelayedReward(AbstractProbe):
+    """`delay` steps whatever the actions, observations `-1 .. 1` evenly spaced (step `t` of
+    the episode), `reward` on the last step only and 0 before:
+    `V(s_t) = gamma^(delay - 1 - t) * reward`.
+
+    An n-step window (n < delay - 1) bootstraps from the middle of the chain, so a window
+    one step too long or too short, or a discount applied twice, gets the early values
+    wrong by a factor of `gamma`.
+    """
+
+    discrete_actions: bool = eqx.field(static=True, default=True)
+    delay: int = eqx.field(static=True, default=5)
+    reward: float = eqx.field(static=True, default=4.0)
+
+    def __check_init__(self):
+        if isinstance(self.delay, bool) or not isinstance(self.delay, int) or self.delay < 2:
+            raise ValueError(f"DelayedReward(delay) must be an int >= 2, got {self.delay!r}")
+
+    @property
+    def max_episode_steps(self) -> int:
+        return self.delay
+
+    def observation_at(self, t) -> Array:
+        """**Returns:** the observation of step `t` (0-based) of an episode, shape `(1,)`."""
+        return (2.0 * jnp.asarray(t, jnp.float32) / (self.delay - 1) - 1.0).reshape(1)
+
+    def reset(self, key):
+        return _start(self.observation_at(0))
+
+    def step(self, key, state, action):
+        last = state.t >= self.delay - 1
+        t = jnp.minimum(state.t + 1, self.delay - 1)  # (the observation after the last step is never used)
+        obs = self.observation_at(t)
+        return ProbeState(obs, t), _ts(obs, jnp.where(last, self.reward, 0.0), last)

@@ -1,0 +1,137 @@
+"""Seeded bugs: each test plants one classic silent RL bug in the tutorial's agent (A2C) or a
+built-in agent (by replacing a name the agent looks up, or by subclassing: never by editing
+eqxrl) and shows that the `eqxrl.testing` kit fails with a message that points at it. The
+correct code passes the same checks in test_testing_agents.py (`*_learns_every_probe`,
+`test_every_built_in_agent_passes_check_agent`) and below.
+
+| seeded bug | agent | caught by |
+| --- | --- | --- |
+| truncation treated as termination | A2C, DQN | check_learns_probes, probe "time_limit" |
+| discount applied twice | A2C | check_learns_probes, probe "two_step" |
+| n-step window one step too long | DQN (n_step=3) | check_learns_probes, probe "n_step" |
+| PER importance weights ignored | DQN (prioritized) | check_agent, importance-weight contract |
+| target network never updated | DQN | check_learns_probes, probe "two_step" |
+| advantages not normalised though the flag says so | PPO | check_agent(flags=("normalize_advantages",)) |
+"""
+
+import importlib
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+
+import eqxrl
+from eqxrl.agents import DQN, PPO
+from eqxrl.components import NStepTransition, NStepWindow, Sample
+from eqxrl.testing import ContractError, check_agent, check_learns_probes
+from test_testing_agents import PROBE_A2C, PROBE_DQN, TINY_OFF, TINY_PPO, a2c_value
+from tutorial_agent import load_tutorial_agent
+
+dqn_module = importlib.import_module("eqxrl.agents._dqn")  # where DQN looks up `polyak`
+ppo_module = importlib.import_module("eqxrl.agents._ppo")  # where PPO looks up `normalize_advantages`
+A2C_STEPS, DQN_STEPS = 128 * 200, 16 * 400
+
+
+@pytest.fixture(autouse=True)
+def _fresh_programs():
+    """No program traced before a bug was seeded (or after) is reused: JAX caches traces by
+    function and arguments, not by the globals a function read."""
+    jax.clear_caches()
+    yield
+    jax.clear_caches()
+
+
+def _a2c_with(gae):
+    """The tutorial's A2C, its `gae` replaced by `gae` (its own namespace: other tests keep theirs)."""
+    namespace = load_tutorial_agent()
+    namespace["gae"] = gae
+    return namespace["A2C"](eqxrl.envs.make("CartPole-v1"), **PROBE_A2C)
+
+
+# ----------------------------------------------------------------------- truncation as termination
+@pytest.mark.slow
+def test_a2c_truncation_treated_as_termination_is_caught():
+    real = eqxrl.components.gae
+
+    def gae(reward, values, next_values, terminated, truncated, gamma, lam):
+        return real(reward, values, next_values, terminated | truncated, jnp.zeros_like(truncated), gamma, lam)
+
+    with pytest.raises(ContractError, match=r"A2C on probe TimeLimitBootstrap .*learned V\(\+1\) = .*expected 2\.000.*"
+                       r"truncation is treated as termination \(the value is not bootstrapped through a time limit"):  # fmt: skip
+        check_learns_probes(_a2c_with(gae), total_steps=A2C_STEPS, value=a2c_value, probes=("time_limit",))
+
+
+@pytest.mark.slow
+def test_dqn_truncation_treated_as_termination_is_caught(monkeypatch):
+    real = NStepWindow.push
+
+    def push(self, obs, action, reward, terminated, truncated, next_obs):
+        return real(self, obs, action, reward, terminated | truncated, jnp.zeros_like(truncated), next_obs)
+
+    monkeypatch.setattr(NStepWindow, "push", push)
+    with pytest.raises(ContractError, match=r"DQN on probe TimeLimitBootstrap .*learned V\(\+1\) = .*expected 2\.000.*"
+                       r"truncation is treated as termination \(the value is not bootstrapped through a time limit"):  # fmt: skip
+        check_learns_probes(DQN("CartPole-v1", **PROBE_DQN), total_steps=DQN_STEPS, probes=("time_limit",))
+
+
+# ----------------------------------------------------------------------- discounting
+@pytest.mark.slow
+def test_a2c_discount_applied_twice_is_caught():
+    real = eqxrl.components.gae
+
+    def gae(reward, values, next_values, terminated, truncated, gamma, lam):
+        return real(reward, values, gamma * next_values, terminated, truncated, gamma, lam)
+
+    with pytest.raises(ContractError, match=r"A2C on probe TwoStepDiscounting .*learned V\(\+0\) = .*expected 0\.500 "
+                       r"\(gamma = 0\.5\); the discount is applied wrongly"):  # fmt: skip
+        check_learns_probes(_a2c_with(gae), total_steps=A2C_STEPS, value=a2c_value, probes=("two_step",))
+
+
+@pytest.mark.slow
+def test_dqn_n_step_window_off_by_one_is_caught(monkeypatch):
+    real = NStepTransition.reward_and_discount
+
+    def reward_and_discount(self, gamma):
+        # The window counted one step more than it took: gamma^(m + 1) on the bootstrap.
+        return real(eqx.tree_at(lambda t: t.steps, self, self.steps + 1), gamma)
+
+    monkeypatch.setattr(NStepTransition, "reward_and_discount", reward_and_discount)
+    with pytest.raises(ContractError, match=r"DQN on probe DelayedReward .*expected .*the n-step return is wrong"):
+        check_learns_probes(DQN("CartPole-v1", **PROBE_DQN, n_step=3), total_steps=DQN_STEPS, probes=("n_step",))
+
+
+# ----------------------------------------------------------------------- target network
+@pytest.mark.slow
+def test_dqn_target_network_never_updated_is_caught(monkeypatch):
+    monkeypatch.setattr(dqn_module, "polyak", lambda online, target, tau: target)
+    with pytest.raises(ContractError, match=r"DQN on probe TwoStepDiscounting .*learned V\(\+0\) = .*expected 0\.500.*"
+                       r"a target network that is never updated"):  # fmt: skip
+        check_learns_probes(DQN("CartPole-v1", **PROBE_DQN), total_steps=DQN_STEPS, probes=("two_step",))
+
+
+# ----------------------------------------------------------------------- fast tier: check_agent
+class UnweightedDQN(DQN):
+    """DQN whose update never sees the importance weights (all ones)."""
+
+    def update(self, learner, batch, key, updates, progress):
+        ones = Sample(batch.data, batch.indices, jnp.ones_like(batch.weights))
+        return super().update(learner, ones, key, updates, progress)
+
+
+def test_dqn_ignoring_per_weights_is_caught():
+    agent = UnweightedDQN("CartPole-v1", **TINY_OFF, prioritized=True)
+    with pytest.raises(ContractError, match=r"updates use the replay buffer's importance weights: UnweightedDQN trained "
+                       r"\d+ steps gives the same state when every Sample.weights is multiplied"):  # fmt: skip
+        check_agent(agent)
+
+
+def test_ppo_advantages_not_normalised_is_caught(monkeypatch):
+    monkeypatch.setattr(ppo_module, "normalize_advantages", lambda advantages: advantages)
+    with pytest.raises(ContractError, match=r"PPO\(normalize_advantages\) takes effect: 16 env steps give the same state "
+                       r"with normalize_advantages=True and normalize_advantages=False"):  # fmt: skip
+        check_agent(PPO("CartPole-v1", **TINY_PPO), flags=("normalize_advantages",))
+
+
+def test_ppo_normalising_its_advantages_passes():
+    check_agent(PPO("CartPole-v1", **TINY_PPO), flags=("normalize_advantages",))
