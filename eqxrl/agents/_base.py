@@ -60,12 +60,12 @@ class AbstractAgent(eqx.Module):
     `default_budget`): a budget at which the defaults learn `default_env`
     (benchmarks/defaults.py measures it for every built-in agent)."""
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {}
-    presets: ClassVar[dict[str, Callable[[], dict[str, Any]]]] = {}
-    """Named configurations, `{name: () -> {field: value}}`, for tasks the defaults do not serve
-    (PPO's `"recurrent"`): `from_preset(name, env)`, `eqxrl train AGENT --preset NAME`."""
     """`{slot: (field, ...)}`: fields a module-valued slot makes unused when it is given
     (`{"critic_optimizer": ("critic_learning_rate",)}`); `hyperparameters()` leaves
     them out, so PBT and sweeps never tune a number nothing reads."""
+    presets: ClassVar[dict[str, Callable[[], dict[str, Any]]]] = {}
+    """Named configurations, `{name: () -> {field: value}}`, for tasks the defaults do not serve
+    (PPO's `"recurrent"`): `from_preset(name, env)`, `eqxrl train AGENT --preset NAME`."""
 
     def __init_subclass__(cls, **kwargs):
         """A subclass's `init` runs as one compiled program, its orthogonal weights drawn in one
