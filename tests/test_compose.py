@@ -235,7 +235,7 @@ def test_off_policy_agents_use_a_given_buffer():
         DQN("CartPole-v1", buffer="prioritized")
     with pytest.raises(ValueError, match=r"DQN\(prioritized=True\) builds the default buffer; with buffer= given, pass a PrioritizedReplayBuffer"):
         DQN("CartPole-v1", buffer=ReplayBuffer(1000), prioritized=True)
-    with pytest.raises(ValueError, match=r"DQN\(batch_size=128\) must not exceed buffer_size=64"):
+    with pytest.raises(ValueError, match=r"DQN\(batch_size=256\) must not exceed buffer_size=64"):
         DQN("CartPole-v1", buffer=ReplayBuffer(64))
 
 

@@ -10,7 +10,6 @@ import pytest
 from learning import most_above, per_seed_returns, train_seeds, untrained_returns
 from jaxtyping import Array, Int
 
-import eqxrl
 from eqxrl.agents import DQN, PPO, SAC
 from eqxrl.components import (
     BufferState,

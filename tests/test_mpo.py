@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from learning import most_above, per_seed_returns, train_seeds, untrained_returns
 from hypothesis import given, settings
-from probe_envs import ActionReward, ConstantReward, ObservationActionReward, TwoStepDiscounting
+from probe_envs import ConstantReward, ObservationActionReward, TwoStepDiscounting
 
 import eqxrl
 from eqxrl.agents import MPO, MPODuals, MPOLearner
@@ -537,24 +537,8 @@ def _q(agent, state, obs, action):
     return float(jnp.mean(critic(o, jnp.asarray([[action]], jnp.float32))))
 
 
-# Twin critics (the default) on the continuous probes, a single critic on the discrete ones.
-@pytest.mark.slow
-def test_continuous_probes(getkey, num_critics=2):
-    kw = dict(PROBE, num_critics=num_critics)
-    # The constant-reward probe is TwoStepDiscounting's second step (obs 1: reward 1 whatever the
-    # action, then the end): one run checks Q = 1 there, for two actions, and gamma one step before.
-    agent = MPO(TwoStepDiscounting(discrete_actions=False), **kw, gamma=0.5)
-    state, _ = eqxrl.train(agent, getkey(), PROBE_STEPS, progress=False)
-    assert _q(agent, state, 1.0, 0.3) == pytest.approx(1.0, abs=0.15)
-    assert _q(agent, state, 1.0, 0.0) == pytest.approx(1.0, abs=0.15)
-    assert _q(agent, state, 0.0, 0.0) == pytest.approx(0.5, abs=0.15)
-
-    agent = MPO(ActionReward(discrete_actions=False), **kw)
-    state, _ = eqxrl.train(agent, getkey(), PROBE_STEPS, progress=False)
-    best = agent.act(state, jnp.zeros((1, 1), jnp.float32), deterministic=True)
-    assert float(best[0, 0]) == pytest.approx(0.5, abs=0.2)
-
-
+# The continuous probes (twin critics, the default): check_learns_probes in tests/test_testing_agents.py;
+# a single critic on the discrete ones here.
 @pytest.mark.slow
 def test_discrete_probes(getkey, num_critics=1):
     kw = dict(PROBE, num_critics=num_critics)

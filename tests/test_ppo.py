@@ -17,7 +17,6 @@ from probe_envs import (
     ConstantReward,
     ObservationActionReward,
     ObservationReward,
-    TwoStepDiscounting,
 )
 
 train_module = importlib.import_module("eqxrl.loop._train")  # where `train` looks up `run_chunk`
@@ -45,47 +44,13 @@ def _value(state, obs):
 
 
 # ----------------------------------------------------------------------- probes
-@pytest.mark.slow
-def test_probe_constant_reward(getkey):
-    _, state, _ = _train_probe(ConstantReward(), getkey())
-    assert _value(state, 0.0) == pytest.approx(1.0, abs=0.1)
-
-
-@pytest.mark.slow
-def test_probe_observation_dependent_reward(getkey):
-    _, state, _ = _train_probe(ObservationReward(), getkey())
-    assert _value(state, 1.0) == pytest.approx(1.0, abs=0.15)
-    assert _value(state, -1.0) == pytest.approx(-1.0, abs=0.15)
-
-
-@pytest.mark.slow
-def test_probe_two_step_discounting(getkey):
-    _, state, _ = _train_probe(TwoStepDiscounting(), getkey(), gamma=0.5)
-    assert _value(state, 0.0) == pytest.approx(0.5, abs=0.1)
-    assert _value(state, 1.0) == pytest.approx(1.0, abs=0.1)
-
-
-@pytest.mark.slow
-def test_probe_action_dependent_reward_discrete(getkey):
-    agent, state, _ = _train_probe(ActionReward(), getkey(), ent_coef=0.0)
-    probs = state.actor(jnp.zeros((1,), jnp.float32)).probs
-    assert float(probs[1]) > 0.9
-    returns = eqxrl.evaluate(agent, state, getkey(), num_episodes=4)
-    np.testing.assert_allclose(returns, 1.0)
-
-
+# The discrete probes (constant, observation, two-step, action, observation-and-action, time limit,
+# n-step) are eqxrl.testing's check_learns_probes: tests/test_testing_agents.py::test_ppo_learns_every_probe.
 @pytest.mark.slow
 def test_probe_action_dependent_reward_continuous(getkey):
     agent, state, _ = _train_probe(ActionReward(discrete_actions=False), getkey(), ent_coef=0.0)
     mode = agent.act(state, jnp.zeros((1,), jnp.float32), deterministic=True)
     assert float(mode[0]) == pytest.approx(0.5, abs=0.15)
-
-
-@pytest.mark.slow
-def test_probe_observation_and_action_dependent_reward(getkey):
-    agent, state, _ = _train_probe(ObservationActionReward(), getkey(), ent_coef=0.0)
-    actions = agent.act(state, jnp.asarray([[1.0], [-1.0]]), deterministic=True)
-    np.testing.assert_array_equal(actions, [1, 0])
 
 
 # ----------------------------------------------------------------------- mechanics
