@@ -228,7 +228,7 @@ class SelectObservation(AbstractWrapper):
     @property
     def observation_space(self) -> Box:
         space = self.env.observation_space
-        index = jnp.asarray(self.indices)
+        index = list(self.indices)  # bounds may be NumPy or JAX arrays: a list indexes both
         return Box(space.low[index], space.high[index], (len(self.indices),))
 
     def _select(self, ts: TimeStep) -> TimeStep:
