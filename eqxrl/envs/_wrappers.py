@@ -3,6 +3,7 @@
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ..components import RunningMeanStd
@@ -228,7 +229,7 @@ class SelectObservation(AbstractWrapper):
     @property
     def observation_space(self) -> Box:
         space = self.env.observation_space
-        index = list(self.indices)  # bounds may be NumPy or JAX arrays: a list indexes both
+        index = np.asarray(self.indices)  # bounds may be NumPy or JAX arrays: a NumPy array indexes both
         return Box(space.low[index], space.high[index], (len(self.indices),))
 
     def _select(self, ts: TimeStep) -> TimeStep:
