@@ -13,7 +13,6 @@ from ..components import (
     AbstractSchedule,
     DiscreteQHead,
     ExponentialSchedule,
-    Optimizer,
     OptState,
     Sample,
     add_loss_terms,
@@ -105,9 +104,7 @@ class DQN(AbstractOffPolicyAgent):
     def q_optimizer(self) -> AbstractOptimizer:
         """The Q-network's optimizer: `critic_optimizer`, or Adam with `learning_rate` (annealed
         linearly to 0 over training with `anneal_lr`, a number only) and `max_grad_norm`."""
-        if self.critic_optimizer is not None:
-            return self.critic_optimizer
-        return Optimizer(self.learning_rate, self.max_grad_norm, anneal=self.anneal_lr)
+        return self.optimizer(self.critic_optimizer, self.learning_rate, anneal=self.anneal_lr)
 
     def epsilon(self, progress: Float[Array, ""] | float) -> Float[Array, ""]:
         """The exploration rate at `progress` in [0, 1] of training: from `eps_start` to

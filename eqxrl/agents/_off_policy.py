@@ -178,10 +178,10 @@ class AbstractOffPolicyAgent(AbstractAgent):
         check("reward_scale", lambda v: v > 0, "> 0")
         check("per_beta", lambda v: 0 <= v <= 1, "in [0, 1]")
 
-    def optimizer(self, slot: AbstractOptimizer | None, learning_rate: Any) -> AbstractOptimizer:
-        """**Returns:** the optimizer `slot` holds, or (None) Adam with `learning_rate`
-        (a number or a schedule) and the agent's `max_grad_norm`."""
-        return slot if slot is not None else Optimizer(learning_rate, self.max_grad_norm)
+    def optimizer(self, slot: AbstractOptimizer | None, learning_rate: Any, anneal: bool = False) -> AbstractOptimizer:
+        """**Returns:** the optimizer `slot` holds, or (None) Adam with `learning_rate` (a number,
+        decayed linearly to 0 over training with `anneal`, or a schedule) and `max_grad_norm`."""
+        return slot if slot is not None else Optimizer(learning_rate, self.max_grad_norm, anneal=anneal)
 
     def torso(self, slot: AbstractTorso | None) -> AbstractTorso:
         """**Returns:** the torso `slot` holds, or (None) the MLP of `hidden_sizes` and `activation`."""

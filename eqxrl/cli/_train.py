@@ -119,14 +119,15 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
     parser = args._parser
     given = given_fields(args, AGENTS[args.agent])
     sets = getattr(args, "set_paths", None) or []
-    named = [*given, *(["--set"] if sets else [])]  # what the errors below name
+    preset = getattr(args, "preset", None)  # only agents with presets have the flag
+    named = [*given, *(["--set"] if sets else []), *(["--preset"] if preset else [])]  # what the errors below name
     if args.resume is not None:
-        if args.config is not None or named or getattr(args, "preset", None):
+        if args.config is not None or named:
             parser.error("--resume RUN_DIR continues a run as it was configured: give no --config, --preset or agent fields")
         return resume_command(args, argv)
     if args.config is not None:
-        if named or getattr(args, "preset", None):
-            parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(named) or '--preset'})")
+        if named:
+            parser.error(f"--config reproduces a run as it was: do not also set agent fields ({', '.join(named)})")
         try:
             config = json.loads(read_text_bounded(pathlib.Path(args.config)))
             check_config(config, args.config)
@@ -144,8 +145,8 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         eval_every = args.eval_every
         cls = AGENTS[args.agent]
         try:
-            preset = cls.presets[args.preset]() if getattr(args, "preset", None) else {}
-            agent = build_agent(cls, make(args.env), {**preset, **given}, sets)
+            fields = {**cls.presets[preset](), **given} if preset else given
+            agent = build_agent(cls, make(args.env), fields, sets)
         except ValueError as e:
             parser.error(one_line(e))
         if total_steps is None:
