@@ -525,21 +525,22 @@ def test_bad_pbt_agent_and_budget(getkey):
 @pytest.mark.learning
 def test_pbt_td3_beats_the_median_of_fixed_hyperparameters():
     # A learning-rate range with bad values at both ends: 1e-5 barely learns, 1e-1 diverges.
-    # Four generations of 2,000 steps per member, small networks and batches, over 6 keys (one
+    # Four generations of 2,000 steps per member, small networks and batches, over 4 keys (one
     # compiled program each for PBT and the fixed runs, reused across keys). One key's result
     # moves with the CPU's floating-point code paths (key 0 gave -473 on one machine, -741 and
     # -946 on others), so the bounds are on counts over keys. On this project's 2-core AMD EPYC
-    # (2026-11-26, keys 0-5): PBT's best member scored -946, -214, -126, -221, -582, -1384 against
-    # fixed-run medians of -1302, -1176, -1399, -760, -939, -1464 (margins 80 to 1274, every key
-    # above the 50 asked); 4 of 6 best members above -600, where an untrained policy scores about
-    # -1200. The bounds ask 5 of 6 margins and 3 of 6 learners: one more key (of 6) than observed
-    # may fall each way. About 15 CPU-s of training per key and 55 of compiling.
+    # (2026-11-26, keys 0-3): PBT's best member scored -946, -214, -126, -221 against fixed-run
+    # medians of -1302, -1176, -1399, -760 (margins 356 to 1273, every key above the 50 asked);
+    # 3 of 4 best members above -600, where an untrained policy scores about -1200. The bounds ask
+    # 3 of 4 margins and 2 of 4 learners: one more key than observed may fall each way. About 15
+    # CPU-s of training per key and 55 of compiling (keys 4 and 5, -582 and -1384 against -939 and
+    # -1464, were dropped to keep the suite's time).
     agent = TD3("Pendulum-v1", hidden_sizes=(32, 32), batch_size=128, learning_starts=1_000, num_envs=2, rollout_length=1)
     space = {"actor_learning_rate": LogUniform(1e-5, 1e-1), "critic_learning_rate": LogUniform(1e-5, 1e-1)}
     pbt = PBT(agent, space, population_size=4, ready=2_000, exploit=Truncation(1, 1), eval_episodes=4)
     budget = 8_000
     pbt_returns, fixed_medians = [], []
-    for seed in range(6):
+    for seed in range(4):
         key = jax.random.key(seed)
         # The same initial population, trained with its sampled hyperparameters fixed, same budget per member.
         fixed_agents = pbt.init(key).agent
@@ -551,6 +552,7 @@ def test_pbt_td3_beats_the_median_of_fixed_hyperparameters():
         pbt_returns.append(float(jnp.mean(returns)))
         fixed_medians.append(float(np.median(fixed.mean(axis=1))))
     pbt_returns, fixed_medians = np.array(pbt_returns), np.array(fixed_medians)
-    assert np.sum(pbt_returns > fixed_medians + 50) >= 5, (pbt_returns, fixed_medians)
+    print(f"PBT best member per key: {np.round(pbt_returns, 1).tolist()}; fixed medians {np.round(fixed_medians, 1).tolist()}")
+    assert np.sum(pbt_returns > fixed_medians + 50) >= 3, (pbt_returns, fixed_medians)
     # And TD3 learns (the bound of test_off_policy's DDPG test).
-    assert np.sum(pbt_returns > -600) >= 3, (pbt_returns, fixed_medians)
+    assert np.sum(pbt_returns > -600) >= 2, (pbt_returns, fixed_medians)

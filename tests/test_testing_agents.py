@@ -22,8 +22,15 @@ def tiny(name: str) -> AbstractAgent:
     return cls(cls.default_env, **(TINY_PPO if issubclass(cls, PPO) else TINY_OFF))
 
 
-# ----------------------------------------------------------------------- check_agent: fast tier
-@pytest.mark.parametrize("name", [n for n in rundir.AGENTS if n != "ippo"])
+# ----------------------------------------------------------------------- check_agent
+# The fast tier checks one on-policy and one off-policy agent (8-15 s each on 2 loaded cores);
+# the others, whose programs take longer to compile (15-25 s), are in the slow tier.
+FAST = ("ppo", "dqn")
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=() if n in FAST else pytest.mark.slow) for n in rundir.AGENTS if n != "ippo"]
+)
 def test_every_built_in_agent_passes_check_agent(name):
     check_agent(tiny(name))
 
@@ -41,6 +48,7 @@ def test_the_tutorial_agent_passes_check_agent():
     check_agent(A2C(eqxrl.envs.make("CartPole-v1"), num_envs=2, rollout_length=8))
 
 
+@pytest.mark.slow
 def test_prioritized_dqn_passes_check_agent_with_its_flags():
     agent = DQN("CartPole-v1", **TINY_OFF, prioritized=True, n_step=2)
     check_agent(agent, flags=("normalize_observations",))

@@ -119,6 +119,7 @@ class UnweightedDQN(DQN):
         return super().update(learner, ones, key, updates, progress)
 
 
+@pytest.mark.slow
 def test_dqn_ignoring_per_weights_is_caught():
     agent = UnweightedDQN("CartPole-v1", **TINY_OFF, prioritized=True)
     with pytest.raises(ContractError, match=r"updates use the replay buffer's importance weights: UnweightedDQN trained "
@@ -133,5 +134,6 @@ def test_ppo_advantages_not_normalised_is_caught(monkeypatch):
         check_agent(PPO("CartPole-v1", **TINY_PPO), flags=("normalize_advantages",))
 
 
+@pytest.mark.slow
 def test_ppo_normalising_its_advantages_passes():
     check_agent(PPO("CartPole-v1", **TINY_PPO), flags=("normalize_advantages",))

@@ -73,6 +73,22 @@ def _check_metrics(agent: AbstractAgent, metrics: Any) -> None:
                    f"got {metrics['episode_return'].dtype}")  # fmt: skip
 
 
+@eqx.filter_jit
+def _reset_obs(env: Any, key: Any, batch: tuple[int, ...]) -> Any:
+    """First observations of `prod(batch)` episodes, shaped `(*batch, *obs_shape)`."""
+    obs = jax.vmap(lambda k: env.reset(k)[1].obs)(jax.random.split(key, int(np.prod(batch))))
+    return jax.tree.map(lambda x: x.reshape(batch + x.shape[1:]), obs)
+
+
+# (compiled: an agent's act run op by op takes seconds)
+_act = eqx.filter_jit(lambda agent, state, obs, key, deterministic: agent.act(state, obs, key, deterministic=deterministic))
+_act_with_carry = eqx.filter_jit(
+    lambda agent, state, obs, carry, reset, key, deterministic: agent.act_with_carry(
+        state, obs, carry, reset, key, deterministic=deterministic
+    )
+)
+
+
 def _check_act(agent: AbstractAgent, state: Any, key: Any) -> None:
     """`act` maps observations `(*batch, *obs_shape)` to actions `(*batch, *action_shape)` of
     `agent.eval_env`'s action space, sampled or deterministic."""
@@ -80,19 +96,17 @@ def _check_act(agent: AbstractAgent, state: Any, key: Any) -> None:
     env = agent.eval_env
     space = env.action_space
     for batch in ((4,), (2, 3)):
-        reset_keys = jax.random.split(key, int(np.prod(batch)))
-        obs = jax.vmap(lambda k: env.reset(k)[1].obs)(reset_keys)
-        obs = jax.tree.map(lambda x: x.reshape(batch + x.shape[1:]), obs)
+        obs = _reset_obs(env, key, batch)
         carry = agent.initial_carry(state, batch)
         for deterministic in (False, True):
             act_key = None if deterministic else key
             if carry is None:
                 call = f"{name}.act(state, obs of batch shape {batch}, deterministic={deterministic})"
-                actions = agent.act(state, obs, act_key, deterministic=deterministic)
+                actions = _act(agent, state, obs, act_key, deterministic)
             else:  # a policy with memory acts through its carry, from the start of episodes
                 call = f"{name}.act_with_carry(state, obs of batch shape {batch}, deterministic={deterministic})"
                 reset = jnp.ones(batch, bool)
-                actions, new_carry = agent.act_with_carry(state, obs, carry, reset, act_key, deterministic=deterministic)
+                actions, new_carry = _act_with_carry(agent, state, obs, carry, reset, act_key, deterministic)
                 if _abstract(carry) != _abstract(new_carry):
                     raise fail(contract, f"{call} returned a carry {_abstract(new_carry)}, initial_carry gave "
                                f"{_abstract(carry)}")  # fmt: skip
@@ -140,8 +154,17 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
     budget = 2 * iterations * agent.steps_per_iteration
     kept = []
     keep = lambda checkpoint: kept.append(checkpoint.copy())  # noqa: E731
+    other = _perturbed(agent, paths)
+    keys = jax.random.split(key, 2)
+    try:
+        population = stack([agent, other])
+    except ValueError as error:
+        raise fail("a stack of N agents equals N separate runs", f"eqxrl.stack([{name}, same with "
+                   f"hyperparameters x 0.99]) failed: {error}") from None  # fmt: skip
+    reweighted = _reweighted(agent)
     chunked = train(agent, key, budget, progress=False, chunk_iterations=iterations, callback=keep)
     whole = train(agent, key, budget, progress=False, chunk_iterations=2 * iterations)
+    stacked = train(population, keys, budget, progress=False, chunk_iterations=2 * iterations)
     steps = np.asarray(whole[1]["env_steps"])
     if not np.all(np.diff(steps) == agent.steps_per_iteration):
         raise fail(_METRICS, f"{name}'s metric 'env_steps' must grow by steps_per_iteration = "
@@ -155,15 +178,6 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
         if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
             raise fail("resume does not change a run",
                        where(f"resumed after iteration {iterations} vs uninterrupted, {label} {gap}"))  # fmt: skip
-
-    other = _perturbed(agent, paths)
-    keys = jax.random.split(key, 2)
-    try:
-        population = stack([agent, other])
-    except ValueError as error:
-        raise fail("a stack of N agents equals N separate runs", f"eqxrl.stack([{name}, same with "
-                   f"hyperparameters x 0.99]) failed: {error}") from None  # fmt: skip
-    stacked = train(population, keys, budget, progress=False, chunk_iterations=2 * iterations)
     for i, member in enumerate((agent, other)):
         alone = train(member, keys[i], budget, progress=False, chunk_iterations=2 * iterations)
         member_state = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, stacked[0])
@@ -173,7 +187,14 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
                 what = "the original" if i == 0 else "hyperparameters x 0.99"
                 raise fail("a stack of N agents equals N separate runs (hyperparameters vmapped as leaves)",
                            where(f"member {i} ({what}) vs its own run, {label} {gap}"))  # fmt: skip
-    _check_weights(agent, key, budget, whole[0])
+    if reweighted is None:
+        return
+    reweighted_state = train(reweighted, key, budget, progress=False, chunk_iterations=2 * iterations)[0]
+    if first_difference(reweighted_state, whole[0], rtol=0.0, atol=0.0) is None:
+        raise fail("updates use the replay buffer's importance weights",
+                   f"{name} trained {budget} steps gives the same state when every Sample.weights "
+                   "is multiplied by a random factor in [0.1, 1]: its loss ignores the weights, so prioritized "
+                   "replay's bias is never corrected")  # fmt: skip
 
 
 class Reweighted(AbstractReplayBuffer):
@@ -215,19 +236,14 @@ def _warmup_iterations(agent: AbstractAgent) -> int:
     return -(-int(starts) // agent.steps_per_iteration) + 1 if isinstance(starts, (int, np.integer)) else 0
 
 
-def _check_weights(agent: AbstractAgent, key: Any, budget: int, reference: Any) -> None:
+def _reweighted(agent: AbstractAgent) -> AbstractAgent | None:
     """An agent with a replay buffer weights its loss by `Sample.weights` (else prioritized
-    replay's importance correction is silently lost)."""
+    replay's importance correction is silently lost): the agent whose buffer scales them by
+    random factors, to compare with the agent's own run (None without a `buffer` field)."""
     buffer = _replay(agent)
     if buffer is None:
-        return
-    reweighted = eqx.tree_at(lambda a: a.buffer, agent, Reweighted(buffer), is_leaf=lambda x: x is None)
-    state = train(reweighted, key, budget, progress=False, chunk_iterations=budget // agent.steps_per_iteration)[0]
-    if first_difference(state, reference, rtol=0.0, atol=0.0) is None:
-        raise fail("updates use the replay buffer's importance weights",
-                   f"{type(agent).__name__} trained {budget} steps gives the same state when every Sample.weights "
-                   "is multiplied by a random factor in [0.1, 1]: its loss ignores the weights, so prioritized "
-                   "replay's bias is never corrected")  # fmt: skip
+        return None
+    return eqx.tree_at(lambda a: a.buffer, agent, Reweighted(buffer), is_leaf=lambda x: x is None)
 
 
 def _check_flags(agent: AbstractAgent, key: Any, flags: Sequence[str]) -> None:
