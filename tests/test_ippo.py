@@ -131,8 +131,9 @@ def test_ippo_learns_simple_spread_well_above_random():
     agent = IPPO(SPREAD, num_envs=16, rollout_length=32, num_minibatches=2, hidden_sizes=(64, 64), learning_rate=1e-3)
     trained = per_seed_returns(agent, train_seeds(agent, 150_000)[0], num_episodes=32)
     untrained = untrained_returns(agent, num_episodes=32, deterministic=False)  # the initial policies, sampled
-    # Team returns are negative distances: closer to 0 is better. Bound: 3 of 4 seeds 15% closer to
-    # 0 than their untrained policy (natively and with AVX2: 0.24, 0.26, 0.30, 0.29).
+    # Team returns are negative distances: closer to 0 is better. Bound: 2 of 3 seeds 15% closer to
+    # 0 than their untrained policy (native, 3 seeds: 0.23, 0.26, 0.27; over 4, natively and with AVX2:
+    # 0.24, 0.26, 0.30, 0.29).
     assert most_above((trained - untrained) / np.abs(untrained), 0.15), (untrained, trained)
 
 

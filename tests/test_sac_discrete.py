@@ -238,8 +238,8 @@ def test_discrete_sac_learns_cartpole_with_its_discrete_defaults():
     agent = SAC("CartPole-v1")  # the Discrete defaults: 8 envs, 64x64, learning rates 1e-3
     assert (agent.num_envs, agent.hidden_sizes, float(agent.actor_learning_rate)) == (8, (64, 64), pytest.approx(1e-3))
     returns = per_seed_returns(agent, train_seeds(agent, 30_000)[0])
-    # Bound: 3 of 4 seeds >= 120 (natively and with AVX2: 186, 208, 158, 163); a uniformly random policy scores
-    # about 22.
+    # Bound: 2 of 3 seeds >= 120 (native, 3 seeds: 183, 180, 165; over 4, natively and with AVX2: 186, 208, 158,
+    # 163); a uniformly random policy scores about 22.
     assert most_above(returns, 120), returns
 
 

@@ -2,7 +2,9 @@
 tutorial's custom agent (A2C), and the checks' messages on agents that break a contract."""
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import eqxrl
@@ -107,6 +109,22 @@ def test_a_run_that_depends_on_the_chunking_is_named():
     with pytest.raises(ContractError, match=r"chunking does not change a run: Counting, 4 iterations of 16 steps: "
                        r"chunks of 2 vs one chunk, metrics leaf \['loss'\]"):  # fmt: skip
         check_agent(Counting(eqxrl.envs.make("CartPole-v1"), num_envs=2, rollout_length=8))
+
+
+def test_a_run_that_differs_in_a_stack_is_named():
+    class Peeking(A2C):
+        """Adds to its loss the size of what a host callback sees: the whole population in a stack."""
+
+        def train_iteration(self, state, clock):
+            state, metrics = super().train_iteration(state, clock)
+            seen = jax.pure_callback(lambda x: np.full(x.shape, x.size, np.float32), jax.ShapeDtypeStruct((), jnp.float32),
+                                     metrics["loss"], vmap_method="expand_dims")  # fmt: skip
+            return state, {**metrics, "loss": metrics["loss"] + seen}
+
+    with pytest.raises(ContractError, match=r"a stack of N agents equals N separate runs \(hyperparameters vmapped as "
+                       r"leaves\): Peeking, 4 iterations of 16 steps: member 0 \(the original\) vs its own run, "
+                       r"metrics leaf \['loss'\]"):  # fmt: skip
+        check_agent(Peeking(eqxrl.envs.make("CartPole-v1"), num_envs=2, rollout_length=8))
 
 
 def test_bad_arguments():

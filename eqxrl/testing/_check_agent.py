@@ -150,10 +150,13 @@ def _perturbed(agent: AbstractAgent, paths: dict[str, Any]) -> AbstractAgent:
 
 
 def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int, rtol: float, atol: float) -> None:
+    """Chunking, resume, stacking and importance weights, from three compiled runs: a stack of
+    the agent and a perturbed copy run in chunks of `iterations` (and resumed halfway), each
+    member alone in one chunk, and (a replay agent) the agent with reweighted samples. A
+    member of the chunked stack that differs from its own one-chunk run is then run alone in
+    chunks too, to say which of the two contracts it breaks."""
     name = type(agent).__name__
     budget = 2 * iterations * agent.steps_per_iteration
-    kept = []
-    keep = lambda checkpoint: kept.append(checkpoint.copy())  # noqa: E731
     other = _perturbed(agent, paths)
     keys = jax.random.split(key, 2)
     try:
@@ -161,36 +164,43 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
     except ValueError as error:
         raise fail("a stack of N agents equals N separate runs", f"eqxrl.stack([{name}, same with "
                    f"hyperparameters x 0.99]) failed: {error}") from None  # fmt: skip
-    reweighted = _reweighted(agent)
-    chunked = train(agent, key, budget, progress=False, chunk_iterations=iterations, callback=keep)
-    whole = train(agent, key, budget, progress=False, chunk_iterations=2 * iterations)
-    stacked = train(population, keys, budget, progress=False, chunk_iterations=2 * iterations)
-    steps = np.asarray(whole[1]["env_steps"])
+    kept = []
+    keep = lambda checkpoint: kept.append(checkpoint.copy())  # noqa: E731
+    stacked = train(population, keys, budget, progress=False, chunk_iterations=iterations, callback=keep)
+    members = (agent, other)
+    alone = [train(m, keys[i], budget, progress=False, chunk_iterations=2 * iterations) for i, m in enumerate(members)]
+    steps = np.asarray(alone[0][1]["env_steps"])
     if not np.all(np.diff(steps) == agent.steps_per_iteration):
         raise fail(_METRICS, f"{name}'s metric 'env_steps' must grow by steps_per_iteration = "
                    f"{agent.steps_per_iteration} per iteration, got {steps.tolist()}")  # fmt: skip
     where = lambda run: f"{name}, {2 * iterations} iterations of {agent.steps_per_iteration} steps: {run}"  # noqa: E731
-    for label, a, b in (("state", chunked[0], whole[0]), ("metrics", chunked[1], whole[1])):
-        if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
-            raise fail("chunking does not change a run", where(f"chunks of {iterations} vs one chunk, {label} {gap}"))
-    resumed = train(agent, key, budget, progress=False, chunk_iterations=iterations, resume=kept[0])
-    for label, a, b in (("state", resumed[0], chunked[0]), ("metrics", resumed[1], chunked[1])):
+    for i, member in enumerate(members):
+        member_state = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, stacked[0])
+        member_metrics = {k: v[i] for k, v in stacked[1].items()}
+        for label, a, b in (("state", member_state, alone[i][0]), ("metrics", member_metrics, alone[i][1])):
+            if first_difference(a, b, rtol=rtol, atol=atol) is None:
+                continue
+            chunked = train(member, keys[i], budget, progress=False, chunk_iterations=iterations)
+            for label, a, b in (("state", chunked[0], alone[i][0]), ("metrics", chunked[1], alone[i][1])):
+                if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
+                    raise fail("chunking does not change a run",
+                               where(f"chunks of {iterations} vs one chunk, {label} {gap}"))  # fmt: skip
+            gap = first_difference(member_state, chunked[0], rtol=rtol, atol=atol)
+            label, gap = ("state", gap) if gap is not None else ("metrics", first_difference(
+                member_metrics, chunked[1], rtol=rtol, atol=atol))  # fmt: skip
+            what = "the original" if i == 0 else "hyperparameters x 0.99"
+            raise fail("a stack of N agents equals N separate runs (hyperparameters vmapped as leaves)",
+                       where(f"member {i} ({what}) vs its own run, {label} {gap}"))  # fmt: skip
+    resumed = train(population, keys, budget, progress=False, chunk_iterations=iterations, resume=kept[0])
+    for label, a, b in (("state", resumed[0], stacked[0]), ("metrics", resumed[1], stacked[1])):
         if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
             raise fail("resume does not change a run",
                        where(f"resumed after iteration {iterations} vs uninterrupted, {label} {gap}"))  # fmt: skip
-    for i, member in enumerate((agent, other)):
-        alone = train(member, keys[i], budget, progress=False, chunk_iterations=2 * iterations)
-        member_state = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, stacked[0])
-        member_metrics = {k: v[i] for k, v in stacked[1].items()}
-        for label, a, b in (("state", member_state, alone[0]), ("metrics", member_metrics, alone[1])):
-            if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
-                what = "the original" if i == 0 else "hyperparameters x 0.99"
-                raise fail("a stack of N agents equals N separate runs (hyperparameters vmapped as leaves)",
-                           where(f"member {i} ({what}) vs its own run, {label} {gap}"))  # fmt: skip
+    reweighted = _reweighted(agent)
     if reweighted is None:
         return
-    reweighted_state = train(reweighted, key, budget, progress=False, chunk_iterations=2 * iterations)[0]
-    if first_difference(reweighted_state, whole[0], rtol=0.0, atol=0.0) is None:
+    reweighted_state = train(reweighted, keys[0], budget, progress=False, chunk_iterations=2 * iterations)[0]
+    if first_difference(reweighted_state, alone[0][0], rtol=0.0, atol=0.0) is None:
         raise fail("updates use the replay buffer's importance weights",
                    f"{name} trained {budget} steps gives the same state when every Sample.weights "
                    "is multiplied by a random factor in [0.1, 1]: its loss ignores the weights, so prioritized "
@@ -273,7 +283,8 @@ def check_agent(
     atol: float = 1e-6,
 ) -> None:
     """Check the contracts of an agent on its configuration (make it small: a few envs,
-    short rollouts, small networks, a small buffer; it compiles about five programs).
+    short rollouts, small networks, a small buffer; it compiles two training programs, a
+    third for a replay agent, and the policy).
 
     - `init`/`train_iteration`: `train_iteration` returns `(state, metrics)` with the
       state's structure, shapes, dtypes and static values unchanged (so no iteration is

@@ -6,7 +6,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from ...core import Key
 
@@ -52,41 +52,73 @@ class AbstractDistribution(eqx.Module):
 
 
 class Categorical(AbstractDistribution):
-    """A categorical distribution over `0, ..., n - 1` from unnormalised logits."""
+    """A categorical distribution over `0, ..., n - 1` from unnormalised logits.
+
+    With an action `mask` (True where an action is legal, at least one per distribution,
+    broadcastable to the logits) the illegal actions have probability exactly 0: `sample`
+    and `mode` never return one, `log_prob` is `-inf` for one, and `probs`, `entropy` and
+    `kl_divergence` are those of the distribution over the legal actions (finite, with
+    zero gradient to an illegal action's logit). `Categorical(zeros, mask).sample(key)` is a
+    uniform draw among the legal actions.
+    """
 
     logits: Float[Array, "*batch n"]
+    mask: Bool[Array, "*#batch n"] | None = None
+
+    def __check_init__(self):
+        if self.mask is not None and jnp.shape(self.mask)[-1:] != jnp.shape(self.logits)[-1:]:
+            raise ValueError(
+                f"Categorical(mask) must have the logits' last axis ({jnp.shape(self.logits)[-1]} actions), "
+                f"got shape {tuple(jnp.shape(self.mask))}"
+            )
+
+    def _masked_logits(self) -> Float[Array, "*batch n"]:
+        if self.mask is None:
+            return self.logits
+        # The most negative float, not -inf: exp gives exactly 0 and no inf - inf = NaN anywhere.
+        return jnp.where(self.mask, self.logits, jnp.finfo(self.logits.dtype).min)
+
+    def _log_probs(self) -> Float[Array, "*batch n"]:
+        return jax.nn.log_softmax(self._masked_logits(), axis=-1)
 
     def sample(self, key: Key) -> Int[Array, "*batch"]:
-        return jax.random.categorical(key, self.logits, axis=-1).astype(jnp.int32)
+        return jax.random.categorical(key, self._masked_logits(), axis=-1).astype(jnp.int32)
 
     def log_prob(self, value: Int[Array, "*batch"]) -> Float[Array, "*batch"]:
         """**Returns:** the log-mass of `value`, integer actions of exactly the logits' batch
         shape (a `(batch, 1)` column is rejected: it would broadcast to `(batch, batch)`);
-        NaN for an action outside `0, ..., n - 1`."""
+        NaN for an action outside `0, ..., n - 1`, `-inf` for an illegal one."""
         batch = tuple(self.logits.shape[:-1])
         if tuple(jnp.shape(value)) != batch:
             raise ValueError(
                 f"Categorical.log_prob(value) must have shape {batch} (the batch shape of the logits), "
                 f"got {tuple(jnp.shape(value))}"
             )
-        logp = jax.nn.log_softmax(self.logits, axis=-1)
+        logp = self._log_probs()
         value = jnp.asarray(value).astype(jnp.int32)
         n = self.logits.shape[-1]
         # A one-hot select rather than a gather: the same number (one term and zeros), and its
         # gradient is elementwise (a gather's is a scatter-add, a kernel of its own on a GPU).
-        chosen = jnp.sum(jnp.where(value[..., None] == jnp.arange(n), logp, 0.0), axis=-1)
+        one_hot = value[..., None] == jnp.arange(n)
+        chosen = jnp.sum(jnp.where(one_hot, logp, 0.0), axis=-1)
+        if self.mask is not None:
+            legal = jnp.any(one_hot & self.mask, axis=-1)
+            chosen = jnp.where(legal, chosen, -jnp.inf)
         return jnp.where((value >= 0) & (value < n), chosen, jnp.nan)  # an action out of range: NaN
 
     def entropy(self, key: Key | None = None) -> Float[Array, "*batch"]:
-        logp = jax.nn.log_softmax(self.logits, axis=-1)
-        return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+        logp = self._log_probs()
+        terms = jnp.exp(logp) * logp
+        if self.mask is not None:
+            terms = jnp.where(self.mask, terms, 0.0)
+        return -jnp.sum(terms, axis=-1)
 
     def mode(self) -> Int[Array, "*batch"]:
-        return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
+        return jnp.argmax(self._masked_logits(), axis=-1).astype(jnp.int32)
 
     @property
     def probs(self) -> Float[Array, "*batch n"]:
-        return jax.nn.softmax(self.logits, axis=-1)
+        return jax.nn.softmax(self._masked_logits(), axis=-1)
 
 
 class Normal(AbstractDistribution):
@@ -176,9 +208,11 @@ def kl_divergence(p: AbstractDistribution, q: AbstractDistribution) -> Float[Arr
     if type(p) is not type(q):
         raise ValueError(f"kl_divergence(p, q) needs two distributions of one kind, got {type(p).__name__} and {type(q).__name__}")
     if isinstance(p, Categorical):
-        logp = jax.nn.log_softmax(p.logits, axis=-1)
-        logq = jax.nn.log_softmax(q.logits, axis=-1)
-        return jnp.sum(jnp.exp(logp) * (logp - logq), axis=-1)
+        logp, logq = p._log_probs(), q._log_probs()
+        terms = jnp.exp(logp) * (logp - logq)
+        if p.mask is not None:  # (an action legal under p only: a huge, finite KL)
+            terms = jnp.where(p.mask, terms, 0.0)
+        return jnp.sum(terms, axis=-1)
     if isinstance(p, (Normal, TanhNormal)):
         var_ratio = jnp.square(p.scale / q.scale)
         mahalanobis = jnp.square((p.loc - q.loc) / q.scale)
