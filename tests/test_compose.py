@@ -90,6 +90,7 @@ HEADS = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(batch=st.lists(st.integers(1, 3), min_size=0, max_size=2), which=st.integers(0, len(HEADS) - 1), cnn=st.booleans())
 def test_every_head_on_a_torso_over_batch_shapes(batch, which, cnn):

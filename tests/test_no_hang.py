@@ -76,6 +76,7 @@ def test_vmapped_init_makes_no_batched_lapack_call(name):
     assert _batched_lapack_calls(jax.jit(jax.vmap(agent.init)).lower(keys)) == []
 
 
+@pytest.mark.slow
 def test_vmapped_ppo_init_finishes_at_every_key_count():
     # The reproduction: before the fix, 4 keys hung with the process idle.
     _worker("ppo", "init", limit=120)

@@ -42,6 +42,7 @@ def test_ippo_passes_check_agent():
     check_agent(tiny("ippo"))
 
 
+@pytest.mark.slow
 def test_a_recurrent_ppo_passes_check_agent():
     check_agent(PPO("CartPole-v1", **TINY_PPO, actor_torso=eqxrl.components.GRUTorso(8, (8,)), shared_torso=True))
 

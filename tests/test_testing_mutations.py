@@ -127,6 +127,7 @@ def test_dqn_ignoring_per_weights_is_caught():
         check_agent(agent)
 
 
+@pytest.mark.slow
 def test_ppo_advantages_not_normalised_is_caught(monkeypatch):
     monkeypatch.setattr(ppo_module, "normalize_advantages", lambda advantages: advantages)
     with pytest.raises(ContractError, match=r"PPO\(normalize_advantages\) takes effect: 16 env steps give the same state "
