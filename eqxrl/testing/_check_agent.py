@@ -180,15 +180,13 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
         for label, a, b in (("state", member_state, alone[i][0]), ("metrics", member_metrics, alone[i][1])):
             if first_difference(a, b, rtol=rtol, atol=atol) is None:
                 continue
+            # Which contract: the member alone in the stack's chunks equals its one-chunk run, or not.
             chunked = train(member, keys[i], budget, progress=False, chunk_iterations=iterations)
-            for label, a, b in (("state", chunked[0], alone[i][0]), ("metrics", chunked[1], alone[i][1])):
-                if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
+            for part, x, y in (("state", chunked[0], alone[i][0]), ("metrics", chunked[1], alone[i][1])):
+                if (gap := first_difference(x, y, rtol=rtol, atol=atol)) is not None:
                     raise fail("chunking does not change a run",
-                               where(f"chunks of {iterations} vs one chunk, {label} {gap}"))  # fmt: skip
-            gap = first_difference(member_state, chunked[0], rtol=rtol, atol=atol)
-            label, gap = ("state", gap) if gap is not None else ("metrics", first_difference(
-                member_metrics, chunked[1], rtol=rtol, atol=atol))  # fmt: skip
-            what = "the original" if i == 0 else "hyperparameters x 0.99"
+                               where(f"chunks of {iterations} vs one chunk, {part} {gap}"))  # fmt: skip
+            what, gap = "the original" if i == 0 else "hyperparameters x 0.99", first_difference(a, b, rtol=rtol, atol=atol)
             raise fail("a stack of N agents equals N separate runs (hyperparameters vmapped as leaves)",
                        where(f"member {i} ({what}) vs its own run, {label} {gap}"))  # fmt: skip
     resumed = train(population, keys, budget, progress=False, chunk_iterations=iterations, resume=kept[0])
