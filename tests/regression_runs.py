@@ -22,16 +22,18 @@ if __name__ == "__main__":  # the suite's compile settings (tests/conftest.py), 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import argparse
+import functools
 import json
 import math
 import pathlib
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
 import numpy as np
 
 import eqxrl
-from eqxrl.agents import AGENTS, DQN, IPPO, PPO, SAC, AbstractAgent
+from eqxrl.agents import AGENTS, DQN, PPO, SAC, AbstractAgent
 
 RECORD = pathlib.Path(__file__).with_name("data") / "regression.json"
 
@@ -43,16 +45,25 @@ def _budget(agent: AbstractAgent, updates: int) -> int:
     return (-(-starts // spi) + updates) * spi
 
 
-def runs() -> dict[str, tuple[AbstractAgent, int]]:
-    """name -> (agent in its default configuration, env steps): every built-in agent, and the
-    variants whose code paths the defaults leave out (recurrent PPO, discrete SAC, prioritized
-    n-step DQN)."""
-    built = {name: cls(cls.default_env) for name, cls in AGENTS.items() if cls is not IPPO}
-    built["ippo"] = IPPO(IPPO.default_env)
-    built["ppo_recurrent"] = PPO.from_preset("recurrent", "CartPoleNoVel-v1")
-    built["sac_discrete"] = SAC("CartPole-v1")
-    built["dqn_per_nstep"] = DQN("CartPole-v1", prioritized=True, n_step=3)
-    return {name: (agent, _budget(agent, 2 if isinstance(agent, PPO) else 8)) for name, agent in built.items()}
+def _recorded_agents() -> dict[str, Callable[[], AbstractAgent]]:
+    builders = {name: functools.partial(cls, cls.default_env) for name, cls in AGENTS.items()}
+    builders["ppo_recurrent"] = lambda: PPO.from_preset("recurrent", "CartPoleNoVel-v1")
+    builders["sac_discrete"] = lambda: SAC("CartPole-v1")
+    builders["dqn_per_nstep"] = lambda: DQN("CartPole-v1", prioritized=True, n_step=3)
+    return builders
+
+
+RUNS = _recorded_agents()
+"""name -> a function building the agent in its default configuration: every built-in agent, and
+the variants whose code paths the defaults leave out (recurrent PPO, discrete SAC, prioritized
+n-step DQN)."""
+
+
+def agent_and_budget(name: str) -> tuple[AbstractAgent, int]:
+    """The agent of run `name` and its env steps: two iterations of PPO, eight past the others'
+    warm-up."""
+    agent = RUNS[name]()
+    return agent, _budget(agent, 2 if isinstance(agent, PPO) else 8)
 
 
 def fingerprint(state, metrics) -> dict:
@@ -63,7 +74,7 @@ def fingerprint(state, metrics) -> dict:
 
 
 def run(name: str) -> dict:
-    agent, budget = runs()[name]
+    agent, budget = agent_and_budget(name)
     state, metrics = eqxrl.train(agent, jax.random.key(0), budget, progress=False)
     return {"env_steps": budget, **fingerprint(state, metrics)}
 
@@ -104,7 +115,7 @@ def main(argv=None) -> int:
     jax.config.update("jax_numpy_dtype_promotion", "strict")
     record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
     failed = 0
-    for name in args.names or list(runs()):
+    for name in args.names or list(RUNS):
         got = run(name)
         if args.write:
             record[name] = got
