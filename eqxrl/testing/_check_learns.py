@@ -5,13 +5,15 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array
 
-from ..agents import PPO, AbstractAgent, AbstractOffPolicyAgent
+from ..agents import PPO, AbstractAgent, AbstractOffPolicyAgent, stack
 from ..core import replace_paths
-from ..envs import Discrete
+from ..envs import AbstractEnv, Discrete
 from ..loop import train
 from . import probes as p
 from ._common import as_key, fail
@@ -53,6 +55,52 @@ def _build(agent: Any, env: Any, gamma: float | None) -> AbstractAgent:
     return built
 
 
+class _OneOfTheProbes(AbstractEnv):
+    """The probe `probes[index]`, chosen by an array leaf: agents built on it with different
+    indices stack (`eqxrl.stack`), so every probe trains as a member of one program, compiled
+    once, instead of one program per probe. Each member steps exactly as its probe does."""
+
+    index: Array
+    probes: tuple[p.AbstractProbe, ...]
+
+    def reset(self, key):
+        return jax.lax.switch(self.index, [probe.reset for probe in self.probes], key)
+
+    def step(self, key, state, action):
+        return jax.lax.switch(self.index, [probe.step for probe in self.probes], key, state, action)
+
+    @property
+    def observation_space(self):
+        return self.probes[0].observation_space
+
+    @property
+    def action_space(self):
+        return self.probes[0].action_space
+
+    @property
+    def name(self) -> str:
+        return "probe"
+
+    @property
+    def max_episode_steps(self) -> int:
+        return max(probe.max_episode_steps for probe in self.probes)  # (each probe ends its own episodes)
+
+
+def _trained(agent: Any, envs: list, gammas: list, keys: list, total_steps: int) -> tuple[list, list]:
+    """**Returns:** `(agents, states)`: the agent built on each probe and trained on it. As one
+    stack of every probe when the built agents stack, else one run per probe."""
+    probes = tuple(envs)
+    stacked = [_build(agent, _OneOfTheProbes(jnp.asarray(i, jnp.int32), probes), g) for i, g in enumerate(gammas)]
+    try:
+        population = stack(stacked)
+    except ValueError:  # (an agent whose numbers are not all array leaves, e.g. a user's)
+        built = [_build(agent, env, g) for env, g in zip(envs, gammas)]
+        return built, [train(b, k, total_steps, progress=False)[0] for b, k in zip(built, keys)]
+    states, _ = train(population, jnp.stack(keys), total_steps, progress=False)
+    member = lambda i: jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, states)  # noqa: E731
+    return stacked, [member(i) for i in range(len(envs))]
+
+
 def _close(learned: float, want: float, atol: float, rtol: float) -> bool:
     return abs(learned - want) <= atol + rtol * abs(want)
 
@@ -83,6 +131,9 @@ def check_learns_probes(
     | `"time_limit"` | `TimeLimitBootstrap` | `V(+1) = 1 / (1 - gamma)`, `V(-1) = 1` |
     | `"n_step"` | `DelayedReward` | `V(s_t) = gamma^(4 - t) * 4` for its 5 steps |
 
+    The probes train as the members of one stack (`eqxrl.stack`, one program compiled, the
+    probe chosen by an array leaf of the env) when the agents built on them stack, else one
+    run after another; either way probe `i` trains with key `jax.random.fold_in(key, i)`.
     The value probes run with the agent's `gamma` hyperparameter set to `gamma` (0.5: a
     discount applied once or twice, or a window one step off, changes the answers by a
     factor of 2) and read the values through `value`; the action probes use
@@ -112,11 +163,12 @@ def check_learns_probes(
     sample = agent if isinstance(agent, AbstractAgent) else None
     discrete = True if sample is None else isinstance(sample.env.action_space, Discrete)
     report: dict[str, dict[str, float]] = {}
-    for i, name in enumerate(probes):
-        env, answers, meaning = _probe(name, discrete, gamma)
-        built = _build(agent, env, gamma if answers is not None else None)
+    chosen = [_probe(name, discrete, gamma) for name in probes]
+    gammas = [gamma if answers is not None else None for _, answers, _ in chosen]
+    keys = [jax.random.fold_in(key, i) for i in range(len(chosen))]
+    agents, states = _trained(agent, [env for env, _, _ in chosen], gammas, keys, total_steps)
+    for name, (env, answers, meaning), built, state in zip(probes, chosen, agents, states):
         label = f"{type(built).__name__} on probe {type(env).__name__} ({name!r}, {total_steps} steps)"
-        state, _ = train(built, jax.random.fold_in(key, i), total_steps, progress=False)
         report[name] = {}
         if answers is not None:  # a value probe
             read = value if value is not None else (lambda s, o: default_value(built, s, o))
