@@ -168,6 +168,22 @@ def test_the_tutorial_agent_learns_every_probe():
     check_learns_probes(A2C(eqxrl.envs.make("CartPole-v1"), **PROBE_A2C), total_steps=128 * 200, value=a2c_value)
 
 
+@pytest.mark.slow
+def test_probes_whose_agents_do_not_stack_run_one_by_one():
+    # The agents built for the two probes differ in a static field (their rollout length), so
+    # they cannot stack: each probe trains in its own run, with the same answers and messages.
+    built = []
+
+    def a2c(env):
+        built.append(A2C(env, num_envs=16, rollout_length=8 + 8 * (len(built) % 2), learning_rate=3e-3))
+        return built[-1]
+
+    report = check_learns_probes(a2c, total_steps=128 * 40, value=a2c_value, probes=("constant", "observation"))
+    assert [type(agent.env).__name__ for agent in built[-2:]] == ["ConstantReward", "ObservationReward"]
+    assert report["constant"]["V(+0)"] == pytest.approx(1.0, abs=0.15), report
+    assert report["observation"]["V(+1)"] == pytest.approx(1.0, abs=0.15), report
+
+
 LOOP = dict(num_envs=8, rollout_length=2, updates_per_step=0.25, batch_size=32, buffer_size=1024, learning_starts=64)
 PROBE_CONTINUOUS = dict(LOOP, hidden_sizes=(32, 32), tau=0.05, actor_learning_rate=3e-3, critic_learning_rate=3e-3)
 PROBE_MPO = dict(LOOP, hidden_sizes=(32, 32), target_update_period=1, tau=0.05, kl_mean=0.05, kl_std=1e-3,
