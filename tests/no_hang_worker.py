@@ -1,13 +1,14 @@
 """Run one agent's programs over key batches of several sizes; used by test_no_hang.py in a
 subprocess (a program that hangs is killed by the caller's timeout, not stuck in pytest).
 
-Usage: python no_hang_worker.py AGENT PROGRAMS COUNTS [LIMIT]
+Usage: python no_hang_worker.py AGENTS PROGRAMS COUNTS [LIMIT]
 
-AGENT: a name of `AGENTS` below; PROGRAMS: a comma-separated subset of `init` (`jax.vmap(agent.init)`),
+AGENTS: comma-separated names of `AGENTS` below (one process for several agents saves starting
+JAX and importing the suites once per agent); PROGRAMS: a comma-separated subset of `init` (`jax.vmap(agent.init)`),
 `make_train` (`jax.jit(jax.vmap(eqxrl.make_train(agent, steps)))`) and `train` (`eqxrl.train` with
-`(n,)` keys); COUNTS: comma-separated key counts. Prints one line `ok PROGRAM N SECONDS` per finished
+`(n,)` keys); COUNTS: comma-separated key counts. Prints one line `ok AGENT PROGRAM N SECONDS` per finished
 call (flushed, so the caller sees how far a hung run got); a call still running after LIMIT seconds
-(default 300: compiling, not running, takes the time) prints `hung PROGRAM N`, the process CPU
+(default 300: compiling, not running, takes the time) prints `hung AGENT PROGRAM N`, the process CPU
 seconds the call used (a deadlock sits idle; a slow compile does not) and the Python stack of every
 thread (where it waits: in a compile or in `block_until_ready`), and ends the process with exit status 3.
 
@@ -57,8 +58,8 @@ def run(agent, program: str, n: int) -> None:
         raise ValueError(f"program must be init, make_train or train, got {program!r}")
 
 
-def _hung(program: str, n: int, limit: float, cpu_start: float) -> None:
-    print(f"hung {program} {n} after {limit:.0f} s, {time.process_time() - cpu_start:.1f} s of process CPU", flush=True)
+def _hung(name: str, program: str, n: int, limit: float, cpu_start: float) -> None:
+    print(f"hung {name} {program} {n} after {limit:.0f} s, {time.process_time() - cpu_start:.1f} s of process CPU", flush=True)
     faulthandler.dump_traceback(sys.stdout, all_threads=True)
     sys.stdout.flush()
     os._exit(3)  # a deadlocked XLA call cannot be interrupted; the process must end
@@ -69,18 +70,19 @@ def main() -> None:
     # backend, which sizes the pool from the CPUs this process may use.
     if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 2:
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
-    name, programs, counts = sys.argv[1], sys.argv[2].split(","), [int(n) for n in sys.argv[3].split(",")]
+    names, programs, counts = sys.argv[1].split(","), sys.argv[2].split(","), [int(n) for n in sys.argv[3].split(",")]
     limit = float(sys.argv[4]) if len(sys.argv) > 4 else 300.0
-    agent = AGENTS[name]()
-    for program in programs:
-        for n in counts:
-            start = time.perf_counter()
-            watchdog = threading.Timer(limit, _hung, (program, n, limit, time.process_time()))
-            watchdog.daemon = True
-            watchdog.start()
-            run(agent, program, n)
-            watchdog.cancel()
-            print(f"ok {program} {n} {time.perf_counter() - start:.1f}", flush=True)
+    for name in names:
+        agent = AGENTS[name]()
+        for program in programs:
+            for n in counts:
+                start = time.perf_counter()
+                watchdog = threading.Timer(limit, _hung, (name, program, n, limit, time.process_time()))
+                watchdog.daemon = True
+                watchdog.start()
+                run(agent, program, n)
+                watchdog.cancel()
+                print(f"ok {name} {program} {n} {time.perf_counter() - start:.1f}", flush=True)
 
 
 if __name__ == "__main__":
