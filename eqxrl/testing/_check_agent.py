@@ -8,6 +8,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array
 
 from ..agents import AbstractAgent, Clock, hyperparameter_hint, stack
 from ..components import AbstractReplayBuffer, Sample
@@ -33,16 +34,16 @@ def _abstract(tree: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def _check_state_signature(agent: AbstractAgent, state: Any, clock: Clock) -> Any:
-    """The state `train_iteration` returns has the signature of the one it takes, so a
-    compiled iteration is reused (no retrace) and `lax.scan` can carry it.
-    **Returns:** the abstract metrics."""
+def _check_state_signature(agent: AbstractAgent, init_key: Any, clock: Clock) -> Any:
+    """The state `train_iteration` returns has the signature of the one `init(init_key)`
+    gives it, so a compiled iteration is reused (no retrace) and `lax.scan` can carry it
+    (traced only). **Returns:** the abstract metrics."""
     name = type(agent).__name__
-    out = eqx.filter_eval_shape(agent.train_iteration, state, clock)
+    state, out = eqx.filter_eval_shape(lambda k: (s := agent.init(k), agent.train_iteration(s, clock)), init_key)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise fail(_SHAPES, f"{name}.train_iteration must return (state, metrics), got {type(out).__name__}")
     new_state, metrics = out
-    before = _abstract(eqx.filter_eval_shape(lambda s: s, state))
+    before = _abstract(state)
     after = _abstract(new_state)
     if [p for p, _ in before] != [p for p, _ in after]:
         missing = sorted({p for p, _ in before} ^ {p for p, _ in after})
@@ -73,40 +74,48 @@ def _check_metrics(agent: AbstractAgent, metrics: Any) -> None:
                    f"got {metrics['episode_return'].dtype}")  # fmt: skip
 
 
+_BATCHES = ((4,), (2, 3))
+
+
 @eqx.filter_jit
-def _reset_obs(env: Any, key: Any, batch: tuple[int, ...]) -> Any:
-    """First observations of `prod(batch)` episodes, shaped `(*batch, *obs_shape)`."""
-    obs = jax.vmap(lambda k: env.reset(k)[1].obs)(jax.random.split(key, int(np.prod(batch))))
-    return jax.tree.map(lambda x: x.reshape(batch + x.shape[1:]), obs)
-
-
-# (compiled: an agent's act run op by op takes seconds)
-_act = eqx.filter_jit(lambda agent, state, obs, key, deterministic: agent.act(state, obs, key, deterministic=deterministic))
-_act_with_carry = eqx.filter_jit(
-    lambda agent, state, obs, carry, reset, key, deterministic: agent.act_with_carry(
-        state, obs, carry, reset, key, deterministic=deterministic
-    )
-)
-
-
-def _check_act(agent: AbstractAgent, state: Any, key: Any) -> None:
-    """`act` maps observations `(*batch, *obs_shape)` to actions `(*batch, *action_shape)` of
-    `agent.eval_env`'s action space, sampled or deterministic."""
-    name, contract = type(agent).__name__, "act maps a batch of observations to valid actions"
-    env = agent.eval_env
-    space = env.action_space
-    for batch in ((4,), (2, 3)):
-        obs = _reset_obs(env, key, batch)
+def _policy_at_reset(agent: AbstractAgent, init_key: Any, key: Any) -> list:
+    """The initial state's policy at the first observations of `prod(batch)` episodes,
+    shaped `(*batch, *obs_shape)`, for each batch shape of `_BATCHES`, sampled and
+    deterministic, in one program (an agent's init and act run op by op take seconds).
+    **Returns:** `[(initial carry or None, new carry or None, [sampled actions,
+    deterministic actions])]` in the order of `_BATCHES` (a list: a jitted dict comes back in
+    sorted key order); a policy with memory acts through its carry, from the start of
+    episodes."""
+    state = agent.init(init_key)
+    out = []
+    for batch in _BATCHES:
+        obs = jax.vmap(lambda k: agent.eval_env.reset(k)[1].obs)(jax.random.split(key, int(np.prod(batch))))
+        obs = jax.tree.map(lambda x: x.reshape(batch + x.shape[1:]), obs)  # noqa: B023
         carry = agent.initial_carry(state, batch)
+        actions, new_carry = [], None
         for deterministic in (False, True):
             act_key = None if deterministic else key
             if carry is None:
-                call = f"{name}.act(state, obs of batch shape {batch}, deterministic={deterministic})"
-                actions = _act(agent, state, obs, act_key, deterministic)
-            else:  # a policy with memory acts through its carry, from the start of episodes
-                call = f"{name}.act_with_carry(state, obs of batch shape {batch}, deterministic={deterministic})"
+                actions.append(agent.act(state, obs, act_key, deterministic=deterministic))
+            else:
                 reset = jnp.ones(batch, bool)
-                actions, new_carry = _act_with_carry(agent, state, obs, carry, reset, act_key, deterministic)
+                action, new_carry = agent.act_with_carry(state, obs, carry, reset, act_key, deterministic=deterministic)
+                actions.append(action)
+        out.append((carry, new_carry, actions))
+    return out
+
+
+def _check_act(agent: AbstractAgent, init_key: Any, key: Any) -> None:
+    """`act` maps observations `(*batch, *obs_shape)` to actions `(*batch, *action_shape)` of
+    `agent.eval_env`'s action space, sampled or deterministic (at `init(init_key)`'s state)."""
+    name, contract = type(agent).__name__, "act maps a batch of observations to valid actions"
+    space = agent.eval_env.action_space
+    for batch, (carry, new_carry, both) in zip(_BATCHES, _policy_at_reset(agent, init_key, key)):
+        for deterministic, actions in zip((False, True), both):
+            if carry is None:
+                call = f"{name}.act(state, obs of batch shape {batch}, deterministic={deterministic})"
+            else:
+                call = f"{name}.act_with_carry(state, obs of batch shape {batch}, deterministic={deterministic})"
                 if _abstract(carry) != _abstract(new_carry):
                     raise fail(contract, f"{call} returned a carry {_abstract(new_carry)}, initial_carry gave "
                                f"{_abstract(carry)}")  # fmt: skip
@@ -150,34 +159,44 @@ def _perturbed(agent: AbstractAgent, paths: dict[str, Any]) -> AbstractAgent:
 
 
 def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int, rtol: float, atol: float) -> None:
-    """Chunking, resume, stacking and importance weights, from three compiled runs: a stack of
-    the agent and a perturbed copy run in chunks of `iterations` (and resumed halfway), each
-    member alone in one chunk, and (a replay agent) the agent with reweighted samples. A
-    member of the chunked stack that differs from its own one-chunk run is then run alone in
-    chunks too, to say which of the two contracts it breaks."""
+    """Chunking, resume, stacking and importance weights, from two compiled runs: a stack of
+    the agent, a perturbed copy and (a replay agent) the agent whose samples are reweighted,
+    run in chunks of `iterations` (and resumed halfway), and each of the first two members
+    alone in one chunk. A member of the chunked stack that differs from its own one-chunk
+    run is then run alone in chunks too, to say which of the two contracts it breaks."""
     name = type(agent).__name__
     budget = 2 * iterations * agent.steps_per_iteration
+    buffer = _replay(agent)
+    if buffer is not None:
+        # Every member samples through `Reweighted`: with strength 0 it multiplies the weights
+        # by exactly 1 (the agent's own numbers), with strength 1 by random factors; a third
+        # member, with the first one's key, then shows whether the updates use the weights.
+        agent = _with_buffer(agent, Reweighted(buffer, 0.0))
     other = _perturbed(agent, paths)
-    keys = jax.random.split(key, 2)
+    members = (agent, other)
+    key0, key1 = jax.random.split(key, 2)
+    run_keys = [key0, key1]
+    if buffer is not None:
+        members, run_keys = members + (_with_buffer(agent, Reweighted(buffer, 1.0)),), run_keys + [key0]
+    keys = jnp.stack(run_keys)
     try:
-        population = stack([agent, other])
+        population = stack(list(members))
     except ValueError as error:
         raise fail("a stack of N agents equals N separate runs", f"eqxrl.stack([{name}, same with "
                    f"hyperparameters x 0.99]) failed: {error}") from None  # fmt: skip
     kept = []
     keep = lambda checkpoint: kept.append(checkpoint.copy())  # noqa: E731
     stacked = train(population, keys, budget, progress=False, chunk_iterations=iterations, callback=keep)
-    members = (agent, other)
-    alone = [train(m, keys[i], budget, progress=False, chunk_iterations=2 * iterations) for i, m in enumerate(members)]
+    alone = [train(m, keys[i], budget, progress=False, chunk_iterations=2 * iterations) for i, m in enumerate(members[:2])]
     steps = np.asarray(alone[0][1]["env_steps"])
     if not np.all(np.diff(steps) == agent.steps_per_iteration):
         raise fail(_METRICS, f"{name}'s metric 'env_steps' must grow by steps_per_iteration = "
                    f"{agent.steps_per_iteration} per iteration, got {steps.tolist()}")  # fmt: skip
     where = lambda run: f"{name}, {2 * iterations} iterations of {agent.steps_per_iteration} steps: {run}"  # noqa: E731
-    for i, member in enumerate(members):
-        member_state = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, stacked[0])
+    member_state = lambda i: jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, stacked[0])  # noqa: E731
+    for i, member in enumerate(members[:2]):
         member_metrics = {k: v[i] for k, v in stacked[1].items()}
-        for label, a, b in (("state", member_state, alone[i][0]), ("metrics", member_metrics, alone[i][1])):
+        for label, a, b in (("state", member_state(i), alone[i][0]), ("metrics", member_metrics, alone[i][1])):
             if first_difference(a, b, rtol=rtol, atol=atol) is None:
                 continue
             # Which contract: the member alone in the stack's chunks equals its one-chunk run, or not.
@@ -194,11 +213,7 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
         if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
             raise fail("resume does not change a run",
                        where(f"resumed after iteration {iterations} vs uninterrupted, {label} {gap}"))  # fmt: skip
-    reweighted = _reweighted(agent)
-    if reweighted is None:
-        return
-    reweighted_state = train(reweighted, keys[0], budget, progress=False, chunk_iterations=2 * iterations)[0]
-    if first_difference(reweighted_state, alone[0][0], rtol=0.0, atol=0.0) is None:
+    if buffer is not None and first_difference(member_state(2), member_state(0), rtol=0.0, atol=0.0) is None:
         raise fail("updates use the replay buffer's importance weights",
                    f"{name} trained {budget} steps gives the same state when every Sample.weights "
                    "is multiplied by a random factor in [0.1, 1]: its loss ignores the weights, so prioritized "
@@ -207,13 +222,16 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
 
 class Reweighted(AbstractReplayBuffer):
     """Another buffer whose samples' importance weights are multiplied by random factors in
-    `[0.1, 1]` (`check_agent`'s test that an agent's updates use `Sample.weights`)."""
+    `[1 - 0.9 * strength, 1]` (`check_agent`'s test that an agent's updates use
+    `Sample.weights`): strength 0 leaves them exactly as they are, 1 draws from `[0.1, 1]`."""
 
     inner: AbstractReplayBuffer
+    strength: Array
     capacity: int = eqx.field(static=True)
 
-    def __init__(self, inner: AbstractReplayBuffer):
+    def __init__(self, inner: AbstractReplayBuffer, strength: float = 1.0):
         self.inner = inner
+        self.strength = jnp.asarray(strength, jnp.float32)
         self.capacity = inner.capacity
 
     def init(self, example):
@@ -225,7 +243,7 @@ class Reweighted(AbstractReplayBuffer):
     def sample(self, state, key, batch_size, beta=1.0):
         drawn = self.inner.sample(state, key, batch_size, beta)
         factor = jax.random.uniform(jax.random.fold_in(key, 1), (batch_size,), minval=0.1, maxval=1.0)
-        return Sample(drawn.data, drawn.indices, drawn.weights * factor)
+        return Sample(drawn.data, drawn.indices, drawn.weights * (1.0 - self.strength * (1.0 - factor)))
 
     def update_priorities(self, state, indices, td_errors):
         return self.inner.update_priorities(state, indices, td_errors)
@@ -244,14 +262,9 @@ def _warmup_iterations(agent: AbstractAgent) -> int:
     return -(-int(starts) // agent.steps_per_iteration) + 1 if isinstance(starts, (int, np.integer)) else 0
 
 
-def _reweighted(agent: AbstractAgent) -> AbstractAgent | None:
-    """An agent with a replay buffer weights its loss by `Sample.weights` (else prioritized
-    replay's importance correction is silently lost): the agent whose buffer scales them by
-    random factors, to compare with the agent's own run (None without a `buffer` field)."""
-    buffer = _replay(agent)
-    if buffer is None:
-        return None
-    return eqx.tree_at(lambda a: a.buffer, agent, Reweighted(buffer), is_leaf=lambda x: x is None)
+def _with_buffer(agent: AbstractAgent, buffer: AbstractReplayBuffer) -> AbstractAgent:
+    """The agent with `buffer` in its `buffer` field."""
+    return eqx.tree_at(lambda a: a.buffer, agent, buffer, is_leaf=lambda x: x is None)
 
 
 def _check_flags(agent: AbstractAgent, key: Any, flags: Sequence[str]) -> None:
@@ -260,9 +273,7 @@ def _check_flags(agent: AbstractAgent, key: Any, flags: Sequence[str]) -> None:
     budget = max(1, _warmup_iterations(agent)) * agent.steps_per_iteration  # (past any warm-up)
     base = train(agent, key, budget, progress=False)[0]
     for flag in flags:
-        value = getattr(agent, flag, None)
-        if not isinstance(value, bool):
-            raise ValueError(f"check_agent(flags) must name boolean fields of {name}, got {flag!r} = {value!r}")
+        value = getattr(agent, flag)
         flipped = dataclasses.replace(agent, **{flag: not value})
         other = train(flipped, key, budget, progress=False)[0]
         if first_difference(base, other, rtol=0.0, atol=0.0) is None:
@@ -281,8 +292,8 @@ def check_agent(
     atol: float = 1e-6,
 ) -> None:
     """Check the contracts of an agent on its configuration (make it small: a few envs,
-    short rollouts, small networks, a small buffer; it compiles two training programs, a
-    third for a replay agent, and the policy).
+    short rollouts, small networks, a small buffer; it compiles two training programs and
+    the policy).
 
     - `init`/`train_iteration`: `train_iteration` returns `(state, metrics)` with the
       state's structure, shapes, dtypes and static values unchanged (so no iteration is
@@ -299,8 +310,10 @@ def check_agent(
       (resume), and a stack of the agent and a copy with every hyperparameter times 0.99
       (vmapped over them) equals the two separate runs;
     - an agent with a `buffer` field (a replay buffer) uses the importance weights: its
-      state changes when every `Sample.weights` is multiplied by a random factor (the runs
-      are then long enough to pass `learning_starts`);
+      state changes when every `Sample.weights` is multiplied by a random factor (a third
+      member of the stack, with the first one's key; the runs are then long enough to pass
+      `learning_starts`; every member samples through the wrapper that scales the
+      weights, the first two by exactly 1);
     - each static boolean field named in `flags` changes the state after one iteration
       (past `learning_starts`) when flipped (a flag whose code never runs, e.g. advantage
       normalisation). Name flags that act from the first update: DQN's `double` changes
@@ -319,6 +332,9 @@ def check_agent(
         raise ValueError(f"check_agent(agent) must be an eqxrl AbstractAgent, got {type(agent).__name__}")
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ValueError(f"check_agent(iterations) must be an int >= 1, got {iterations!r}")
+    for flag in flags:  # (before the runs: a wrong name is known at once)
+        if not isinstance(value := getattr(agent, flag, None), bool):
+            raise ValueError(f"check_agent(flags) must name boolean fields of {type(agent).__name__}, got {flag!r} = {value!r}")
     if _replay(agent) is not None:
         # (the runs compared must reach the updates: past `learning_starts`)
         iterations = max(iterations, -(-_warmup_iterations(agent) // 2))
@@ -328,10 +344,9 @@ def check_agent(
         raise fail("steps_per_iteration is a positive static int", f"{type(agent).__name__} gave {spi!r}")
     paths = _check_hyperparameters(agent)
     init_key, act_key, run_key = jax.random.split(key, 3)
-    state = agent.init(init_key)
     clock = Clock(jnp.zeros((), jnp.int32), jnp.asarray(2 * iterations, jnp.int32))
-    _check_metrics(agent, _check_state_signature(agent, state, clock))
-    _check_act(agent, state, act_key)
+    _check_metrics(agent, _check_state_signature(agent, init_key, clock))
+    _check_act(agent, init_key, act_key)
     _runs(agent, run_key, paths, iterations, rtol, atol)
     if flags:
         _check_flags(agent, run_key, flags)
