@@ -634,12 +634,12 @@ def test_act_needs_a_key_unless_deterministic(getkey):
 @pytest.mark.slow
 @pytest.mark.learning
 def test_mpo_learns_pendulum():
-    # Batches of 128 (the default 256 doubled the training's CPU time); 15,000 steps (at 8,000 one
-    # seed of four had not learned yet).
+    # Batches of 128 (the default 256 doubled the training's CPU time); 10,000 steps (at 8,000 one
+    # seed of four had not learned yet; at 15,000, as this test ran before, the same bound held by more).
     agent = MPO("Pendulum-v1", hidden_sizes=(64, 64), batch_size=128)
     untrained = untrained_returns(agent)
-    trained = per_seed_returns(agent, train_seeds(agent, 15_000)[0], num_episodes=8)
+    trained = per_seed_returns(agent, train_seeds(agent, 10_000)[0], num_episodes=8)
     assert np.all(untrained < -900), untrained
-    # Bound: 2 of 3 seeds above -600 (native, 3 seeds: -151, -93, -226, the first three of 4 natively and with
-    # AVX2); an untrained policy scores about -1200.
+    # Bound: 2 of 3 seeds above -600 (native, 3 seeds: -154, -143, -215; the fourth of 4 seeds -166; at 15,000
+    # steps -151, -93, -226, the same natively and with AVX2); an untrained policy scores about -1200.
     assert most_above(trained, -600), (untrained, trained)
