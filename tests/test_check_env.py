@@ -14,9 +14,11 @@ import eqxrl
 from eqxrl.agents import DQN, PPO, SAC, AbstractAgent
 from eqxrl.envs import (
     AbstractEnv,
+    AutoReset,
     Box,
     Dict,
     Discrete,
+    EpisodeStatistics,
     MultiBinary,
     MultiDiscrete,
     TimeLimit,
@@ -352,6 +354,12 @@ def test_dict_observations_and_multi_discrete_actions_pass():
     assert check_env(env) is env
     assert check_env(VectorEnv(GridEnv(action_space_=MultiBinary(3)), 2))
     check_env_steps(env, num_steps=20, num_envs=2, ends_at_limit=True)
+    # The wrappers that do not read the observation take dict observations too.
+    wrapped = VectorEnv(EpisodeStatistics(AutoReset(TimeLimit(env, 5))), 2)
+    assert check_env(wrapped) is wrapped
+    state, ts = wrapped.reset(jax.random.key(0))
+    state, ts = wrapped.step(jax.random.key(1), state, jnp.ones((2, 2), jnp.int32))
+    assert ts.obs["grid"].shape == (2, 3, 3, 2) and ts.info["final_obs"]["step"].shape == (2,)
 
 
 def test_a_wrong_observation_leaf_is_named():
