@@ -14,7 +14,6 @@ from eqxrl.envs import (
     Box,
     Dict,
     Discrete,
-    MultiAgentSpace,
     MultiBinary,
     MultiDiscrete,
     flatten_space,
@@ -401,11 +400,6 @@ def test_dict_equality_and_repr():
 def test_dict_rejects_bad_spaces(spaces, message):
     with pytest.raises(ValueError, match=message):
         Dict(spaces)
-
-
-def test_multi_agent_space_refuses_a_dict():
-    with pytest.raises(ValueError, match=r"^MultiAgentSpace\(space\) must be a space of one array \(not yet a Dict\), got Dict\("):
-        MultiAgentSpace(Dict({"a": Discrete(2)}), 2)
 
 
 # ----------------------------------------------------------------------------- flatten_space, sample_batch
