@@ -190,9 +190,10 @@ class MultiBinary(AbstractSpace):
     `MultiBinary((2, 3))` of shape `(2, 3)`.
 
     The dtype is int32, not gymnasium's int8: it is the dtype of `Discrete` and
-    `MultiDiscrete` elements, so a `Dict` of them (or a later agent's one-hot encoding,
-    sum or comparison) stays in one integer type, and an int8 would save memory only in
-    a replay buffer, which can store any dtype it likes.
+    `MultiDiscrete` elements, so a `Dict` of them (or an agent's one-hot encoding, sum or
+    comparison) stays in one integer type (with JAX's strict dtype promotion, as eqxrl's
+    tests run, an int8 would need a cast at each of those); the memory int8 saves matters
+    only in a replay buffer, which can narrow what it stores itself.
     """
 
     n: int | tuple[int, ...] = eqx.field(static=True)
@@ -291,9 +292,11 @@ class Dict(AbstractSpace):
         inside = []
         for name, space in self.spaces.items():
             value = x[name]
-            if not isinstance(space, Dict) and not (eqx.is_array_like(value) and jnp.shape(value) == tuple(space.shape)):
-                return jnp.asarray(False)
-            inside.append(jnp.asarray(space.contains(value if isinstance(space, Dict) else jnp.asarray(value))))
+            if not isinstance(space, Dict):  # (a nested Dict checks its own entries)
+                if not (eqx.is_array_like(value) and jnp.shape(value) == tuple(space.shape)):
+                    return jnp.asarray(False)
+                value = jnp.asarray(value)
+            inside.append(jnp.asarray(space.contains(value)))
         return jnp.all(jnp.stack(inside))
 
 
