@@ -1,6 +1,8 @@
 """Tests for `eqxrl.envs.check_env`: an env's reset/step outputs against its spaces, checked
 when it is made (`make`), when an agent is built on it (built-in or a user's agent), once."""
 
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -12,8 +14,13 @@ import eqxrl
 from eqxrl.agents import DQN, PPO, SAC, AbstractAgent
 from eqxrl.envs import (
     AbstractEnv,
+    AutoReset,
     Box,
+    Dict,
     Discrete,
+    EpisodeStatistics,
+    MultiBinary,
+    MultiDiscrete,
     TimeLimit,
     TimeStep,
     VectorEnv,
@@ -22,6 +29,7 @@ from eqxrl.envs import (
     make,
     register,
 )
+from eqxrl.testing import ContractError, check_env_steps
 from typecheck import no_runtime_typecheck
 
 
@@ -302,3 +310,131 @@ def test_an_error_of_the_envs_own_code_says_it_came_from_the_check():
         check_env(TimeLimit(Broken(), 5))
     note = "(raised while eqxrl.envs.check_env traced TimeLimit(Broken).step abstractly, as make and every agent do)"
     assert note in info.value.__notes__
+
+
+# ----------------------------------------------------------------------------- structured spaces
+
+
+class GridEnv(AbstractEnv):
+    """Dict observations ({"grid": (3, 3, 2) floats in [0, 1], "step": the step count}) and a
+    MultiDiscrete action (its sum is the reward); `grid_shape` or `step_dtype` make an obs
+    leaf wrong, `action_space_` picks the action space."""
+
+    grid_shape: tuple = eqx.field(static=True, default=(3, 3, 2))
+    step_dtype: object = eqx.field(static=True, default=jnp.int32)
+    action_space_: object = eqx.field(static=True, default=MultiDiscrete((3, 2)))
+
+    def _obs(self, key, t):
+        return {"grid": jax.random.uniform(key, self.grid_shape), "step": t.astype(self.step_dtype)}
+
+    def reset(self, key):
+        t = jnp.zeros((), jnp.int32)
+        return t, first_timestep(self._obs(key, t))
+
+    def step(self, key, state, action):
+        t = state + 1
+        reward = jnp.sum(action).astype(jnp.float32)
+        return t, TimeStep(self._obs(key, t), reward, t >= 9, jnp.zeros((), bool), {})
+
+    @property
+    def observation_space(self):
+        return Dict({"grid": Box(0.0, 1.0, (3, 3, 2)), "step": Discrete(10)})
+
+    @property
+    def action_space(self):
+        return self.action_space_
+
+    @property
+    def max_episode_steps(self):
+        return 9
+
+
+def test_dict_observations_and_multi_discrete_actions_pass():
+    env = GridEnv()
+    assert check_env(env) is env
+    assert check_env(VectorEnv(GridEnv(action_space_=MultiBinary(3)), 2))
+    check_env_steps(env, num_steps=20, num_envs=2, ends_at_limit=True)
+    # The wrappers that do not read the observation take dict observations too.
+    wrapped = VectorEnv(EpisodeStatistics(AutoReset(TimeLimit(env, 5))), 2)
+    assert check_env(wrapped) is wrapped
+    state, ts = wrapped.reset(jax.random.key(0))
+    state, ts = wrapped.step(jax.random.key(1), state, jnp.ones((2, 2), jnp.int32))
+    assert ts.obs["grid"].shape == (2, 3, 3, 2) and ts.info["final_obs"]["step"].shape == (2,)
+
+
+def test_a_wrong_observation_leaf_is_named():
+    match = (r"^GridEnv\.reset: obs\['grid'\] must be a float or integer array of shape \(3, 3, 2\) "
+             r"\(the observation_space's\), got float32 with shape \(3, 3\)$")  # fmt: skip
+    with pytest.raises(ValueError, match=match):
+        check_env(GridEnv(grid_shape=(3, 3)))
+    with pytest.raises(ValueError, match=r"^VectorEnv\(GridEnv\)\.reset: obs\['grid'\] must be a float or integer array "
+                       r"of shape \(2, 3, 3, 2\) .*got float32 with shape \(2, 3, 3\)$"):  # fmt: skip
+        check_env(VectorEnv(GridEnv(grid_shape=(3, 3)), 2))
+    with pytest.raises(ValueError, match=r"^GridEnv\.reset: obs\['step'\] must be a float or integer array of shape \(\) "
+                       r"\(the observation_space's\), got bool with shape \(\)$"):  # fmt: skip
+        check_env(GridEnv(step_dtype=jnp.bool_))
+
+
+def test_observations_of_another_structure_are_named():
+    class Missing(GridEnv):
+        def _obs(self, key, t):
+            return {"grid": super()._obs(key, t)["grid"]}
+
+    class Flat(GridEnv):
+        def _obs(self, key, t):
+            return jnp.zeros(3)
+
+    with pytest.raises(ValueError, match=r"^Missing\.reset: obs must be a pytree of structure \{'grid': \*, 'step': \*\} "
+                       r"\(the observation_space's\), got \{'grid': \*\}$"):  # fmt: skip
+        check_env(Missing())
+    with pytest.raises(ValueError, match=r"^Flat\.reset: obs must be a pytree of structure \{'grid': \*, 'step': \*\} "
+                       r"\(the observation_space's\), got float32 with shape \(3,\)$"):  # fmt: skip
+        check_env(Flat())
+
+
+@pytest.mark.parametrize("space", [MultiDiscrete((3, 2)), MultiBinary((2, 2))], ids=repr)
+def test_multi_actions_reach_step_with_the_action_space_shape(space):
+    seen = []
+
+    class Seen(GridEnv):
+        def step(self, key, state, action):
+            seen.append((action.shape, action.dtype))
+            return super().step(key, state, action)
+
+    check_env(Seen(action_space_=space))
+    assert seen == [(space.shape, jnp.int32)]
+
+
+def test_check_env_steps_names_a_dict_observation_outside_its_space():
+    class Escaping(GridEnv):
+        def _obs(self, key, t):
+            return {**super()._obs(key, t), "step": t + 10}
+
+    with pytest.raises(ContractError, match=r"observations and rewards respect the spaces and dtypes: Escaping: a first "
+                       r"observation from reset is outside Dict\(\{'grid': Box"):  # fmt: skip
+        check_env_steps(Escaping(), num_steps=3, num_envs=1)
+
+
+def test_built_in_agents_refuse_dict_observations_and_multi_actions():
+    dict_obs = (r"^eqxrl's built-in agents need observations of one array \(a Box, Discrete, MultiDiscrete or MultiBinary "
+                r"observation space\), got Dict\(\{'grid': Box\(low=0, high=1, shape=\(3, 3, 2\)\), 'step': Discrete\(n=10\)\}\) "
+                r"from env 'GridEnv': their networks, torsos and buffers do not take Dict observations yet$")  # fmt: skip
+    for agent in (PPO, DQN):
+        with pytest.raises(ValueError, match=dict_obs):
+            agent(GridEnv(action_space_=Discrete(3)))
+    # A user's own agent may take Dict observations: only the env's contract is checked.
+    assert isinstance(Reinforce(GridEnv()), Reinforce)
+
+    class MultiActions(MyEnv):
+        action_space_: object = eqx.field(static=True, default=None)
+
+        @property
+        def action_space(self):
+            return self.action_space_
+
+    for space in (MultiDiscrete((3, 2)), MultiBinary(2)):
+        with pytest.raises(ValueError, match=rf"^PPO needs a Discrete or Box action space, got {re.escape(repr(space))}$"):
+            PPO(MultiActions(action_space_=space))
+        with pytest.raises(ValueError, match=rf"^DQN needs a Discrete action space, got {re.escape(repr(space))} from env "
+                           r"'MultiActions'; use DDPG, TD3 or SAC for continuous actions$"):  # fmt: skip
+            DQN(MultiActions(action_space_=space))

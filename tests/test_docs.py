@@ -120,6 +120,19 @@ def test_testing_page_runs(tmp_path, monkeypatch):
     assert ns["gae"] is ns["real_gae"]
 
 
+def test_environments_page_spaces_run():
+    """The Spaces section of docs/components/environments.md (the rest of the page builds and
+    steps gymnax envs, so only its blocks compile): its examples run and say what they claim."""
+    text = (DOCS / "components" / "environments.md").read_text()
+    section = text[text.index("\n## Spaces\n") : text.index("\n## Adapters\n")]
+    blocks = BLOCK.findall(section)
+    assert len(blocks) == 3
+    namespace = {"__name__": "docs_environments_spaces"}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"docs/components/environments.md [Spaces, python block {i + 1}]", "exec"), namespace)
+    assert namespace["obs"]["grid"].shape == (4, 3, 3, 2)
+
+
 @pytest.mark.parametrize(
     "page", sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md") if p.name != "tutorial.md")
 )

@@ -12,6 +12,7 @@ from eqxrl.core import foreign_promotion
 from eqxrl.envs import (
     AbstractWrapper,
     Box,
+    Dict,
     Discrete,
     JaxMARLEnv,
     MultiAgentSpace,
@@ -43,6 +44,7 @@ def test_multi_agent_space_shape_sample_contains():
         ("x", 2, r"MultiAgentSpace\(space\) must be an eqxrl space"),
         (Discrete(2), 0, r"MultiAgentSpace\(num_agents\) must be a positive int, got 0"),
         (MultiAgentSpace(Discrete(2), 2), 2, r"must be one agent's space"),
+        (Dict({"a": Discrete(2)}), 2, r"MultiAgentSpace\(space\) must be a space of one array \(not yet a Dict\), got Dict\("),
     ],
 )
 def test_multi_agent_space_rejects_bad_arguments(space, n, match):

@@ -283,6 +283,70 @@ def test_batches_are_elements_of_their_space(space_and_batch):
     assert bool(jax.vmap(space.contains)(batch.reshape((-1, *space.shape))).all())
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.spaces(structured=True).flatmap(lambda space: st.batches(space).map(lambda batch: (space, batch))))
+def test_structured_batches_are_elements_of_their_space(space_and_batch):
+    # A Dict's batch is a dict of arrays (JAX's leaf order is flatten_space's), one batch shape
+    # for every leaf; MultiDiscrete and MultiBinary batches are int32 arrays in range.
+    space, batch = space_and_batch
+    leaves, treedef = eqxrl.envs.flatten_space(space)
+    assert jax.tree.structure(batch) == treedef
+    arrays = jax.tree.leaves(batch)
+    lead = arrays[0].shape[: arrays[0].ndim - len(leaves[0].shape)]
+    for leaf, x in zip(leaves, arrays):
+        assert x.shape == lead + tuple(leaf.shape) and x.dtype == leaf.dtype
+    flat = jax.tree.map(lambda x: x.reshape((-1, *x.shape[len(lead) :])), batch)
+    assert bool(jax.vmap(space.contains)(flat).all())
+
+
+def test_spaces_are_one_array_unless_structured():
+    from hypothesis import find
+
+    assert isinstance(find(st.spaces(structured=True), lambda s: isinstance(s, eqxrl.envs.Dict)), eqxrl.envs.Dict)
+    for kind in (eqxrl.envs.Box, eqxrl.envs.Discrete, eqxrl.envs.MultiDiscrete, eqxrl.envs.MultiBinary):
+        assert isinstance(find(st.spaces(), lambda s, kind=kind: isinstance(s, kind)), kind)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.spaces())
+def test_default_spaces_draw_no_dict(space):
+    assert not isinstance(space, eqxrl.envs.Dict)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.trajectories(eqxrl.envs.Dict({"grid": eqxrl.envs.Box(0.0, 1.0, (2, 2)), "step": eqxrl.envs.Discrete(5)}),
+                       eqxrl.envs.MultiDiscrete((3, 2))))  # fmt: skip
+def test_trajectories_of_dict_observations(trajectory):
+    goes_on = ~(trajectory.terminated | trajectory.truncated)[:-1]
+    for name in ("grid", "step"):
+        obs, next_obs = trajectory.obs[name], trajectory.next_obs[name]
+        assert obs.shape[:2] == trajectory.reward.shape and next_obs.shape == obs.shape
+        np.testing.assert_array_equal(next_obs[:-1][goes_on], obs[1:][goes_on])
+    assert trajectory.action.shape == (*trajectory.reward.shape, 2)
+
+
+def test_strategies_name_what_they_cannot_draw():
+    dict_space = eqxrl.envs.Dict({"a": eqxrl.envs.Discrete(2)})
+    with pytest.raises(ValueError, match=r"^transitions\(obs_space\) must be a space of one array \(Transition holds "
+                       r"arrays\), got Dict\(\{'a': Discrete\(n=2\)\}\)$"):  # fmt: skip
+        st.transitions(dict_space, eqxrl.envs.Discrete(2))
+    with pytest.raises(ValueError, match=r"^transitions\(action_space\) must be a space of one array"):
+        st.transitions(eqxrl.envs.Discrete(2), dict_space)
+
+    class Odd(eqxrl.envs.AbstractSpace):
+        shape = ()
+
+        def sample(self, key):
+            return jnp.zeros(())
+
+        def contains(self, x):
+            return jnp.asarray(True)
+
+    with pytest.raises(ValueError, match=r"^batches\(space\) must be a Box, Discrete, MultiDiscrete, MultiBinary or "
+                       r"Dict space, got .*Odd\(\)$"):  # fmt: skip
+        st.batches(Odd(), (2,))
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.trajectories(eqxrl.envs.Box(-1.0, 1.0, (2,)), eqxrl.envs.Discrete(3)))
 def test_trajectories_keep_termination_and_truncation_apart(trajectory):

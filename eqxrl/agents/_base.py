@@ -13,7 +13,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from ..components.networks import batched_orthogonal
 from ..core import Key, Metrics, hyperparameter_paths, to_spec
-from ..envs import AbstractEnv, check_env
+from ..envs import AbstractEnv, Dict, check_env
 
 
 class Clock(eqx.Module):
@@ -218,12 +218,19 @@ def flatten_obs(env: AbstractEnv, obs: Array, owner: str) -> Float[Array, "*batc
 
 
 def as_env(env: Any) -> Any:
-    """Converter for agents' `env` field: an env name is built with `eqxrl.envs.make`
-    (which checks it), an env is checked with `eqxrl.envs.check_env`."""
+    """Converter for the built-in agents' `env` field: an env name is built with
+    `eqxrl.envs.make` (which checks it), an env is checked with `eqxrl.envs.check_env`;
+    either is refused when its observations are a `Dict` (a user's own agent may take them)."""
     if isinstance(env, str):
         from ..envs import make
 
-        return make(env)
-    if isinstance(env, AbstractEnv):
+        env = make(env)
+    elif isinstance(env, AbstractEnv):
         check_env(env)
+    if isinstance(env, AbstractEnv) and isinstance(env.observation_space, Dict):
+        raise ValueError(
+            "eqxrl's built-in agents need observations of one array (a Box, Discrete, MultiDiscrete or "
+            f"MultiBinary observation space), got {env.observation_space!r} from env {env.name!r}: "
+            "their networks, torsos and buffers do not take Dict observations yet"
+        )
     return env

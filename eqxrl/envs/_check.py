@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core import tree_mismatch
 from ._base import AbstractEnv, AbstractWrapper, TimeStep
+from ._spaces import AbstractSpace, flatten_space
 
 _passed: set[Hashable] = set()  # the `_signature`s of envs that passed
 
@@ -75,22 +76,48 @@ def _describe(x: Any) -> str:
     return f"a {type(x).__name__}"
 
 
-def _check_timestep(where: str, ts: Any, obs_shape: tuple[int, ...], batch: tuple[int, ...]) -> None:
+def _structure(treedef: Any) -> str:
+    """`{'grid': *, 'step': *}`: a tree structure as JAX prints it, without the `PyTreeDef(...)`."""
+    text = str(treedef)
+    return text[len("PyTreeDef(") : -1] if text.startswith("PyTreeDef(") else text
+
+
+def _check_obs(where: str, obs: Any, space: Any, batch: tuple[int, ...]) -> None:
+    """`obs` has the structure of the space's elements, and each leaf is a float or integer
+    array of its leaf space's shape (after the batch axes)."""
+    # (a space that is no AbstractSpace but has a shape is checked as one array, as it always was)
+    leaves, treedef = flatten_space(space) if isinstance(space, AbstractSpace) else ([space], jax.tree.structure(0))
+    if jax.tree_util.treedef_is_leaf(treedef):
+        named = [("obs", obs, leaves[0])]
+    else:
+        obs_def = jax.tree.structure(obs)
+        if obs_def != treedef:
+            got = _describe(obs) if jax.tree_util.treedef_is_leaf(obs_def) else _structure(obs_def)
+            raise ValueError(
+                f"{where}: obs must be a pytree of structure {_structure(treedef)} (the observation_space's), got {got}"
+            )
+        paths = jax.tree_util.tree_flatten_with_path(obs)[0]
+        named = [(f"obs{jax.tree_util.keystr(path)}", x, leaf) for (path, x), leaf in zip(paths, leaves)]
+    for name, x, leaf in named:
+        abstract = _abstract(x)
+        want = batch + tuple(leaf.shape)
+        ok = (
+            isinstance(abstract, jax.ShapeDtypeStruct)
+            and (jnp.issubdtype(abstract.dtype, jnp.floating) or jnp.issubdtype(abstract.dtype, jnp.integer))
+            and tuple(abstract.shape) == want
+        )
+        if not ok:
+            raise ValueError(
+                f"{where}: {name} must be a float or integer array of shape {want} (the observation_space's), "
+                f"got {_describe(x)}"
+            )
+
+
+def _check_timestep(where: str, ts: Any, obs_space: Any, batch: tuple[int, ...]) -> None:
     if not isinstance(ts, TimeStep):
         raise ValueError(f"{where} must return (state, TimeStep), got a {type(ts).__name__} as the timestep")
     scalar = "scalar" if not batch else f"array of shape {batch} (one per env)"
-    obs = _abstract(ts.obs)
-    want = batch + tuple(obs_shape)
-    ok = (
-        isinstance(obs, jax.ShapeDtypeStruct)
-        and (jnp.issubdtype(obs.dtype, jnp.floating) or jnp.issubdtype(obs.dtype, jnp.integer))
-        and tuple(obs.shape) == want
-    )
-    if not ok:
-        raise ValueError(
-            f"{where}: obs must be a float or integer array of shape {want} (the observation_space's), "
-            f"got {_describe(ts.obs)}"
-        )
+    _check_obs(where, ts.obs, obs_space, batch)
     reward = _abstract(ts.reward)
     if not (isinstance(reward, jax.ShapeDtypeStruct) and reward.dtype == jnp.float32 and reward.shape == batch):
         raise ValueError(f"{where}: reward must be a float32 {scalar}, got {_describe(ts.reward)}")
@@ -122,13 +149,15 @@ def check_env(env: AbstractEnv) -> AbstractEnv:
     """Check that `env.reset` and `env.step` return what the protocol promises.
 
     Traces `reset(key)` and one `step(key, state, action)` (an action of the
-    action space's shape and dtype) with `jax.eval_shape`: no compilation, no
+    action space's shapes and dtypes) with `jax.eval_shape`: no compilation, no
     real step. `eqxrl.envs.make` and every agent's construction call it; an env
     that passed (or an equal one: same structure, static fields and leaf types)
     is not traced again.
 
     Checked, for `reset` and `step`: the result is `(state, TimeStep)`; `obs` is a
-    float or integer array of the observation space's shape; `reward` is a float32
+    float or integer array of the observation space's shape (for a `Dict` observation
+    space: a dict of the same keys, nested alike, each leaf a float or integer array of
+    its leaf space's shape, a failure naming the leaf, `obs['grid']`); `reward` is a float32
     scalar; `terminated` and `truncated` are bool scalars (each with a leading
     `num_envs` axis under a `VectorEnv`); `info` is a dict; and `step` returns a
     state of the same structure, shapes and dtypes as `reset`'s (a `lax.scan`
@@ -144,14 +173,14 @@ def check_env(env: AbstractEnv) -> AbstractEnv:
     if signature is not None and signature in _passed:
         return env
     label, batch = _label(env), _batch_shape(env)
-    obs_shape = tuple(env.observation_space.shape)
+    obs_space = env.observation_space
     key = jax.eval_shape(lambda: jax.random.key(0))
     state, ts = _pair(f"{label}.reset", _trace(f"{label}.reset", env.reset, key))
-    _check_timestep(f"{label}.reset", ts, obs_shape, batch)
+    _check_timestep(f"{label}.reset", ts, obs_space, batch)
     one = jax.eval_shape(env.action_space.sample, key)
-    action = jax.ShapeDtypeStruct(batch + tuple(one.shape), one.dtype)
+    action = jax.tree.map(lambda a: jax.ShapeDtypeStruct(batch + tuple(a.shape), a.dtype), one)
     next_state, ts = _pair(f"{label}.step", _trace(f"{label}.step", env.step, key, state, action))
-    _check_timestep(f"{label}.step", ts, obs_shape, batch)
+    _check_timestep(f"{label}.step", ts, obs_space, batch)
     abstract = lambda tree: jax.tree.map(_abstract, tree)  # noqa: E731
     diff = tree_mismatch(abstract(state), abstract(next_state))
     if diff is not None or jax.tree.structure(state) != jax.tree.structure(next_state):

@@ -26,7 +26,7 @@ from jaxtyping import Array, Bool, Float
 
 from ..core import Key, is_positive_int
 from ._base import AbstractEnv, TimeStep
-from ._spaces import AbstractSpace
+from ._spaces import AbstractSpace, Dict
 
 
 class MultiAgentSpace(AbstractSpace):
@@ -41,6 +41,8 @@ class MultiAgentSpace(AbstractSpace):
             raise ValueError(f"MultiAgentSpace(space) must be an eqxrl space, got {self.space!r}")
         if isinstance(self.space, MultiAgentSpace):
             raise ValueError("MultiAgentSpace(space) must be one agent's space, got another MultiAgentSpace")
+        if isinstance(self.space, Dict):
+            raise ValueError(f"MultiAgentSpace(space) must be a space of one array (not yet a Dict), got {self.space!r}")
         if not is_positive_int(self.num_agents):
             raise ValueError(f"MultiAgentSpace(num_agents) must be a positive int, got {self.num_agents!r}")
 

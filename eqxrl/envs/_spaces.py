@@ -1,12 +1,17 @@
-"""Action and observation spaces."""
+"""Action and observation spaces: one-array spaces (`Discrete`, `Box`, `MultiDiscrete`,
+`MultiBinary`) and `Dict`, a dict of spaces whose elements are dicts (pytrees)."""
 
 import abc
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool
+from jax.tree_util import PyTreeDef
+from jaxtyping import Array, ArrayLike, Bool
 
 from ..core import Key, is_positive_int
 
@@ -16,15 +21,15 @@ class AbstractSpace(eqx.Module):
 
     @property
     @abc.abstractmethod
-    def shape(self) -> tuple[int, ...]:
-        """Shape of one element."""
+    def shape(self) -> Any:
+        """Shape of one element (a `Dict`'s: a dict of its entries' shapes)."""
 
     @abc.abstractmethod
-    def sample(self, key: Key) -> Array:
+    def sample(self, key: Key) -> Any:
         """Draw one element uniformly (for bounded spaces)."""
 
     @abc.abstractmethod
-    def contains(self, x: Array) -> Bool[Array, ""]:
+    def contains(self, x: Any) -> Bool[Array, ""]:
         """Whether `x` is an element of the space."""
 
 
@@ -118,3 +123,211 @@ class Box(AbstractSpace):
     def contains(self, x: Array) -> Bool[Array, ""]:
         x = jnp.asarray(x)
         return jnp.all((x >= self.low) & (x <= self.high))
+
+
+def _positive_ints(value: Any) -> tuple[int, ...] | None:
+    """`value` (a sequence or 1-D array of positive ints) as a non-empty tuple of Python ints; else None."""
+    if isinstance(value, jax.core.Tracer) or isinstance(value, (str, bytes)):
+        return None
+    if isinstance(value, (np.ndarray, jax.Array)):
+        value = np.asarray(value)
+        if value.ndim != 1:
+            return None
+        value = value.tolist()
+    if not isinstance(value, Sequence) or not value or not all(is_positive_int(v) for v in value):
+        return None
+    return tuple(int(v) for v in value)
+
+
+class MultiDiscrete(AbstractSpace):
+    """Independent discrete choices: entry `i` is one of `0, ..., nvec[i] - 1`.
+
+    Elements are int32 vectors of shape `(len(nvec),)`. `nvec` is kept as a tuple of
+    Python ints in a static field, so the space is hashable and can sit in a static
+    field itself.
+    """
+
+    nvec: tuple[int, ...] = eqx.field(static=True)
+
+    def __init__(self, nvec: Any):
+        """**Arguments:** `nvec`: the number of choices of each entry, a non-empty sequence
+        (or 1-D array) of positive ints."""
+        checked = _positive_ints(nvec)
+        if checked is None:
+            raise ValueError(f"MultiDiscrete(nvec) must be a non-empty sequence of positive ints, got nvec={nvec!r}")
+        self.nvec = checked
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.nvec),)
+
+    @property
+    def dtype(self):
+        return jnp.int32
+
+    def __repr__(self) -> str:
+        return f"MultiDiscrete(nvec={self.nvec})"
+
+    def sample(self, key: Key) -> Array:
+        """Each entry uniform on its own range."""
+        return jax.random.randint(key, self.shape, 0, jnp.asarray(self.nvec, jnp.int32), dtype=jnp.int32)
+
+    def contains(self, x: ArrayLike) -> Bool[Array, ""]:
+        """Whether `x` has shape `(len(nvec),)` and integral entries `0 <= x[i] < nvec[i]`
+        (an integral float counts, as for `Discrete`)."""
+        x = jnp.asarray(x)
+        if x.shape != self.shape:
+            return jnp.asarray(False)
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            nvec = jnp.asarray(self.nvec).astype(x.dtype)  # (one dtype: no implicit promotion)
+        else:
+            x, nvec = x.astype(jnp.int32), jnp.asarray(self.nvec, jnp.int32)
+        return jnp.all((x >= 0) & (x < nvec) & (x == jnp.round(x)))
+
+
+class MultiBinary(AbstractSpace):
+    """Arrays of 0s and 1s: `MultiBinary(4)` has elements of shape `(4,)`,
+    `MultiBinary((2, 3))` of shape `(2, 3)`.
+
+    The dtype is int32, not gymnasium's int8: it is the dtype of `Discrete` and
+    `MultiDiscrete` elements, so a `Dict` of them (or an agent's one-hot encoding, sum or
+    comparison) stays in one integer type (with JAX's strict dtype promotion, as eqxrl's
+    tests run, an int8 would need a cast at each of those); the memory int8 saves matters
+    only in a replay buffer, which can narrow what it stores itself.
+    """
+
+    n: int | tuple[int, ...] = eqx.field(static=True)
+
+    def __init__(self, n: Any):
+        """**Arguments:** `n`: the number of bits, a positive int, or the shape of an element,
+        a non-empty tuple (or list) of positive ints."""
+        if is_positive_int(n):
+            self.n = int(n)
+        elif (shape := _positive_ints(n)) is not None:  # (a list or 1-D array too)
+            self.n = shape
+        else:
+            raise ValueError(f"MultiBinary(n) must be a positive int or a non-empty tuple of positive ints, got n={n!r}")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.n,) if isinstance(self.n, int) else self.n
+
+    @property
+    def dtype(self):
+        return jnp.int32
+
+    def __repr__(self) -> str:
+        return f"MultiBinary(n={self.n})"
+
+    def sample(self, key: Key) -> Array:
+        """Each entry 0 or 1 with probability 1/2, independently."""
+        return jax.random.randint(key, self.shape, 0, 2, dtype=jnp.int32)
+
+    def contains(self, x: ArrayLike) -> Bool[Array, ""]:
+        """Whether `x` has the element shape and every entry is 0 or 1."""
+        x = jnp.asarray(x)
+        if x.shape != self.shape:
+            return jnp.asarray(False)
+        return jnp.all((x == 0) | (x == 1))
+
+
+class Dict(AbstractSpace):
+    """A dict of spaces: elements are dicts with the same keys, each entry an element of
+    its space (`Dict` spaces nest).
+
+    Keys are strings and are kept **sorted** (`Dict({"b": ..., "a": ...}).spaces` iterates
+    `"a"` first), because JAX flattens a dict in sorted key order: an element's leaves
+    (`jax.tree.leaves(x)`), a jitted function's dict output and `flatten_space(space)`'s
+    leaf spaces all come in that order whatever order the dict was written in.
+
+    `shape` and `dtype` are dicts of the entries' shapes and dtypes (note that a shape is
+    a tuple, itself a pytree: use `flatten_space` to walk the leaf spaces). `sample(key)`
+    splits `key` into one sub-key per entry, in sorted key order, so samples are
+    deterministic per key and the entries independent. `contains(x)` is False (not an
+    error) when `x` is not a dict of exactly these keys, or an entry is not an array of its
+    space's shape (a traced dict is checked by its structure, which is static).
+    """
+
+    _names: tuple[str, ...] = eqx.field(static=True)
+    _spaces: tuple[AbstractSpace, ...]
+
+    def __init__(self, spaces: Any):
+        """**Arguments:** `spaces`: a non-empty mapping from str keys to eqxrl spaces
+        (`Box`, `Discrete`, `MultiDiscrete`, `MultiBinary`, `Dict`, ...)."""
+        if not isinstance(spaces, Mapping) or not spaces:
+            raise ValueError(f"Dict(spaces) must be a non-empty mapping from str keys to eqxrl spaces, got {spaces!r}")
+        for name, space in spaces.items():
+            if not isinstance(name, str):
+                raise ValueError(f"Dict(spaces) must have str keys, got the key {name!r}")
+            if not isinstance(space, AbstractSpace):
+                raise ValueError(f"Dict(spaces)[{name!r}] must be an eqxrl space (such as Box or Discrete), got {space!r}")
+        # Keys (static) and spaces (pytree children) in two tuples, not one dict: a dict field
+        # would make the space unhashable, and `jax.jit(space.contains)` hashes it.
+        self._names = tuple(sorted(spaces))
+        self._spaces = tuple(spaces[name] for name in self._names)
+
+    @property
+    def spaces(self) -> dict[str, AbstractSpace]:
+        """The entries' spaces, by key (in sorted key order)."""
+        return dict(zip(self._names, self._spaces))
+
+    @property
+    def shape(self) -> dict[str, Any]:
+        return {name: space.shape for name, space in self.spaces.items()}
+
+    @property
+    def dtype(self) -> dict[str, Any]:
+        return {name: space.dtype for name, space in self.spaces.items()}
+
+    def __repr__(self) -> str:
+        return f"Dict({{{', '.join(f'{name!r}: {space!r}' for name, space in self.spaces.items())}}})"
+
+    def sample(self, key: Key) -> dict[str, Any]:
+        keys = jax.random.split(key, len(self.spaces))
+        return {name: space.sample(k) for (name, space), k in zip(self.spaces.items(), keys)}
+
+    def contains(self, x: Any) -> Bool[Array, ""]:
+        if not isinstance(x, Mapping) or set(x) != set(self.spaces):
+            return jnp.asarray(False)
+        inside = []
+        for name, space in self.spaces.items():
+            value = x[name]
+            if not isinstance(space, Dict):  # (a nested Dict checks its own entries)
+                if not (eqx.is_array_like(value) and jnp.shape(value) == tuple(space.shape)):
+                    return jnp.asarray(False)
+                value = jnp.asarray(value)
+            inside.append(jnp.asarray(space.contains(value)))
+        return jnp.all(jnp.stack(inside))
+
+
+def _element_tree(space: AbstractSpace) -> Any:
+    """`space` as a pytree of its leaf spaces with the structure of its elements."""
+    if isinstance(space, Dict):
+        return {name: _element_tree(sub) for name, sub in space.spaces.items()}
+    return space
+
+
+def flatten_space(space: AbstractSpace) -> tuple[list[AbstractSpace], PyTreeDef]:
+    """**Returns:** `(leaves, treedef)`: the leaf spaces of `space` (every space but a `Dict`
+    is one leaf) in the order `jax.tree.leaves` gives the leaves of an element, and the
+    tree structure of an element, so that `treedef.unflatten([f(leaf) for leaf in leaves])`
+    builds a tree shaped like an element (`[space]` and a bare leaf for a flat space).
+    """
+    if not isinstance(space, AbstractSpace):
+        raise ValueError(f"flatten_space(space) must be an eqxrl space, got {space!r}")
+    return jax.tree.flatten(_element_tree(space), is_leaf=lambda s: isinstance(s, AbstractSpace))
+
+
+def sample_batch(space: AbstractSpace, key: Key, batch_shape: tuple[int, ...] = ()) -> Any:
+    """**Returns:** independent samples of `space` with leading axes `batch_shape`: every leaf
+    of shape `(*batch_shape, *leaf_space.shape)`; `space.sample(key)` for `batch_shape=()`."""
+    if not isinstance(space, AbstractSpace):
+        raise ValueError(f"sample_batch(space) must be an eqxrl space, got {space!r}")
+    is_size = lambda d: isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0  # noqa: E731
+    if not (isinstance(batch_shape, tuple) and all(is_size(d) for d in batch_shape)):
+        raise ValueError(f"sample_batch(batch_shape) must be a tuple of non-negative ints, got {batch_shape!r}")
+    if batch_shape == ():
+        return space.sample(key)
+    batch_shape = tuple(int(d) for d in batch_shape)
+    samples = jax.vmap(space.sample)(jax.random.split(key, math.prod(batch_shape)))
+    return jax.tree.map(lambda x: x.reshape(batch_shape + x.shape[1:]), samples)

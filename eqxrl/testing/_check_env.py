@@ -15,7 +15,9 @@ _RESET = "auto-reset keeps the true last observation in info['final_obs']"
 
 
 def _obs_ok(space, obs) -> Any:
-    return jnp.asarray(space.contains(obs)) & jnp.all(jnp.isfinite(jnp.asarray(obs, jnp.float32)))
+    """Whether `obs` (one array, or a dict for a `Dict` space) is in `space` with finite leaves."""
+    finite = [jnp.all(jnp.isfinite(jnp.asarray(leaf, jnp.float32))) for leaf in jax.tree.leaves(obs)]
+    return jnp.asarray(space.contains(obs)) & jnp.all(jnp.stack(finite))
 
 
 def _rollout(env: AbstractEnv, key: Any, num_steps: int, num_envs: int) -> tuple[dict[str, Any], Any]:

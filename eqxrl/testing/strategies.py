@@ -20,15 +20,17 @@ except ImportError:  # (one line, no chained traceback: the remedy is all there 
 
 import functools
 import random
+from typing import Any
 
 import equinox as eqx
+import jax
 import numpy as np
 import jax.numpy as jnp
 
 from ..agents import AbstractAgent
 from ..components import Transition
 from ..core import set_paths
-from ..envs import AbstractSpace, Box, Discrete
+from ..envs import AbstractSpace, Box, Dict, Discrete, MultiBinary, MultiDiscrete, flatten_space
 
 # Unbounded sides of a Box are drawn within this (elements far out are no better a test).
 _FAR = 1e3
@@ -90,45 +92,84 @@ def discretes(*, max_n: int = 8) -> hs.SearchStrategy[Discrete]:
 
 
 @_random_kept
-def spaces() -> hs.SearchStrategy[AbstractSpace]:
-    """Any space: `Box` (bounded or not) or `Discrete`."""
-    return hs.one_of(boxes(), discretes())
+def multi_discretes(*, max_size: int = 4, max_n: int = 5) -> hs.SearchStrategy[MultiDiscrete]:
+    """`MultiDiscrete(nvec)` spaces: 1 to `max_size` entries of 1 to `max_n` choices each."""
+    nvecs = hs.lists(hs.integers(1, max_n), min_size=1, max_size=max_size)
+    return nvecs.map(lambda nvec: _build(MultiDiscrete, tuple(nvec)))
 
 
 @_random_kept
-def batches(space: AbstractSpace, batch_shape: tuple[int, ...] | None = None) -> hs.SearchStrategy[np.ndarray]:
-    """Arrays of elements of `space` with leading axes `batch_shape` (default: drawn by
-    `batch_shapes()`): shape `(*batch_shape, *space.shape)`, the space's dtype."""
+def multi_binaries(*, max_dims: int = 2) -> hs.SearchStrategy[MultiBinary]:
+    """`MultiBinary(n)` spaces: `n` an int (1 to 4) or a shape of 1 to `max_dims` axes of 1 to 4."""
+    shapes = hnp.array_shapes(min_dims=1, max_dims=max_dims, min_side=1, max_side=4)
+    return hs.one_of(hs.integers(1, 4), shapes).map(lambda n: _build(MultiBinary, n))
+
+
+@_random_kept
+@hs.composite
+def dicts(draw, *, max_entries: int = 3, max_depth: int = 2) -> Dict:
+    """`Dict` spaces of 1 to `max_entries` entries (short lowercase keys), each an array
+    space of `spaces()` or, up to `max_depth` levels deep, another `Dict`."""
+    entry = spaces() if max_depth <= 1 else hs.one_of(spaces(), dicts(max_entries=max_entries, max_depth=max_depth - 1))
+    names = draw(hs.lists(hs.text("abcdefgh", min_size=1, max_size=3), min_size=1, max_size=max_entries, unique=True))
+    return _build(Dict, {name: draw(entry) for name in names})
+
+
+@_random_kept
+def spaces(*, structured: bool = False) -> hs.SearchStrategy[AbstractSpace]:
+    """Spaces whose elements are one array: `Box` (bounded or not), `Discrete`, `MultiDiscrete`
+    and `MultiBinary`; with `structured=True`, `Dict`s of them (nested) too, whose elements
+    are dicts. (`hs.one_of(boxes(), discretes())` draws the spaces every built-in agent acts in.)"""
+    flat = hs.one_of(boxes(), discretes(), multi_discretes(), multi_binaries())
+    return hs.one_of(flat, dicts()) if structured else flat
+
+
+@_random_kept
+def batches(space: AbstractSpace, batch_shape: tuple[int, ...] | None = None) -> hs.SearchStrategy[Any]:
+    """Batches of elements of `space` with leading axes `batch_shape` (default: drawn by
+    `batch_shapes()`): arrays of shape `(*batch_shape, *space.shape)` and the space's dtype;
+    for a `Dict`, a dict of such arrays, one per leaf space (same batch shape)."""
     if batch_shape is None:
         return batch_shapes().flatmap(lambda shape: batches(space, shape))
+    if isinstance(space, Dict):
+        leaves, treedef = flatten_space(space)
+        return hs.tuples(*(batches(leaf, batch_shape) for leaf in leaves)).map(treedef.unflatten)
     shape = tuple(batch_shape) + tuple(space.shape)
     if isinstance(space, Discrete):
         return hnp.arrays(np.int32, shape, elements=hs.integers(0, space.n - 1))
+    if isinstance(space, MultiDiscrete):
+        nvec = np.asarray(space.nvec, np.int32)
+        return hnp.arrays(np.int32, shape, elements=hs.integers(0, 2**16)).map(lambda a: (a % nvec).astype(np.int32))
+    if isinstance(space, MultiBinary):
+        return hnp.arrays(np.int32, shape, elements=hs.integers(0, 1))
     if isinstance(space, Box):
         low = np.broadcast_to(np.maximum(np.asarray(space.low, np.float32), -_FAR), shape)
         high = np.broadcast_to(np.minimum(np.asarray(space.high, np.float32), _FAR), shape)
         unit = hnp.arrays(np.float32, shape, elements=hs.floats(0.0, 1.0, width=32))
         return unit.map(lambda u: np.clip(low + u * (high - low), low, high).astype(np.float32))
-    raise ValueError(f"batches(space) must be a Box or a Discrete space, got {space!r}")
+    raise ValueError(
+        f"batches(space) must be a Box, Discrete, MultiDiscrete, MultiBinary or Dict space, got {space!r}"
+    )
 
 
 @_random_kept
-def elements(space: AbstractSpace) -> hs.SearchStrategy[np.ndarray]:
-    """One element of `space` (shape `space.shape`)."""
+def elements(space: AbstractSpace) -> hs.SearchStrategy[Any]:
+    """One element of `space` (shape `space.shape`; a dict of arrays for a `Dict`)."""
     return batches(space, ())
 
 
 class Trajectory(eqx.Module):
     """`length` steps of `num_envs` envs, time first: `obs[t]` is where step `t` was taken,
     `next_obs[t]` its true next observation (`info["final_obs"]`), `terminated[t]` and
-    `truncated[t]` never both true. NumPy arrays, as hypothesis draws them."""
+    `truncated[t]` never both true. NumPy arrays, as hypothesis draws them (`obs`, `next_obs`
+    and `action` dicts of them for a `Dict` space)."""
 
-    obs: np.ndarray
-    action: np.ndarray
+    obs: np.ndarray | dict[str, Any]
+    action: np.ndarray | dict[str, Any]
     reward: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
-    next_obs: np.ndarray
+    next_obs: np.ndarray | dict[str, Any]
 
 
 @_random_kept
@@ -145,23 +186,22 @@ def trajectories(
     ends = draw(hnp.arrays(np.int8, (length, num_envs), elements=hs.sampled_from([0, 0, 1, 2])))
     final = draw(batches(obs_space, (length, num_envs)))
     terminated, truncated = ends == 1, ends == 2
-    done = (terminated | truncated).reshape(ends.shape + (1,) * len(obs_space.shape))
-    # Where an episode goes on, the next observation is the next step's; where it ends, another.
-    next_obs = np.where(done, final, obs[1:]).astype(obs.dtype)
+
+    def next_of(final: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        # Where an episode goes on, the next observation is the next step's; where it ends, another.
+        done = (terminated | truncated).reshape(ends.shape + (1,) * (final.ndim - 2))
+        return np.where(done, final, obs[1:]).astype(obs.dtype)
+
+    next_obs = jax.tree.map(next_of, final, obs)
     rewards = draw(hnp.arrays(np.float32, (length, num_envs), elements=hs.floats(-10.0, 10.0, width=32)))
     action = draw(batches(action_space, (length, num_envs)))
-    return _build(Trajectory, obs[:-1], action, rewards, terminated, truncated, next_obs)
+    return _build(Trajectory, jax.tree.map(lambda o: o[:-1], obs), action, rewards, terminated, truncated, next_obs)
 
 
-@_random_kept
 @hs.composite
-def transitions(
-    draw, obs_space: AbstractSpace, action_space: AbstractSpace, *, batch_shape: tuple[int, ...] | None = None,
-    gamma: float = 0.99,
+def _transitions(
+    draw, obs_space: AbstractSpace, action_space: AbstractSpace, batch_shape: tuple[int, ...] | None, gamma: float
 ) -> Transition:
-    """One-step `Transition`s (the off-policy agents' update batch) of batch shape
-    `batch_shape` (default: drawn): `discount` is `gamma`, or 0 where the step terminated
-    (at random)."""
     batch_shape = draw(batch_shapes(max_dims=1)) if batch_shape is None else tuple(batch_shape)
     terminated = draw(hnp.arrays(np.bool_, batch_shape))
     return _build(
@@ -172,6 +212,20 @@ def transitions(
         discount=jnp.asarray(np.where(terminated, 0.0, gamma).astype(np.float32)),
         next_obs=jnp.asarray(draw(batches(obs_space, batch_shape))),
     )
+
+
+@_random_kept
+def transitions(
+    obs_space: AbstractSpace, action_space: AbstractSpace, *, batch_shape: tuple[int, ...] | None = None,
+    gamma: float = 0.99,
+) -> hs.SearchStrategy[Transition]:
+    """One-step `Transition`s (the off-policy agents' update batch) of batch shape
+    `batch_shape` (default: drawn): `discount` is `gamma`, or 0 where the step terminated
+    (at random). Spaces of one array only (a `Transition` holds arrays)."""
+    for name, space in (("obs_space", obs_space), ("action_space", action_space)):
+        if isinstance(space, Dict):
+            raise ValueError(f"transitions({name}) must be a space of one array (Transition holds arrays), got {space!r}")
+    return _transitions(obs_space, action_space, batch_shape, gamma)
 
 
 @_random_kept
