@@ -402,6 +402,7 @@ def test_train_eval_every_fills_eval_return_and_is_kept_by_config(tmp_path):
     np.testing.assert_array_equal(rundir.load_metrics(again)["eval_return"], metrics["eval_return"])
 
 
+@pytest.mark.slow  # (4 s: a CLI training run)
 def test_train_without_total_steps_runs_the_agents_default_budget(tmp_path, monkeypatch):
     """`eqxrl train AGENT` with no --total-steps trains `agent.default_budget()` env steps: the
     class's `default_total_steps`, or discrete SAC's own."""

@@ -83,7 +83,8 @@ def _leaves(tree):
     return [np.asarray(x) for x in jax.tree.leaves(eqx.filter(tree, eqx.is_array))]
 
 
-@pytest.mark.parametrize("limit", [init_module._ONE_CALL_LIMIT, 16])
+# (limit 16, the per-size-class path, 5 s: slow tier)
+@pytest.mark.parametrize("limit", [init_module._ONE_CALL_LIMIT, pytest.param(16, marks=pytest.mark.slow)])
 @pytest.mark.bitwise
 def test_batched_orthogonal_draws_the_same_bits_with_one_normal_draw(limit, monkeypatch):
     # limit 16: too small for one call, so the normals are drawn per power-of-two size class

@@ -256,6 +256,7 @@ def test_recurrent_ppo_solves_memory_chain_where_feed_forward_cannot():
     assert np.all(means["ff"] < 0.5), means
 
 
+@pytest.mark.slow  # (4-5 s: a CLI training run)
 def test_the_recurrent_preset_in_python_and_on_the_command_line(tmp_path, capsys):
     from cli_calls import usage_error
 

@@ -264,6 +264,7 @@ def test_sac_defaults_adapt_to_the_action_space_and_keep_given_values():
     assert eqx.tree_equal(rebuilt, discrete)
 
 
+@pytest.mark.slow  # (5 s: a CLI training run)
 def test_sac_none_defaults_on_the_command_line(tmp_path):
     from cli_calls import main_output
 
