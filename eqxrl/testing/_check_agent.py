@@ -187,7 +187,8 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
     kept = []
     keep = lambda checkpoint: kept.append(checkpoint.copy())  # noqa: E731
     stacked = train(population, keys, budget, progress=False, chunk_iterations=iterations, callback=keep)
-    alone = [train(m, keys[i], budget, progress=False, chunk_iterations=2 * iterations) for i, m in enumerate(members[:2])]
+    alone = [train(m, keys[i], budget, progress=False, chunk_iterations=2 * iterations)
+             for i, m in enumerate(members[:2])]  # fmt: skip
     steps = np.asarray(alone[0][1]["env_steps"])
     if not np.all(np.diff(steps) == agent.steps_per_iteration):
         raise fail(_METRICS, f"{name}'s metric 'env_steps' must grow by steps_per_iteration = "
@@ -334,7 +335,8 @@ def check_agent(
         raise ValueError(f"check_agent(iterations) must be an int >= 1, got {iterations!r}")
     for flag in flags:  # (before the runs: a wrong name is known at once)
         if not isinstance(value := getattr(agent, flag, None), bool):
-            raise ValueError(f"check_agent(flags) must name boolean fields of {type(agent).__name__}, got {flag!r} = {value!r}")
+            raise ValueError(f"check_agent(flags) must name boolean fields of {type(agent).__name__}, "
+                             f"got {flag!r} = {value!r}")  # fmt: skip
     if _replay(agent) is not None:
         # (the runs compared must reach the updates: past `learning_starts`)
         iterations = max(iterations, -(-_warmup_iterations(agent) // 2))

@@ -93,7 +93,7 @@ def _trained(agent: Any, envs: list, gammas: list, keys: list, total_steps: int)
     stacked = [_build(agent, _OneOfTheProbes(jnp.asarray(i, jnp.int32), probes), g) for i, g in enumerate(gammas)]
     try:
         population = stack(stacked)
-    except ValueError:  # (an agent whose numbers are not all array leaves, e.g. a user's)
+    except ValueError:  # (agents that differ in structure from probe to probe, e.g. built by a function of the env)
         built = [_build(agent, env, g) for env, g in zip(envs, gammas)]
         return built, [train(b, k, total_steps, progress=False)[0] for b, k in zip(built, keys)]
     states, _ = train(population, jnp.stack(keys), total_steps, progress=False)
