@@ -52,6 +52,15 @@ def test_the_tutorial_agent_passes_check_agent():
 
 
 @pytest.mark.slow
+def test_a_replay_agent_with_hyperparameters_in_its_buffer_passes_check_agent():
+    # The user's PER buffer holds `buffer.alpha` and `buffer.eps`: the perturbed copy must be made
+    # before check_agent wraps the buffers to reweight samples.
+    agent = DQN("CartPole-v1", **{**TINY_OFF, "buffer": eqxrl.components.PrioritizedReplayBuffer(64)})
+    assert {"buffer.alpha", "buffer.eps"} <= set(agent.hyperparameters())
+    check_agent(agent)
+
+
+@pytest.mark.slow
 def test_prioritized_dqn_passes_check_agent_with_its_flags():
     agent = DQN("CartPole-v1", **TINY_OFF, prioritized=True, n_step=2)
     check_agent(agent, flags=("normalize_observations",))

@@ -166,17 +166,14 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
     run is then run alone in chunks too, to say which of the two contracts it breaks."""
     name = type(agent).__name__
     budget = 2 * iterations * agent.steps_per_iteration
-    buffer = _replay(agent)
-    if buffer is not None:
+    members = (agent, _perturbed(agent, paths))  # (perturbed first: a hyperparameter may live in the buffer)
+    key0, key1 = jax.random.split(key, 2)
+    run_keys = [key0, key1]
+    if (buffer := _replay(agent)) is not None:
         # Every member samples through `Reweighted`: with strength 0 it multiplies the weights
         # by exactly 1 (the agent's own numbers), with strength 1 by random factors; a third
         # member, with the first one's key, then shows whether the updates use the weights.
-        agent = _with_buffer(agent, Reweighted(buffer, 0.0))
-    other = _perturbed(agent, paths)
-    members = (agent, other)
-    key0, key1 = jax.random.split(key, 2)
-    run_keys = [key0, key1]
-    if buffer is not None:
+        members = tuple(_with_buffer(m, Reweighted(_replay(m), 0.0)) for m in members)
         members, run_keys = members + (_with_buffer(agent, Reweighted(buffer, 1.0)),), run_keys + [key0]
     keys = jnp.stack(run_keys)
     try:
