@@ -443,3 +443,62 @@ def test_select_observation_bad_indices(indices, message):
 def test_select_observation_needs_a_flat_box():
     with pytest.raises(ValueError, match=r"^SelectObservation\(env\) needs a 1-D Box observation space, got Box"):
         eqxrl.envs.SelectObservation(eqxrl.envs.make("Breakout-MinAtar"), (0,))
+
+
+@pytest.fixture
+def clean_suites(monkeypatch):
+    monkeypatch.setattr(eqxrl.envs._make, "_suites", dict(eqxrl.envs._make._suites))
+
+
+@pytest.mark.usefixtures("clean_suites")
+def test_a_suite_registers_itself_by_prefix():
+    made = []
+
+    def factory(name, **kwargs):
+        if name not in ("a", "bb"):
+            raise KeyError(name)
+        made.append((name, kwargs))
+        return TimeLimit(make("CartPole-v1"), 10 if name == "a" else 20)
+
+    eqxrl.envs.register_suite("mine/", factory, lambda: ["a", "bb"])
+    assert "mine/" in eqxrl.envs.suites() and "brax/" in eqxrl.envs.suites()
+    assert make("mine/bb", x=1).max_episode_steps == 20 and made == [("bb", {"x": 1})]
+    assert {"mine/a", "mine/bb"} <= set(registered())
+    with pytest.raises(ValueError, match=r"unknown environment 'mine/bbb'; did you mean one of \['mine/bb'"):
+        make("mine/bbb")
+
+
+@pytest.mark.usefixtures("clean_suites")
+def test_a_suite_that_is_not_installed_lists_no_ids_and_says_what_to_install():
+    def ids():
+        raise ImportError("the nosuch suite is not installed: pip install 'eqxrl[nosuch]'")
+
+    def factory(name, **kwargs):
+        ids()
+
+    eqxrl.envs.register_suite("nosuch/", factory, ids)
+    assert not [name for name in registered() if name.startswith("nosuch/")]
+    with pytest.raises(ImportError, match=r"pip install 'eqxrl\[nosuch\]'"):
+        make("nosuch/x")
+
+
+@pytest.mark.usefixtures("clean_suites")
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("mine", lambda n: None), r"register_suite\(prefix\) must be a non-empty string ending in '/', got 'mine'"),
+        (("brax/", lambda n: None), r"register_suite\(prefix\): 'brax/' is already registered"),
+        (("mine/", 3), r"register_suite\(factory\) must be callable, got 3"),
+        (("mine/", lambda n: None, ["a"]), r"register_suite\(ids\) must be None or a function returning"),
+    ],
+)
+def test_register_suite_bad_inputs(args, message):
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=message):
+        eqxrl.envs.register_suite(*args)
+
+
+@pytest.mark.usefixtures("clean_suites")
+def test_a_suite_factory_that_returns_no_env_is_named():
+    eqxrl.envs.register_suite("mine/", lambda name: object())
+    with pytest.raises(ValueError, match=r"make\('mine/x'\): suite 'mine/' returned <object .*>, not an eqxrl AbstractEnv"):
+        make("mine/x")

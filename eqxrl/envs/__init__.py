@@ -1,6 +1,7 @@
 """Environments: one functional protocol (and its multi-agent form), gymnax, brax and JaxMARL adapters, wrappers."""
 
 from ..core import tree_select as tree_select
+from ._base import ACTION_MASK as ACTION_MASK
 from ._base import AbstractEnv as AbstractEnv
 from ._base import AbstractWrapper as AbstractWrapper
 from ._base import TimeStep as TimeStep
@@ -17,7 +18,9 @@ from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._jaxmarl import JaxMARLEnv as JaxMARLEnv
 from ._make import make as make
 from ._make import register as register
+from ._make import register_suite as register_suite
 from ._make import registered as registered
+from ._make import suites as suites
 from ._multi_agent import AbstractMultiAgentEnv as AbstractMultiAgentEnv
 from ._multi_agent import MultiAgentSpace as MultiAgentSpace
 from ._multi_agent import agent_names as agent_names

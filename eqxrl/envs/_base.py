@@ -11,6 +11,14 @@ from ..core import EnvState, Key
 from ._spaces import AbstractSpace
 
 
+ACTION_MASK = "action_mask"
+"""The key under which an env with action masks puts them in its observations: the observation
+space is a `Dict` whose `"action_mask"` entry is a `MultiBinary(n)` (1 where an action is legal, at
+least one per observation) for `Discrete(n)` actions, or `MultiBinary(sum(nvec))` (the factors'
+masks one after another) for `MultiDiscrete(nvec)` actions. Agents that take masks read it there;
+torsos see the other entries."""
+
+
 class TimeStep(eqx.Module):
     """What an environment returns after `reset` or `step`.
 
