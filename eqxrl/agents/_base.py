@@ -11,9 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
+from ..components.distributions import Categorical
 from ..components.networks import batched_orthogonal
 from ..core import Key, Metrics, hyperparameter_paths, to_spec
-from ..envs import AbstractEnv, Dict, check_env
+from ..envs import AbstractEnv, ObservationLayout, check_env
 
 
 class Clock(eqx.Module):
@@ -128,9 +129,16 @@ class AbstractAgent(eqx.Module):
         """Environment steps collected by one `train_iteration` (a static int)."""
 
     @property
-    def obs_shape(self) -> tuple[int, ...]:
-        """The shape of one observation of `env` (what a torso is built for)."""
-        return tuple(self.env.observation_space.shape)
+    def layout(self) -> ObservationLayout:
+        """How the agent stores `env`'s observations as flat vectors (a `Dict` observation's
+        entries concatenated, its action mask last): `eqxrl.envs.ObservationLayout`."""
+        return ObservationLayout.of(self.env.observation_space, self.env.action_space, type(self).__name__)
+
+    @property
+    def obs_shape(self) -> Any:
+        """What a torso is built for: the shape of one observation of `env`, or a `Dict`
+        observation's `((name, shape), ...)` entries (`ObservationLayout.torso_shape`)."""
+        return self.layout.torso_shape
 
     @property
     def eval_env(self) -> AbstractEnv:
@@ -202,35 +210,44 @@ def hyperparameter_hint(agent: Any, name: str) -> str:
     return ""
 
 
-def flatten_obs(env: AbstractEnv, obs: Array, owner: str) -> Float[Array, "*batch obs"]:
-    """Flatten observations `(*batch, *obs_shape)` of `env` to float32 vectors `(*batch, obs_size)`.
+def flatten_obs(env: AbstractEnv, obs: Any, owner: str) -> Float[Array, "*batch obs"]:
+    """Flatten observations of `env` (arrays `(*batch, *obs_shape)`, or dicts of them) to the
+    float32 vectors `(*batch, stored_size)` an agent stores (`ObservationLayout.flatten`).
 
     Raises a ValueError naming `owner` when the trailing axes are not the env's observation shape.
     """
-    obs_shape = env.observation_space.shape
-    lead = obs.ndim - len(obs_shape)
-    if lead < 0 or tuple(obs.shape[lead:]) != tuple(obs_shape):
+    return ObservationLayout.of(env.observation_space, env.action_space, owner).flatten(obs, owner)
+
+
+def with_mask(dist: Any, mask: Array | None) -> Any:
+    """**Returns:** the distribution `dist` (a `Categorical`) restricted to the legal actions
+    of `mask` (True = legal; None: `dist` as it is)."""
+    if mask is None:
+        return dist
+    if not isinstance(dist, Categorical):
+        raise ValueError(f"an action mask needs a Categorical policy, got {type(dist).__name__}")
+    return Categorical(dist.logits, mask if dist.mask is None else dist.mask & mask)
+
+
+def check_no_action_masks(agent: Any, hint: str = "") -> None:
+    """Raise a ValueError naming `agent`'s class when its env's observations carry an action
+    mask (`eqxrl.envs.ACTION_MASK`): for the agents that do not honour one yet."""
+    layout = agent.layout
+    if layout.mask_size:
+        name = type(agent).__name__
         raise ValueError(
-            f"{owner}: obs must have shape (*batch, {', '.join(map(str, obs_shape))}), got {tuple(obs.shape)}"
+            f"{name} does not take action masks, and env {agent.env.name!r} has them (its observations' "
+            f"'action_mask' entry){hint}; PPO and DQN honour masks"
         )
-    size = int(np.prod(obs_shape)) if obs_shape else 1
-    return obs.reshape(obs.shape[:lead] + (size,)).astype(jnp.float32)
 
 
 def as_env(env: Any) -> Any:
     """Converter for the built-in agents' `env` field: an env name is built with
-    `eqxrl.envs.make` (which checks it), an env is checked with `eqxrl.envs.check_env`;
-    either is refused when its observations are a `Dict` (a user's own agent may take them)."""
+    `eqxrl.envs.make` (which checks it), an env is checked with `eqxrl.envs.check_env`."""
     if isinstance(env, str):
         from ..envs import make
 
         env = make(env)
     elif isinstance(env, AbstractEnv):
         check_env(env)
-    if isinstance(env, AbstractEnv) and isinstance(env.observation_space, Dict):
-        raise ValueError(
-            "eqxrl's built-in agents need observations of one array (a Box, Discrete, MultiDiscrete or "
-            f"MultiBinary observation space), got {env.observation_space!r} from env {env.name!r}: "
-            "their networks, torsos and buffers do not take Dict observations yet"
-        )
     return env

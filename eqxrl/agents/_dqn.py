@@ -1,6 +1,6 @@
 """DQN (Mnih et al. 2015) with double Q-learning, prioritized replay and n-step returns."""
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -9,6 +9,7 @@ from jaxtyping import Array, Float, Int
 
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
 from ..components import (
+    Categorical,
     AbstractOptimizer,
     AbstractSchedule,
     DiscreteQHead,
@@ -68,6 +69,7 @@ class DQN(AbstractOffPolicyAgent):
     target_update_period: int = eqx.field(static=True, default=5)
     epsilon_decay: str = eqx.field(static=True, default="linear")
     anneal_lr: bool = eqx.field(static=True, default=True)
+    takes_action_masks: ClassVar[bool] = True
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",), "critic_optimizer": ("learning_rate", "max_grad_norm", "anneal_lr")
     }
@@ -121,13 +123,23 @@ class DQN(AbstractOffPolicyAgent):
         )
         return DQNLearner(q=q, target_q=q, opt_state=self.q_optimizer.init(q))
 
+    def q_values(self, q: Any, obs: Array) -> Float[Array, "*batch actions"]:
+        """**Returns:** `q`'s values at stored observations `obs`, an illegal action's (where the
+        env has action masks) the lowest float, so no max or argmax ever takes it."""
+        features, mask = self.layout.split(obs)
+        values = q(features)
+        return values if mask is None else jnp.where(mask, values, jnp.finfo(values.dtype).min)
+
     def greedy(self, learner: DQNLearner, obs: Array) -> Int[Array, "*batch"]:
-        return jnp.argmax(learner.q(obs), axis=-1).astype(jnp.int32)
+        return jnp.argmax(self.q_values(learner.q, obs), axis=-1).astype(jnp.int32)
 
     def explore(self, learner: DQNLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Int[Array, "*batch"]:
         coin_key, action_key = jax.random.split(key)
-        batch = obs.shape[:-1]
-        random = jax.random.randint(action_key, batch, 0, self.action_size, dtype=jnp.int32)
+        batch, mask = obs.shape[:-1], self.layout.split(obs)[1]
+        if mask is None:
+            random = jax.random.randint(action_key, batch, 0, self.action_size, dtype=jnp.int32)
+        else:  # uniform among the legal actions
+            random = Categorical(jnp.zeros(batch + (self.action_size,)), mask).sample(action_key)
         explore = jax.random.uniform(coin_key, batch) < self.epsilon(progress)
         return jnp.where(explore, random, self.greedy(learner, obs))
 
@@ -135,12 +147,12 @@ class DQN(AbstractOffPolicyAgent):
         self, learner: DQNLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]
     ) -> tuple[DQNLearner, Float[Array, " batch"], Metrics]:
         data = batch.data
-        next_target = learner.target_q(data.next_obs)
-        next_online = learner.q(data.next_obs) if self.double else None
+        next_target = self.q_values(learner.target_q, data.next_obs)
+        next_online = self.q_values(learner.q, data.next_obs) if self.double else None
         target = jax.lax.stop_gradient(q_learning_target(data.reward, data.discount, next_target, next_online))
 
         def loss_fn(q):
-            q_values = q(data.obs)
+            q_values = q(self.layout.split(data.obs)[0])
             td = select_q(q_values, data.action) - target
             per_sample = huber(td) if self.loss == "huber" else 0.5 * jnp.square(td)
             loss = jnp.mean(batch.weights * per_sample)

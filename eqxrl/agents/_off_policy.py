@@ -4,20 +4,18 @@ An off-policy agent implements four hooks (`init_learner`, `explore`,
 `greedy`, `update`) and declares its configuration fields; this module's
 `AbstractOffPolicyAgent` supplies `init`, `train_iteration` and `act`:
 
-1. collect `rollout_length` steps from `num_envs` envs (uniform random actions
-   until `learning_starts` env steps, then `explore`), pushing each step into
-   an n-step window and the window's oldest n-step transition into the
-   replay buffer (an `NStepTransition`: raw rewards and flags, no `gamma`);
-2. once `learning_starts` steps are in, run `num_updates` gradient updates
-   (`updates_per_step` per env step), each on a sampled batch, updating PER
-   priorities from the returned TD errors. `update` receives the batch as a
-   `Transition` whose `reward` and `discount` are computed from the stored
-   rewards with the agent's *current* `gamma` (and `reward_scale`), so a
-   changed `gamma` (PBT's explore) acts on the very next update.
+1. collect `rollout_length` steps from `num_envs` envs (uniform random actions, among the legal
+   ones, until `learning_starts` env steps, then `explore`), pushing each step into an n-step
+   window and the window's oldest n-step transition into the replay buffer (an `NStepTransition`:
+   raw rewards and flags, no `gamma`);
+2. once `learning_starts` steps are in, run `num_updates` gradient updates (`updates_per_step` per
+   env step), each on a sampled batch, updating PER priorities from the returned TD errors.
+   `update` receives the batch as a `Transition` whose `reward` and `discount` are computed from
+   the stored rewards with the agent's *current* `gamma` (and `reward_scale`), so a changed
+   `gamma` (PBT's explore) acts on the very next update.
 
-Warm-up is decided from the unbatched `Clock`, so it is a real `lax.cond`
-even when seeds or population members are vmapped, and the replay buffer
-is never copied by a select.
+Warm-up is decided from the unbatched `Clock`, so it is a real `lax.cond` even when seeds or
+population members are vmapped, and the replay buffer is never copied by a select.
 """
 
 import abc
@@ -36,6 +34,7 @@ from ..components import (
     AbstractOptimizer,
     AbstractReplayBuffer,
     AbstractTorso,
+    Categorical,
     NStepTransition,
     NStepWindow,
     Optimizer,
@@ -54,7 +53,7 @@ from ..components import (
     torso_or_mlp,
 )
 from ..envs import AbstractEnv, AutoReset, Box, Discrete, EpisodeStatistics, RescaleAction, VectorEnv
-from ._base import AbstractAgent, Clock, as_env, flatten_obs
+from ._base import AbstractAgent, Clock, as_env, check_no_action_masks
 
 
 def check_continuous(agent: "AbstractOffPolicyAgent", owner: str) -> None:
@@ -129,8 +128,8 @@ class AbstractOffPolicyAgent(AbstractAgent):
     reward_scale: Float[Array, ""] = hyperparameter(1.0)
     per_alpha: Float[Array, ""] = hyperparameter(0.6)
     per_beta: Float[Array, ""] = hyperparameter(0.4)
-
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"buffer": ("per_alpha",)}
+    takes_action_masks: ClassVar[bool] = False  # True: the agent honours its env's masks (DQN)
 
     def __check_init__(self):
         owner = type(self).__name__
@@ -138,6 +137,8 @@ class AbstractOffPolicyAgent(AbstractAgent):
             raise ValueError(f"{owner}(env) must be an eqxrl AbstractEnv or an env name, got {self.env!r}")
         for name in ("num_envs", "rollout_length", "batch_size", "buffer_size", "n_step"):
             check_positive_int(owner, name, getattr(self, name))
+        if not self.takes_action_masks:
+            check_no_action_masks(self)
         sizes = self.hidden_sizes
         if not sizes or not all(is_positive_int(h) for h in sizes):
             raise ValueError(f"{owner}(hidden_sizes) must be a non-empty tuple of positive ints, got {sizes!r}")
@@ -221,8 +222,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
 
     @property
     def obs_size(self) -> int:
-        shape = self.env.observation_space.shape
-        return int(np.prod(shape)) if shape else 1
+        return self.layout.size  # features: a Dict observation's entries, its action mask left out
 
     @property
     def discrete(self) -> bool:
@@ -268,11 +268,11 @@ class AbstractOffPolicyAgent(AbstractAgent):
         return Sample(data, sample.indices, sample.weights)
 
     def _normalize(self, stats: RunningMeanStd | None, x: Array) -> Array:
-        return x if stats is None else stats.normalize(x)
+        return self.layout.normalize(stats, x)
 
-    def _random_action(self, key: Key) -> Array:
+    def _random_action(self, key: Key, x: Array) -> Array:
         if self.discrete:
-            return jax.random.randint(key, (self.num_envs,), 0, self.action_size, dtype=jnp.int32)
+            return Categorical(jnp.zeros((self.num_envs, self.action_size)), self.layout.split(x)[1]).sample(key)
         return jax.random.uniform(key, (self.num_envs, self.action_size), minval=-1.0, maxval=1.0)
 
     # ----------------------------------------------------------------- API
@@ -280,8 +280,9 @@ class AbstractOffPolicyAgent(AbstractAgent):
         learner_key, env_key, fill_key, key = jax.random.split(key, 4)
         env = self.train_env
         env_state, ts = env.reset(env_key)
-        obs = flatten_obs(self.env, ts.obs, type(self).__name__)
-        random_action = self._random_action(fill_key)  # (its dtype and shape)
+        owner = type(self).__name__
+        obs = self.layout.flatten(ts.obs, owner)
+        random_action = self._random_action(fill_key, obs)  # (its dtype and shape)
         example = NStepTransition(
             obs=obs[0],
             action=random_action[0],
@@ -292,16 +293,15 @@ class AbstractOffPolicyAgent(AbstractAgent):
         )
         # Pre-fill the n-step window with n - 1 random steps so that every
         # later step emits a complete n-step transition (none for n = 1).
-        owner = type(self).__name__
 
         def fill(carry, k):
             env_state, obs = carry
             act_key, step_key = jax.random.split(k)
-            action = self._random_action(act_key)
+            action = self._random_action(act_key, obs)
             env_state, ts = env.step(step_key, env_state, action)
-            final = flatten_obs(self.env, ts.info["final_obs"], owner)
+            final = self.layout.flatten(ts.info["final_obs"], owner)
             step = (obs, action, ts.reward, ts.terminated, ts.truncated, final)
-            return (env_state, flatten_obs(self.env, ts.obs, owner)), (step, ts.obs)
+            return (env_state, self.layout.flatten(ts.obs, owner)), (step, ts.obs)
 
         if self.n_step == 1:  # zero-length steps, not a length-0 scan that traces env.step for nothing
             none = lambda x, dtype=None: jnp.zeros((0, *jnp.shape(x)), dtype or jnp.result_type(x))  # noqa: E731
@@ -314,7 +314,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
             )
             last_obs = raw_obs[-1]
         window = NStepWindow.create(*steps)
-        stats = RunningMeanStd((self.obs_size,)).update(obs) if self.normalize_observations else None
+        stats = RunningMeanStd((self.obs_size,)).update(self.layout.split(obs)[0]) if self.normalize_observations else None
         return OffPolicyState(
             learner=self.init_learner(learner_key),
             buffer=self.replay_buffer.init(example),
@@ -328,7 +328,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
         )
 
     def act(self, state: OffPolicyState, obs: Array, key: Key | None = None, deterministic: bool = False) -> Array:
-        x = self._normalize(state.obs_stats, flatten_obs(self.env, obs, type(self).__name__))
+        x = self._normalize(state.obs_stats, self.layout.flatten(obs, type(self).__name__))
         if deterministic:
             return self.greedy(state.learner, x)
         if key is None:
@@ -347,11 +347,11 @@ class AbstractOffPolicyAgent(AbstractAgent):
         def step(carry, _):
             env_state, obs, window, buffer_state, key = carry
             key, act_key, rand_key, env_key = jax.random.split(key, 4)
-            x = flatten_obs(self.env, obs, owner)
+            x = self.layout.flatten(obs, owner)
             policy_action = self.explore(learner, self._normalize(stats, x), act_key, progress)
-            action = jnp.where(warm, self._random_action(rand_key), policy_action).astype(policy_action.dtype)
+            action = jnp.where(warm, self._random_action(rand_key, x), policy_action).astype(policy_action.dtype)
             env_state, ts = env.step(env_key, env_state, action)
-            final = flatten_obs(self.env, ts.info["final_obs"], owner)
+            final = self.layout.flatten(ts.info["final_obs"], owner)
             window = window.push(x, action, ts.reward, ts.terminated, ts.truncated, final)
             buffer_state = buffer.add(buffer_state, window.emit())
             out = (x, ts.done, ts.info["episode_return"], ts.info["episode_length"])
@@ -362,7 +362,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
             step, carry, length=self.rollout_length
         )
         if stats is not None:
-            stats = stats.update(xs)
+            stats = stats.update(self.layout.split(xs)[0])
 
         @jax.jit  # nested: `eval_shape` below traces it once and `cond` reuses the trace
         def do_updates(operand):

@@ -1,6 +1,6 @@
 """Proximal Policy Optimisation (Schulman et al. 2017), discrete and continuous."""
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -51,7 +51,7 @@ from ..components import (
     value_loss,
 )
 from ..envs import AbstractEnv, AutoReset, Box, ClipAction, Discrete, EpisodeStatistics, VectorEnv
-from ._base import AbstractAgent, Clock, as_env, flatten_obs
+from ._base import AbstractAgent, Clock, as_env, with_mask
 from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration, recurrent_preset
 from ._ppo_update import _Rollout, iteration_metrics, minibatch_step
 
@@ -154,6 +154,11 @@ class PPO(AbstractAgent):
             raise ValueError("PPO(shared_torso=True) puts both heads on actor_torso; critic_torso must be None")
         if self.recurrent:
             check_recurrent(self)
+            if isinstance(self.env, AbstractEnv) and self.layout.mask_size:
+                raise ValueError(
+                    f"PPO: a recurrent PPO does not take action masks yet, and env {self.env.name!r} has them "
+                    "(its observations' 'action_mask' entry); use a feed-forward torso"
+                )
         check_optimizer("PPO", "optimizer", self.optimizer)
         check_loss_terms("PPO", "policy_loss_terms", self.policy_loss_terms)
         check_loss_terms("PPO", "critic_loss_terms", self.critic_loss_terms)
@@ -184,7 +189,9 @@ class PPO(AbstractAgent):
 
     @property
     def obs_size(self) -> int:
-        return int(np.prod(self.env.observation_space.shape))  # 1 for a scalar observation
+        """The number of features of one observation (1 for a scalar; a `Dict` observation's
+        entries together, its action mask left out)."""
+        return self.layout.size
 
     @property
     def steps_per_iteration(self) -> int:
@@ -220,12 +227,16 @@ class PPO(AbstractAgent):
         check_feed_forward(state, "value")
         return state.critic(x if state.torso is None else state.torso(x))
 
-    def _flatten(self, obs: Array) -> Float[Array, "*batch obs"]:
-        return flatten_obs(self.env, obs, "PPO")
+    def _flatten(self, obs: Any) -> Float[Array, "*batch obs"]:
+        return self.layout.flatten(obs, "PPO")
 
-    @staticmethod
-    def _normalize(stats: RunningMeanStd | None, x: Array) -> Array:
-        return x if stats is None else stats.normalize(x)
+    def _normalize(self, stats: RunningMeanStd | None, x: Array) -> Array:
+        return self.layout.normalize(stats, x)
+
+    def _dist(self, state: PPOState, x: Array) -> AbstractDistribution:
+        """The policy at stored (normalised) observations `x`, masked by their action masks."""
+        features, mask = self.layout.split(x)
+        return with_mask(self.policy(state, features), mask)
 
     # ----------------------------------------------------------------- API
     def init(self, key: Key) -> PPOState:
@@ -256,7 +267,7 @@ class PPO(AbstractAgent):
         env_state, ts = self.train_env.reset(env_key)
         stats = None
         if self.normalize_observations:
-            stats = RunningMeanStd((self.obs_size,)).update(self._flatten(ts.obs))
+            stats = RunningMeanStd((self.obs_size,)).update(self.layout.split(self._flatten(ts.obs))[0])
         return PPOState(
             actor=actor,
             critic=critic,
@@ -275,7 +286,7 @@ class PPO(AbstractAgent):
     def act(self, state: PPOState, obs: Array, key: Key | None = None, deterministic: bool = False) -> Array:
         if self.recurrent:
             raise ValueError("PPO.act: a recurrent PPO acts with act_with_carry(state, obs, carry, reset, key)")
-        return self._act(self.policy(state, self._normalize(state.obs_stats, self._flatten(obs))), key, deterministic)
+        return self._act(self._dist(state, self._normalize(state.obs_stats, self._flatten(obs))), key, deterministic)
 
     def initial_carry(self, state: PPOState, batch_shape: tuple[int, ...] = ()) -> PyTree:
         """**Returns:** a recurrent PPO's hidden state of fresh episodes of batch shape `batch_shape`, else None."""
@@ -307,7 +318,7 @@ class PPO(AbstractAgent):
             env_state, obs, key = carry
             key, act_key, env_key = jax.random.split(key, 3)
             x = self._flatten(obs)
-            action, log_prob = self.policy(state, self._normalize(stats, x)).sample_and_log_prob(act_key)
+            action, log_prob = self._dist(state, self._normalize(stats, x)).sample_and_log_prob(act_key)
             env_state, ts = env.step(env_key, env_state, action)
             out = _Rollout(
                 obs=x,
@@ -332,9 +343,9 @@ class PPO(AbstractAgent):
             rollout = eqx.tree_at(
                 lambda r: (r.obs, r.final_obs),
                 rollout,
-                (stats.normalize(raw_obs), stats.normalize(rollout.final_obs)),
+                (self._normalize(stats, raw_obs), self._normalize(stats, rollout.final_obs)),
             )
-            stats = stats.update(raw_obs)
+            stats = stats.update(self.layout.split(raw_obs)[0])
         state = eqx.tree_at(
             lambda s: (s.env_state, s.obs, s.key, s.obs_stats),
             state,
@@ -352,14 +363,14 @@ class PPO(AbstractAgent):
 
         **Returns:** `(loss, metrics)`.
         """
-        torso, x = params[0], batch[0]
+        torso, x = params[0], self.layout.split(batch[0])[0]
         return self.loss_from_features(params, x if torso is None else torso(x), batch)
 
     def loss_from_features(self, params: tuple, features: Array, batch: tuple) -> tuple[Float[Array, ""], Metrics]:
         """PPO's loss (as `loss`) given the torso's `features` of the batch's observations."""
         torso, actor, critic = params
         x, action, old_log_prob, old_value, advantages, targets = batch
-        dist = actor(features)
+        dist = with_mask(actor(features), self.layout.split(x)[1])  # the batch's own masks
         if self.normalize_advantages:
             advantages = normalize_advantages(advantages)
         log_prob = dist.log_prob(action)
@@ -382,8 +393,8 @@ class PPO(AbstractAgent):
             return recurrent_iteration(self, state, clock)
         progress = clock.progress
         state, ro = self._collect(state)
-        values = self.value(state, ro.obs)
-        next_values = self.value(state, ro.final_obs)
+        values = self.value(state, self.layout.split(ro.obs)[0])
+        next_values = self.value(state, self.layout.split(ro.final_obs)[0])
         advantages = gae(ro.reward, values, next_values, ro.terminated, ro.truncated, self.gamma, self.gae_lambda)
         targets = advantages + values
 

@@ -76,6 +76,7 @@ from .networks import Encoder as Encoder
 from .networks import IdentityTorso as IdentityTorso
 from .networks import MLPTorso as MLPTorso
 from .networks import ModuleTorso as ModuleTorso
+from .networks import MultiInputTorso as MultiInputTorso
 from .networks import as_torso as as_torso
 from .networks import check_torso as check_torso
 from .networks import torso_or_mlp as torso_or_mlp

@@ -16,6 +16,7 @@ from ._descriptor import innermost_state as innermost_state
 from ._descriptor import resolve_descriptor as resolve_descriptor
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._jaxmarl import JaxMARLEnv as JaxMARLEnv
+from ._layout import ObservationLayout as ObservationLayout
 from ._make import make as make
 from ._make import register as register
 from ._make import register_suite as register_suite

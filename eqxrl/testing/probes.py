@@ -14,9 +14,11 @@ one part of the agent:
 | `ObservationActionReward` | action 1 at `+1`, 0 at `-1` (continuous: `s / 2`) | the policy's input, or actions paired with the wrong observations |
 | `TimeLimitBootstrap` | `V(+1) = 1 / (1 - gamma)`, `V(-1) = 1` | truncation treated as termination, or termination bootstrapped |
 | `DelayedReward` | `V(s_t) = gamma^(T-1-t) * reward` | n-step returns: an off-by-one window, a discount applied twice |
+| `MaskedActions` | the highest legal action; never an illegal one | action masks ignored, or a stale mask (`state.illegal` counts) |
 
 Observations are float32 vectors of shape `(1,)`; with `discrete_actions=True`
-(the default) the action space is `Discrete(2)`, else `Box(-1, 1, (1,))`.
+(the default) the action space is `Discrete(2)`, else `Box(-1, 1, (1,))`. `MaskedActions`
+(a `Dict` observation with an action mask, `Discrete(num_actions)` actions) is the exception.
 """
 
 import equinox as eqx
@@ -24,7 +26,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ..envs import AbstractEnv, Box, Discrete, TimeStep, first_timestep
+from ..envs import ACTION_MASK, AbstractEnv, Box, Dict, Discrete, MultiBinary, TimeStep, first_timestep
 
 
 class ProbeState(eqx.Module):
@@ -204,3 +206,59 @@ class DelayedReward(AbstractProbe):
         t = jnp.minimum(state.t + 1, self.delay - 1)  # (the observation after the last step is never used)
         obs = self.observation_at(t)
         return ProbeState(obs, t), _ts(obs, jnp.where(last, self.reward, 0.0), last)
+
+
+class MaskedState(eqx.Module):
+    """`MaskedActions`' state: the legal actions now, and how many illegal actions were taken."""
+
+    mask: Array
+    illegal: Array
+
+
+class MaskedActions(AbstractEnv):
+    """`num_actions` actions, a random non-empty set of them legal at every step (the
+    observation's `ACTION_MASK` entry; its `"legal"` entry is the same flags as floats, so the
+    policy can see them). A legal action earns 1 when it is the highest legal action and 0
+    otherwise; an illegal one earns 2, so a policy that ignores its masks, or acts on a stale
+    one, learns to take them. The episode never ends; `state.illegal` counts the illegal
+    actions taken since `reset` (the count a test asserts is 0).
+    """
+
+    num_actions: int = eqx.field(static=True, default=4)
+
+    def __check_init__(self):
+        if isinstance(self.num_actions, bool) or not isinstance(self.num_actions, int) or self.num_actions < 2:
+            raise ValueError(f"MaskedActions(num_actions) must be an int >= 2, got {self.num_actions!r}")
+
+    @property
+    def observation_space(self) -> Dict:
+        return Dict({ACTION_MASK: MultiBinary(self.num_actions), "legal": Box(0.0, 1.0, (self.num_actions,))})
+
+    @property
+    def action_space(self) -> Discrete:
+        return Discrete(self.num_actions)
+
+    def _draw(self, key) -> Array:
+        # A uniform non-empty subset: redraw the all-illegal pattern as "only the last legal".
+        mask = jax.random.bernoulli(key, 0.5, (self.num_actions,))
+        mask = mask.at[-1].set(mask[-1] | ~jnp.any(mask))
+        return mask.astype(jnp.int32)
+
+    def _obs(self, mask) -> dict:
+        return {ACTION_MASK: mask, "legal": mask.astype(jnp.float32)}
+
+    def best_action(self, mask) -> Array:
+        """**Returns:** the highest legal action of `mask` (any leading axes)."""
+        n = mask.shape[-1]
+        return (n - 1 - jnp.argmax(jnp.flip(mask, axis=-1), axis=-1)).astype(jnp.int32)
+
+    def reset(self, key):
+        mask = self._draw(key)
+        return MaskedState(mask, jnp.zeros((), jnp.int32)), first_timestep(self._obs(mask))
+
+    def step(self, key, state, action):
+        legal = state.mask[action] > 0
+        reward = jnp.where(legal, jnp.where(action == self.best_action(state.mask), 1.0, 0.0), 2.0)
+        mask = self._draw(key)
+        new = MaskedState(mask, state.illegal + (~legal).astype(jnp.int32))
+        return new, _ts(self._obs(mask), reward, False)

@@ -15,6 +15,7 @@ from ._mlp import MLP as MLP
 from ._mlp import Linear as Linear
 from ._mlp import check_last_axis as check_last_axis
 from ._mlp import get_activation as get_activation
+from ._multi_input import MultiInputTorso as MultiInputTorso
 from ._recurrent import AbstractRecurrentTorso as AbstractRecurrentTorso
 from ._recurrent import GRUTorso as GRUTorso
 from ._recurrent import LSTMTorso as LSTMTorso

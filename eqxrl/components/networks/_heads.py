@@ -11,7 +11,7 @@ from jaxtyping import Array, Float
 
 from ...core import Key, check_positive_int, is_positive_int
 from ..distributions import Categorical, Normal, TanhNormal
-from ._mlp import Linear, check_last_axis, get_activation
+from ._mlp import Linear, as_obs_shape, check_last_axis, get_activation, obs_size_of
 from ._torsos import AbstractTorso, Encoder, torso_or_mlp
 
 Activation = str | Callable[[Array], Array]
@@ -44,8 +44,8 @@ def _body(
 def _in_shape(owner: str, obs_size: int, obs_shape: Sequence[int] | None) -> tuple[int, ...]:
     if obs_shape is None:
         return (obs_size,)
-    shape = tuple(int(d) for d in obs_shape)
-    if (int(np.prod(shape)) if shape else 1) != obs_size:
+    shape = as_obs_shape(obs_shape)
+    if obs_size_of(shape) != obs_size:
         raise ValueError(f"{owner}(obs_shape={shape}) must have obs_size={obs_size} elements")
     return shape
 

@@ -2,6 +2,7 @@
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -32,6 +33,29 @@ def get_activation(activation: str | Callable[[Array], Array], owner: str | None
         name = f"{owner}(activation)" if owner else "activation"
         raise ValueError(f"{name} must be one of {sorted(ACTIVATIONS)} or a callable, got {activation!r}")
     return ACTIVATIONS[activation]
+
+
+def is_entries(obs_shape: Any) -> bool:
+    """Whether `obs_shape` describes a `Dict` observation: `((name, shape), ...)` (see
+    `eqxrl.envs.ObservationLayout.torso_shape`), not one array's shape."""
+    return isinstance(obs_shape, (tuple, list)) and len(obs_shape) > 0 and all(
+        isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str) for e in obs_shape
+    )
+
+
+def as_obs_shape(obs_shape: Any) -> Any:
+    """**Returns:** `obs_shape` as a tuple of ints, or (for a `Dict` observation) as a tuple of
+    `(name, tuple of ints)` entries: hashable, as a static field needs."""
+    if is_entries(obs_shape):
+        return tuple((str(name), tuple(int(d) for d in shape)) for name, shape in obs_shape)
+    return tuple(int(d) for d in obs_shape)
+
+
+def obs_size_of(obs_shape: Any) -> int:
+    """**Returns:** the number of floats of one flat observation of `obs_shape` (either form)."""
+    if is_entries(obs_shape):
+        return sum(math.prod(int(d) for d in shape) for _, shape in obs_shape)
+    return math.prod(int(d) for d in obs_shape)
 
 
 def check_last_axis(x: Array, size: int, name: str, owner: str) -> None:

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PyTree
 
 from ...core import Key, is_positive_int
-from ._mlp import Linear, check_last_axis, get_activation
+from ._mlp import Linear, as_obs_shape, check_last_axis, get_activation, obs_size_of
 
 Activation = str | Callable[[Array], Array]
 
@@ -61,7 +61,7 @@ class AbstractRecurrentTorso(eqx.Module):
 
     def make(self, obs_shape: Sequence[int], *, key: Key) -> "RecurrentEncoder":
         """**Returns:** the built recurrent torso, taking flat observations of `obs_shape`."""
-        obs_size = math.prod(int(d) for d in obs_shape)
+        obs_size = obs_size_of(obs_shape)  # (a Dict observation's entries are concatenated)
         sizes = (obs_size, *self.encoder_sizes)
         keys = jax.random.split(key, len(sizes))
         layers = tuple(Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys[1:]))

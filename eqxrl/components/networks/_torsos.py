@@ -24,14 +24,20 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ...core import Key, is_positive_int
-from ._mlp import Linear, check_last_axis, get_activation
+from ._mlp import Linear, as_obs_shape, check_last_axis, get_activation, is_entries, obs_size_of
 from ._recurrent import AbstractRecurrentTorso
 
 Activation = str | Callable[[Array], Array]
 
 
-def _size(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape)) if shape else 1
+def _size(shape: Any) -> int:
+    return obs_size_of(shape)
+
+
+def _one(obs_shape: Any) -> tuple[int, ...]:
+    """The shape a network sees for one observation: a `Dict` observation's entries arrive
+    concatenated, as one flat vector."""
+    return (_size(obs_shape),) if is_entries(obs_shape) else obs_shape
 
 
 class Encoder(eqx.Module):
@@ -42,7 +48,7 @@ class Encoder(eqx.Module):
     """
 
     net: Any
-    obs_shape: tuple[int, ...] = eqx.field(static=True)
+    obs_shape: Any = eqx.field(static=True)  # one array's shape, or a Dict observation's ((name, shape), ...)
     features: int = eqx.field(static=True)
     batched: bool = eqx.field(static=True, default=False)
 
@@ -55,13 +61,13 @@ class Encoder(eqx.Module):
         if self.batched:
             return self.net(x)
         lead = x.shape[:-1]
-        y = jax.vmap(self.net)(x.reshape((-1, *self.obs_shape)))
+        y = jax.vmap(self.net)(x.reshape((-1, *_one(self.obs_shape))))
         return y.reshape(lead + y.shape[1:])
 
 
-def _features(net: Any, obs_shape: tuple[int, ...], owner: str) -> int:
+def _features(net: Any, obs_shape: Any, owner: str) -> int:
     try:
-        out = jax.eval_shape(net, jax.ShapeDtypeStruct(obs_shape, jnp.float32))
+        out = jax.eval_shape(net, jax.ShapeDtypeStruct(_one(obs_shape), jnp.float32))
     except Exception as e:  # a user network that cannot take this observation shape
         raise ValueError(f"{owner}: the torso cannot take one observation of shape {obs_shape}: {e}") from e
     if not isinstance(out, jax.ShapeDtypeStruct) or len(out.shape) != 1 or out.shape[0] < 1:
@@ -80,11 +86,13 @@ class AbstractTorso(eqx.Module):
     @abc.abstractmethod
     def build(self, obs_shape: tuple[int, ...], *, key: Key) -> Callable[[Array], Array]:
         """**Returns:** a network (an Equinox module) mapping ONE observation of
-        shape `obs_shape` (float32) to a feature vector `(features,)`."""
+        shape `obs_shape` (float32) to a feature vector `(features,)`. For a `Dict`
+        observation `obs_shape` is its `((name, shape), ...)` entries and the network gets
+        them concatenated, flat (`MultiInputTorso` gives each entry a torso of its own)."""
 
     def make(self, obs_shape: Sequence[int], *, key: Key) -> Encoder:
         """**Returns:** the built torso as an `Encoder` over flat observations."""
-        obs_shape = tuple(int(d) for d in obs_shape)
+        obs_shape = as_obs_shape(obs_shape)
         net = self.build(obs_shape, key=key)
         return Encoder(net, obs_shape, _features(net, obs_shape, type(self).__name__))
 
@@ -121,7 +129,7 @@ class MLPTorso(AbstractTorso):
         return _MLPBody(layers, self.activation)
 
     def make(self, obs_shape: Sequence[int], *, key: Key) -> Encoder:
-        obs_shape = tuple(int(d) for d in obs_shape)
+        obs_shape = as_obs_shape(obs_shape)
         features = self.hidden_sizes[-1] if self.hidden_sizes else _size(obs_shape)
         # Matrix products take any leading axes: no vmap, and the input stays flat.
         return Encoder(self.build(obs_shape, key=key), obs_shape, features, batched=True)
@@ -203,6 +211,12 @@ class CNNTorso(AbstractTorso):
         return cls((32, 64, 64), (8, 4, 3), (4, 2, 1), (512,), activation)
 
     def build(self, obs_shape: tuple[int, ...], *, key: Key) -> _CNNBody:
+        if is_entries(obs_shape):
+            names = [name for name, _ in obs_shape]
+            raise ValueError(
+                f"CNNTorso needs image observations (H, W, C) or (H, W), got a Dict observation with entries "
+                f"{names}; give each image entry its own: MultiInputTorso({{{names[0]!r}: CNNTorso(...)}})"
+            )
         if len(obs_shape) not in (2, 3):
             raise ValueError(
                 f"CNNTorso needs image observations (H, W, C) or (H, W), got observation shape {obs_shape}"
