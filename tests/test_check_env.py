@@ -415,14 +415,10 @@ def test_check_env_steps_names_a_dict_observation_outside_its_space():
         check_env_steps(Escaping(), num_steps=3, num_envs=1)
 
 
-def test_built_in_agents_refuse_dict_observations_and_multi_actions():
-    dict_obs = (r"^eqxrl's built-in agents need observations of one array \(a Box, Discrete, MultiDiscrete or MultiBinary "
-                r"observation space\), got Dict\(\{'grid': Box\(low=0, high=1, shape=\(3, 3, 2\)\), 'step': Discrete\(n=10\)\}\) "
-                r"from env 'GridEnv': their networks, torsos and buffers do not take Dict observations yet$")  # fmt: skip
-    for agent in (PPO, DQN):
-        with pytest.raises(ValueError, match=dict_obs):
-            agent(GridEnv(action_space_=Discrete(3)))
-    # A user's own agent may take Dict observations: only the env's contract is checked.
+def test_built_in_agents_take_dict_observations_and_refuse_multi_actions():
+    for agent in (PPO, DQN):  # (tests/test_observations.py trains them on Dict observations)
+        built = agent(GridEnv(action_space_=Discrete(3)))
+        assert built.obs_shape == (("grid", (3, 3, 2)), ("step", ())) and built.obs_size == 19
     assert isinstance(Reinforce(GridEnv()), Reinforce)
 
     class MultiActions(MyEnv):

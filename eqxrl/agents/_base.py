@@ -104,7 +104,7 @@ class AbstractAgent(eqx.Module):
         """
 
     @abc.abstractmethod
-    def act(self, state: PyTree, obs: Array, key: Key | None = None, deterministic: bool = False) -> Array:
+    def act(self, state: PyTree, obs: PyTree, key: Key | None = None, deterministic: bool = False) -> Array:
         """**Returns:** actions for a batch of observations `(*batch, *obs_shape)`.
 
         With `deterministic=True` the policy's mode is used and `key` may be None.
@@ -116,7 +116,7 @@ class AbstractAgent(eqx.Module):
         return None
 
     def act_with_carry(
-        self, state: PyTree, obs: Array, carry: PyTree, reset: Array, key: Key | None = None, deterministic: bool = False
+        self, state: PyTree, obs: PyTree, carry: PyTree, reset: Array, key: Key | None = None, deterministic: bool = False
     ) -> tuple[Array, PyTree]:
         """`act` for a policy with memory: `carry` (from `initial_carry`) is reset where
         `reset` (an episode's first observation) and stepped. **Returns:** `(actions, new

@@ -78,7 +78,7 @@ class OffPolicyState(eqx.Module):
     buffer: PyTree
     window: NStepWindow
     env_state: EnvState
-    obs: Array
+    obs: PyTree  # the env's current observations (arrays, or dicts of them)
     obs_stats: RunningMeanStd | None
     key: Key
     env_steps: Int[Array, ""]
@@ -327,7 +327,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
             updates=jnp.zeros((), jnp.int32),
         )
 
-    def act(self, state: OffPolicyState, obs: Array, key: Key | None = None, deterministic: bool = False) -> Array:
+    def act(self, state: OffPolicyState, obs: PyTree, key: Key | None = None, deterministic: bool = False) -> Array:
         x = self._normalize(state.obs_stats, self.layout.flatten(obs, type(self).__name__))
         if deterministic:
             return self.greedy(state.learner, x)

@@ -63,7 +63,7 @@ class PPOState(eqx.Module):
     critic: ValueHead
     opt_state: OptState
     env_state: EnvState
-    obs: Array
+    obs: PyTree  # the env's current observations (arrays, or dicts of them)
     obs_stats: RunningMeanStd | None
     key: Key
     env_steps: Int[Array, ""]
@@ -283,7 +283,7 @@ class PPO(AbstractAgent):
             episode_start=jnp.ones((self.num_envs,), bool) if self.recurrent else None,
         )
 
-    def act(self, state: PPOState, obs: Array, key: Key | None = None, deterministic: bool = False) -> Array:
+    def act(self, state: PPOState, obs: PyTree, key: Key | None = None, deterministic: bool = False) -> Array:
         if self.recurrent:
             raise ValueError("PPO.act: a recurrent PPO acts with act_with_carry(state, obs, carry, reset, key)")
         return self._act(self._dist(state, self._normalize(state.obs_stats, self._flatten(obs))), key, deterministic)
@@ -293,7 +293,7 @@ class PPO(AbstractAgent):
         return state.torso.initial_state(batch_shape) if self.recurrent else None
 
     def act_with_carry(
-        self, state: PPOState, obs: Array, carry: PyTree, reset: Array, key: Key | None = None, deterministic: bool = False
+        self, state: PPOState, obs: PyTree, carry: PyTree, reset: Array, key: Key | None = None, deterministic: bool = False
     ) -> tuple[Array, PyTree]:
         """**Returns:** `(actions, new carry)`, the carry zeroed first where `reset` (an episode's first step)."""
         if not self.recurrent:

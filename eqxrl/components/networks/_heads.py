@@ -2,6 +2,7 @@
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -11,7 +12,7 @@ from jaxtyping import Array, Float
 
 from ...core import Key, check_positive_int, is_positive_int
 from ..distributions import Categorical, Normal, TanhNormal
-from ._mlp import Linear, as_obs_shape, check_last_axis, get_activation, obs_size_of
+from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, obs_size_of
 from ._torsos import AbstractTorso, Encoder, torso_or_mlp
 
 Activation = str | Callable[[Array], Array]
@@ -19,7 +20,7 @@ Activation = str | Callable[[Array], Array]
 
 def _body(
     owner: str,
-    in_shape: Sequence[int],
+    in_shape: ObsShape,
     out_size: int,
     hidden_sizes: Sequence[int],
     activation: Activation,
@@ -37,11 +38,11 @@ def _body(
     elif not isinstance(torso, AbstractTorso):
         raise ValueError(f"{owner}(torso) must be an eqxrl AbstractTorso (MLPTorso, CNNTorso, ...), got {torso!r}")
     torso_key, out_key = jax.random.split(key)
-    encoder = torso_or_mlp(torso, hidden_sizes, activation).make(tuple(in_shape), key=torso_key)
+    encoder = torso_or_mlp(torso, hidden_sizes, activation).make(as_obs_shape(in_shape), key=torso_key)
     return encoder, Linear(encoder.features, out_size, key=out_key, scale=final_scale)
 
 
-def _in_shape(owner: str, obs_size: int, obs_shape: Sequence[int] | None) -> tuple[int, ...]:
+def _in_shape(owner: str, obs_size: int, obs_shape: ObsShape | None) -> Any:
     if obs_shape is None:
         return (obs_size,)
     shape = as_obs_shape(obs_shape)
@@ -77,7 +78,7 @@ class CategoricalHead(eqx.Module):
         *,
         key: Key,
         torso: AbstractTorso | None = None,
-        obs_shape: Sequence[int] | None = None,
+        obs_shape: ObsShape | None = None,
     ):
         """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and
         `activation`, and a PRNG `key`. The output layer starts near uniform
@@ -115,7 +116,7 @@ class GaussianHead(eqx.Module):
         *,
         key: Key,
         torso: AbstractTorso | None = None,
-        obs_shape: Sequence[int] | None = None,
+        obs_shape: ObsShape | None = None,
         state_dependent_std: bool = False,
         init_std: float = 1.0,
         min_std: float = 1e-3,
@@ -180,7 +181,7 @@ class TanhGaussianHead(eqx.Module):
         *,
         key: Key,
         torso: AbstractTorso | None = None,
-        obs_shape: Sequence[int] | None = None,
+        obs_shape: ObsShape | None = None,
         low: float | Array = -1.0,
         high: float | Array = 1.0,
         log_std_min: float = -5.0,
@@ -229,7 +230,7 @@ class DeterministicHead(eqx.Module):
         *,
         key: Key,
         torso: AbstractTorso | None = None,
-        obs_shape: Sequence[int] | None = None,
+        obs_shape: ObsShape | None = None,
         low: float | Array = -1.0,
         high: float | Array = 1.0,
     ):
@@ -265,7 +266,7 @@ class ValueHead(eqx.Module):
         *,
         key: Key,
         torso: AbstractTorso | None = None,
-        obs_shape: Sequence[int] | None = None,
+        obs_shape: ObsShape | None = None,
     ):
         """**Arguments:** `obs_size`, torso `hidden_sizes` and `activation`, `key`."""
         self.obs_size = check_positive_int("ValueHead", "obs_size", obs_size)
@@ -296,7 +297,7 @@ class DiscreteQHead(eqx.Module):
         *,
         key: Key,
         torso: AbstractTorso | None = None,
-        obs_shape: Sequence[int] | None = None,
+        obs_shape: ObsShape | None = None,
     ):
         """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and `activation`, `key`."""
         self.obs_size = check_positive_int("DiscreteQHead", "obs_size", obs_size)

@@ -35,6 +35,10 @@ def get_activation(activation: str | Callable[[Array], Array], owner: str | None
     return ACTIVATIONS[activation]
 
 
+ObsShape = Sequence[int] | Sequence[tuple[str, Sequence[int]]]
+"""One observation's shape, or a `Dict` observation's `((name, shape), ...)` entries."""
+
+
 def is_entries(obs_shape: Any) -> bool:
     """Whether `obs_shape` describes a `Dict` observation: `((name, shape), ...)` (see
     `eqxrl.envs.ObservationLayout.torso_shape`), not one array's shape."""

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PyTree
 
 from ...core import Key, is_positive_int
-from ._mlp import Linear, as_obs_shape, check_last_axis, get_activation, obs_size_of
+from ._mlp import Linear, ObsShape, check_last_axis, get_activation, obs_size_of
 
 Activation = str | Callable[[Array], Array]
 
@@ -59,7 +59,7 @@ class AbstractRecurrentTorso(eqx.Module):
         """**Returns:** the feature vector of a hidden state (default: the hidden state itself)."""
         return hidden
 
-    def make(self, obs_shape: Sequence[int], *, key: Key) -> "RecurrentEncoder":
+    def make(self, obs_shape: ObsShape, *, key: Key) -> "RecurrentEncoder":
         """**Returns:** the built recurrent torso, taking flat observations of `obs_shape`."""
         obs_size = obs_size_of(obs_shape)  # (a Dict observation's entries are concatenated)
         sizes = (obs_size, *self.encoder_sizes)

@@ -24,7 +24,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ...core import Key, is_positive_int
-from ._mlp import Linear, as_obs_shape, check_last_axis, get_activation, is_entries, obs_size_of
+from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, is_entries, obs_size_of
 from ._recurrent import AbstractRecurrentTorso
 
 Activation = str | Callable[[Array], Array]
@@ -84,13 +84,13 @@ class AbstractTorso(eqx.Module):
     """
 
     @abc.abstractmethod
-    def build(self, obs_shape: tuple[int, ...], *, key: Key) -> Callable[[Array], Array]:
+    def build(self, obs_shape: Any, *, key: Key) -> Callable[[Array], Array]:
         """**Returns:** a network (an Equinox module) mapping ONE observation of
         shape `obs_shape` (float32) to a feature vector `(features,)`. For a `Dict`
         observation `obs_shape` is its `((name, shape), ...)` entries and the network gets
         them concatenated, flat (`MultiInputTorso` gives each entry a torso of its own)."""
 
-    def make(self, obs_shape: Sequence[int], *, key: Key) -> Encoder:
+    def make(self, obs_shape: ObsShape, *, key: Key) -> Encoder:
         """**Returns:** the built torso as an `Encoder` over flat observations."""
         obs_shape = as_obs_shape(obs_shape)
         net = self.build(obs_shape, key=key)
@@ -122,13 +122,13 @@ class MLPTorso(AbstractTorso):
             raise ValueError(f"MLPTorso(hidden_sizes) must be a tuple of positive ints, got {self.hidden_sizes!r}")
         get_activation(self.activation)
 
-    def build(self, obs_shape: tuple[int, ...], *, key: Key) -> _MLPBody:
+    def build(self, obs_shape: Any, *, key: Key) -> _MLPBody:
         sizes = (_size(obs_shape), *self.hidden_sizes)
         keys = jax.random.split(key, max(len(sizes) - 1, 1))
         layers = tuple(Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys))
         return _MLPBody(layers, self.activation)
 
-    def make(self, obs_shape: Sequence[int], *, key: Key) -> Encoder:
+    def make(self, obs_shape: ObsShape, *, key: Key) -> Encoder:
         obs_shape = as_obs_shape(obs_shape)
         features = self.hidden_sizes[-1] if self.hidden_sizes else _size(obs_shape)
         # Matrix products take any leading axes: no vmap, and the input stays flat.
@@ -210,7 +210,7 @@ class CNNTorso(AbstractTorso):
         """**Returns:** the Nature-DQN network (Mnih et al. 2015): convs 32x8x8/4, 64x4x4/2, 64x3x3/1, dense 512."""
         return cls((32, 64, 64), (8, 4, 3), (4, 2, 1), (512,), activation)
 
-    def build(self, obs_shape: tuple[int, ...], *, key: Key) -> _CNNBody:
+    def build(self, obs_shape: Any, *, key: Key) -> _CNNBody:
         if is_entries(obs_shape):
             names = [name for name, _ in obs_shape]
             raise ValueError(
@@ -255,17 +255,17 @@ class ModuleTorso(AbstractTorso):
         if not isinstance(self.module, type):
             raise ValueError(f"ModuleTorso(module) must be a class, got {self.module!r}")
 
-    def build(self, obs_shape: tuple[int, ...], *, key: Key) -> Any:
+    def build(self, obs_shape: Any, *, key: Key) -> Any:
         return self.module(obs_shape, key=key)
 
 
 class IdentityTorso(AbstractTorso):
     """No layers: the flat observation is the feature vector (heads on a shared torso's features)."""
 
-    def build(self, obs_shape: tuple[int, ...], *, key: Key) -> Callable[[Array], Array]:
+    def build(self, obs_shape: Any, *, key: Key) -> Callable[[Array], Array]:
         return MLPTorso(()).build(obs_shape, key=key)
 
-    def make(self, obs_shape: Sequence[int], *, key: Key) -> Encoder:
+    def make(self, obs_shape: ObsShape, *, key: Key) -> Encoder:
         return MLPTorso(()).make(obs_shape, key=key)
 
 

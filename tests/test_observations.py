@@ -1,0 +1,239 @@
+"""Dict observations and action masks through the agents: `ObservationLayout`, `MultiInputTorso`,
+PPO's and DQN's masks (the `MaskedActions` probe), and the agents that refuse masks."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+import eqxrl
+from eqxrl.agents import DQN, MPO, PPO, SAC, TD3
+from eqxrl.components import CNNTorso, GRUTorso, MLPTorso, MultiInputTorso, ReplayBuffer
+from eqxrl.envs import (
+    ACTION_MASK,
+    AbstractWrapper,
+    Box,
+    Dict,
+    Discrete,
+    MultiBinary,
+    ObservationLayout,
+    innermost_state,
+    make,
+    sample_batch,
+)
+from eqxrl.testing import strategies as st
+from eqxrl.testing.probes import MaskedActions
+from typecheck import no_runtime_typecheck
+
+
+class DictCartPole(AbstractWrapper):
+    """CartPole observing `{"a": (x, x_dot), "b": (theta, theta_dot)}`: stored as the flat
+    observation in its original order (entries concatenated in sorted key order)."""
+
+    env: eqx.Module
+
+    def _split(self, ts):
+        return eqx.tree_at(lambda t: t.obs, ts, {"a": ts.obs[:2], "b": ts.obs[2:]})
+
+    @property
+    def observation_space(self):
+        box = self.env.observation_space
+        return Dict({"a": Box(box.low[:2], box.high[:2], (2,)), "b": Box(box.low[2:], box.high[2:], (2,))})
+
+    def reset(self, key):
+        state, ts = self.env.reset(key)
+        return state, self._split(ts)
+
+    def step(self, key, state, action):
+        state, ts = self.env.step(key, state, action)
+        ts = self._split(ts)
+        if "final_obs" in ts.info:
+            ts.info["final_obs"] = {"a": ts.info["final_obs"][:2], "b": ts.info["final_obs"][2:]}
+        return state, ts
+
+
+def _masks(key, n=2000, actions=4):
+    masks = jax.random.bernoulli(key, 0.5, (n, actions)).astype(jnp.int32)
+    return masks.at[:, -1].set(masks[:, -1] | (masks.sum(-1) == 0).astype(jnp.int32))
+
+
+# ----------------------------------------------------------------- ObservationLayout
+def test_layout_of_one_array_is_the_flat_observation():
+    layout = ObservationLayout.of(Box(-1.0, 1.0, (2, 3)), Discrete(2))
+    assert (layout.size, layout.stored_size, layout.torso_shape) == (6, 6, (2, 3))
+    x = layout.flatten(jnp.arange(12.0).reshape(2, 2, 3), "T")
+    assert x.shape == (2, 6) and layout.split(x)[1] is None
+
+
+def test_layout_of_a_dict_concatenates_its_entries_in_key_order_and_puts_the_mask_last():
+    space = Dict({"z": Box(0.0, 1.0, (2,)), "a": Dict({"q": Box(0.0, 1.0, (1, 2))}), ACTION_MASK: MultiBinary(3)})
+    layout = ObservationLayout.of(space, Discrete(3))
+    assert layout.torso_shape == (("a.q", (1, 2)), ("z", (2,))) and (layout.size, layout.mask_size) == (4, 3)
+    obs = {"z": jnp.array([[5.0, 6.0]]), "a": {"q": jnp.array([[[1.0, 2.0]]])}, ACTION_MASK: jnp.array([[0, 1, 0]])}
+    x = layout.flatten(obs, "T")
+    np.testing.assert_array_equal(x, [[1.0, 2.0, 5.0, 6.0, 0.0, 1.0, 0.0]])
+    features, mask = layout.split(x)
+    np.testing.assert_array_equal(features, [[1.0, 2.0, 5.0, 6.0]])
+    np.testing.assert_array_equal(mask, [[False, True, False]])
+
+
+def test_normalisation_leaves_the_mask_alone_and_an_empty_mask_counts_as_all_legal():
+    layout = ObservationLayout.of(MaskedActions().observation_space, Discrete(4))
+    stats = eqxrl.components.RunningMeanStd((4,)).update(jnp.full((3, 4), 7.0))
+    x = layout.flatten({ACTION_MASK: jnp.zeros((4,), jnp.int32), "legal": jnp.full((4,), 7.0)}, "T")
+    y = layout.normalize(stats, x)
+    np.testing.assert_array_equal(y[4:], 0.0)
+    assert np.all(np.abs(y[:4]) < 1e-3)
+    assert bool(jnp.all(layout.split(y)[1]))
+
+
+@no_runtime_typecheck()
+@pytest.mark.parametrize(
+    "space, actions, message",
+    [
+        (Dict({ACTION_MASK: MultiBinary(3), "x": Box(0.0, 1.0, (1,))}), Discrete(4), r"'action_mask' entry must be MultiBinary\(4\)"),
+        (Dict({ACTION_MASK: Box(0.0, 1.0, (4,)), "x": Box(0.0, 1.0, (1,))}), Discrete(4), r"must be MultiBinary\(4\)"),
+        (Dict({ACTION_MASK: MultiBinary(2), "x": Box(0.0, 1.0, (1,))}), Box(-1.0, 1.0, (2,)), r"action masks need Discrete or MultiDiscrete actions"),
+        (Dict({ACTION_MASK: MultiBinary(2)}), Discrete(2), r"has an action mask and nothing else to observe"),
+    ],
+)
+def test_bad_mask_spaces_are_named(space, actions, message):
+    with pytest.raises(ValueError, match=message):
+        ObservationLayout.of(space, actions, "T")
+
+
+@no_runtime_typecheck()
+def test_observations_that_do_not_match_the_layout_are_named():
+    layout = ObservationLayout.of(Dict({"a": Box(0.0, 1.0, (2,)), "b": Box(0.0, 1.0, (3,))}))
+    with pytest.raises(ValueError, match=r"T: obs\['b'\] must have shape \(5, 3\), got \(5, 2\)"):
+        layout.flatten({"a": jnp.zeros((5, 2)), "b": jnp.zeros((5, 2))}, "T")
+    with pytest.raises(ValueError, match=r"T: obs must be a dict with the entries \['a', 'b'\], got \['a'\]"):
+        layout.flatten({"a": jnp.zeros((2,))}, "T")
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None)
+@given(space=st.dicts(), batch=st.batch_shapes(max_dims=2, max_side=3), seed=hs.integers(0, 2**16))
+def test_any_dict_observation_flattens_and_a_buffer_stores_and_samples_it(space, batch, seed):
+    """Property: every random `Dict` space's batch flattens to `(*batch, size)`, and a replay
+    buffer stores the raw dict observations and samples them back, leaf by leaf."""
+    layout = ObservationLayout.of(space)
+    obs = sample_batch(space, jax.random.key(seed), batch)
+    assert layout.flatten(obs, "T").shape == batch + (layout.size,)
+    one = sample_batch(space, jax.random.key(seed), (3,))
+    buffer = ReplayBuffer(8)
+    state = buffer.add(buffer.init(jax.tree.map(lambda x: x[0], one)), one)
+    drawn = buffer.sample(state, jax.random.key(1), 5).data
+    assert jax.tree.structure(drawn) == jax.tree.structure(one)
+    for leaf, stored in zip(jax.tree.leaves(drawn), jax.tree.leaves(one)):
+        assert leaf.shape == (5,) + stored.shape[1:] and leaf.dtype == stored.dtype
+        assert all(any(np.array_equal(row, s) for s in np.asarray(stored)) for row in np.asarray(leaf))
+
+
+# ----------------------------------------------------------------- MultiInputTorso
+def test_multi_input_torso_gives_each_entry_its_own_torso():
+    entries = (("grid", (5, 5, 3)), ("step", (1,)))
+    encoder = MultiInputTorso({"grid": CNNTorso.minatar()}, hidden_sizes=(32,)).make(entries, key=jax.random.key(0))
+    assert encoder.features == 32 and encoder(jnp.zeros((2, 3, 76))).shape == (2, 3, 32)
+    plain = MultiInputTorso().make(entries, key=jax.random.key(0))
+    x = jax.random.normal(jax.random.key(1), (4, 76))
+    np.testing.assert_array_equal(plain(x), x)  # every entry as it is, concatenated
+
+
+@no_runtime_typecheck()
+def test_multi_input_torso_bad_inputs_are_named():
+    entries = (("grid", (5, 5, 3)),)
+    with pytest.raises(ValueError, match=r"MultiInputTorso\(torsos\) names entries \['gird'\] the observation does not have"):
+        MultiInputTorso({"gird": MLPTorso()}).make(entries, key=jax.random.key(0))
+    with pytest.raises(ValueError, match=r"MultiInputTorso needs a Dict observation"):
+        MultiInputTorso().make((4,), key=jax.random.key(0))
+    with pytest.raises(ValueError, match=r"MultiInputTorso\(torsos\) must be a dict from entry names to torsos"):
+        MultiInputTorso({"grid": 3})
+    with pytest.raises(ValueError, match=r"CNNTorso needs image observations .* got a Dict observation with entries \['grid'\]"):
+        CNNTorso().make(entries, key=jax.random.key(0))
+
+
+# ----------------------------------------------------------------- agents
+@pytest.mark.slow
+@pytest.mark.bitwise
+@pytest.mark.parametrize("agent_cls", [PPO, DQN])
+def test_a_dict_observation_trains_exactly_as_its_flat_vector(agent_cls):
+    """CartPole split into a Dict `{"a", "b"}` is stored as the flat observation: the same run
+    (bit for bit under the suite's settings for comparing differently structured programs)."""
+    kwargs = dict(num_envs=4, rollout_length=16) if agent_cls is PPO else dict(learning_starts=64, batch_size=32)
+    flat = agent_cls(make("CartPole-v1"), **kwargs)
+    split = agent_cls(DictCartPole(make("CartPole-v1")), **kwargs)
+    assert split.obs_shape == (("a", (2,)), ("b", (2,)))
+    ours, our_metrics = eqxrl.train(split, jax.random.key(3), total_steps=640, progress=False)
+    theirs, their_metrics = eqxrl.train(flat, jax.random.key(3), total_steps=640, progress=False)
+    nets = (lambda s: (s.actor, s.critic)) if agent_cls is PPO else (lambda s: s.learner)
+    for a, b in zip(jax.tree.leaves(nets(ours)), jax.tree.leaves(nets(theirs))):
+        np.testing.assert_array_equal(a, b)
+    for name in their_metrics:
+        np.testing.assert_array_equal(our_metrics[name], their_metrics[name])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent_cls", [PPO, DQN])
+def test_masked_agents_never_take_an_illegal_action_and_learn_the_best_legal_one(agent_cls):
+    """`MaskedActions` pays 2 for an illegal action and 1 for the highest legal one: an agent
+    that honours its masks never takes an illegal action, in training or evaluation (sampled
+    and greedy), and learns the best legal action."""
+    env = MaskedActions()
+    kwargs = dict(num_envs=8, rollout_length=32) if agent_cls is PPO else dict(learning_starts=500)
+    agent = agent_cls(env, **kwargs)
+    keys = jax.random.split(jax.random.key(0), 2)
+    trained, _ = eqxrl.train(agent, keys, total_steps=4000, progress=False)
+    assert int(jnp.sum(innermost_state(trained.env_state).illegal)) == 0
+    masks = _masks(jax.random.key(1))
+    obs = {ACTION_MASK: masks, "legal": masks.astype(jnp.float32)}
+    for seed in range(2):
+        state = jax.tree.map(lambda x: x[seed], trained)
+        greedy = agent.act(state, obs, deterministic=True)
+        sampled = agent.act(state, obs, jax.random.key(2))
+        for actions in (greedy, sampled):
+            assert not np.any(np.take_along_axis(np.asarray(masks), np.asarray(actions)[:, None], 1) == 0)
+        # The best legal action (a random legal one: about 0.5 here).
+        assert float(jnp.mean(greedy == env.best_action(masks))) > 0.9
+
+
+def test_an_agent_that_ignores_its_masks_is_caught_by_the_masked_probe(monkeypatch):
+    """The seeded bug: PPO acting without its masks (the layout hands back none) takes
+    illegal actions on `MaskedActions`, which counts them."""
+    monkeypatch.setattr(ObservationLayout, "split", lambda self, x: (x[..., : self.size], None))
+    agent = PPO(MaskedActions(), num_envs=8, rollout_length=32)
+    state, _ = eqxrl.train(agent, jax.random.key(0), total_steps=2048, progress=False)
+    assert int(jnp.sum(innermost_state(state.env_state).illegal)) > 100
+
+
+@no_runtime_typecheck()
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda env: SAC(env), r"SAC does not take action masks, and env 'MaskedActions' has them"),
+        (lambda env: MPO(env), r"MPO does not take action masks"),
+        (
+            lambda env: PPO(env, actor_torso=GRUTorso(16), shared_torso=True, num_minibatches=1),
+            r"PPO: a recurrent PPO does not take action masks yet",
+        ),
+    ],
+)
+def test_agents_that_do_not_honour_masks_refuse_a_masked_env(build, message):
+    with pytest.raises(ValueError, match=message):
+        build(MaskedActions())
+
+
+@pytest.mark.slow
+def test_continuous_agents_take_dict_observations():
+    class DictPendulum(DictCartPole):
+        @property
+        def observation_space(self):
+            box = self.env.observation_space
+            return Dict({"a": Box(box.low[:2], box.high[:2], (2,)), "b": Box(box.low[2:], box.high[2:], (1,))})
+
+    agent = TD3(DictPendulum(make("Pendulum-v1")), learning_starts=32, batch_size=16)
+    _, metrics = eqxrl.train(agent, jax.random.key(0), total_steps=96, progress=False)
+    assert np.isfinite(float(metrics["critic_loss"][-1]))
