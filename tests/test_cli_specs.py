@@ -41,8 +41,8 @@ def test_presets():
     assert parse_torso("mlp") == MLPTorso((64, 64), "tanh")
     assert parse_torso("cnn") == CNNTorso.minatar() and parse_torso("nature-cnn") == CNNTorso.nature()
     assert parse_torso("eqxrl.components:CNNTorso") == CNNTorso()
-    assert parse_torso("tests.test_compose:UserTorso").module.__name__ == "UserTorso"
-    assert isinstance(parse_torso("tests.test_compose:UserTorso"), ModuleTorso)
+    assert parse_torso("userpkg.torsos:UserTorso").module.__name__ == "UserTorso"
+    assert isinstance(parse_torso("userpkg.torsos:UserTorso"), ModuleTorso)
     assert parse_torso('{"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8]}') == MLPTorso((8,))
     assert parse_buffer("uniform") == ReplayBuffer() and parse_buffer("uniform:500") == ReplayBuffer(500)
     assert parse_buffer("prioritized:500:0.5") == PrioritizedReplayBuffer(500, alpha=0.5)

@@ -124,13 +124,25 @@ def test_environments_page_spaces_run():
     """The Spaces section of docs/components/environments.md (the rest of the page builds and
     steps gymnax envs, so only its blocks compile): its examples run and say what they claim."""
     text = (DOCS / "components" / "environments.md").read_text()
-    section = text[text.index("\n## Spaces\n") : text.index("\n## Adapters\n")]
+    section = text[text.index("\n## Spaces\n") : text.index("\n## Dict observations and action masks\n")]
     blocks = BLOCK.findall(section)
     assert len(blocks) == 3
     namespace = {"__name__": "docs_environments_spaces"}
     for i, block in enumerate(blocks):
         exec(compile(block, f"docs/components/environments.md [Spaces, python block {i + 1}]", "exec"), namespace)
     assert namespace["obs"]["grid"].shape == (4, 3, 3, 2)
+
+
+@pytest.mark.slow
+def test_environments_page_masks_run():
+    """The masks section of docs/components/environments.md: PPO on `MaskedActions` takes no illegal action."""
+    text = (DOCS / "components" / "environments.md").read_text()
+    section = text[text.index("\n## Dict observations and action masks\n") : text.index("\n## Adapters\n")]
+    blocks = BLOCK.findall(section)
+    assert len(blocks) == 1
+    namespace = {"__name__": "docs_environments_masks"}
+    exec(compile(blocks[0], "docs/components/environments.md [masks, python block 1]", "exec"), namespace)
+    assert int(namespace["eqxrl"].envs.innermost_state(namespace["state"].env_state).illegal.sum()) == 0
 
 
 @pytest.mark.parametrize(

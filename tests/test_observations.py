@@ -174,6 +174,10 @@ def test_a_dict_observation_trains_exactly_as_its_flat_vector(agent_cls):
         np.testing.assert_array_equal(a, b)
     for name in their_metrics:
         np.testing.assert_array_equal(our_metrics[name], their_metrics[name])
+    # Evaluation steps the Dict env and hands `act` its dict observations: the same episodes.
+    np.testing.assert_array_equal(
+        eqxrl.evaluate(split, ours, jax.random.key(4), num_episodes=3), eqxrl.evaluate(flat, theirs, jax.random.key(4), num_episodes=3)
+    )
 
 
 @pytest.mark.slow

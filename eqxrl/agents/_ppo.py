@@ -5,18 +5,9 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from ..core import (
-    EnvState,
-    Key,
-    Metrics,
-    check_hyperparameter,
-    check_positive_int,
-    hyperparameter,
-    is_positive_int,
-)
+from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
 from ..components import (
     get_activation,
     AbstractDistribution,
