@@ -12,6 +12,8 @@ correct code passes the same checks in test_testing_agents.py (`*_learns_every_p
 | PER importance weights ignored | DQN (prioritized) | check_agent, importance-weight contract |
 | target network never updated | DQN | check_learns_probes, probe "two_step" |
 | advantages not normalised though the flag says so | PPO | check_agent(flags=("normalize_advantages",)) |
+| a stale action mask (the policy acts on the step before's) | PPO | check_action_masks (illegal actions in training) |
+| action masks ignored (greedy action, target max) | DQN | check_action_masks |
 """
 
 import importlib
@@ -24,7 +26,7 @@ import pytest
 import eqxrl
 from eqxrl.agents import DQN, PPO
 from eqxrl.components import NStepTransition, NStepWindow, Sample
-from eqxrl.testing import ContractError, check_agent, check_learns_probes
+from eqxrl.testing import ContractError, check_action_masks, check_agent, check_learns_probes
 from test_testing_agents import PROBE_A2C, PROBE_DQN, TINY_OFF, TINY_PPO, a2c_value
 from tutorial_agent import load_tutorial_agent
 
@@ -138,3 +140,58 @@ def test_ppo_advantages_not_normalised_is_caught(monkeypatch):
 @pytest.mark.slow
 def test_ppo_normalising_its_advantages_passes():
     check_agent(PPO("CartPole-v1", **TINY_PPO), flags=("normalize_advantages",))
+
+
+# ----------------------------------------------------------------------- stale or ignored action masks
+class _StaleState(eqx.Module):
+    inner: object  # (the name eqxrl.envs.innermost_state follows)
+    mask: jax.Array
+
+
+class _StaleMask(eqxrl.envs.AbstractWrapper):
+    """The seeded bug, in an agent's collection pipeline: the policy is handed each observation
+    with the action mask of the step before (the env still judges actions by the current one)."""
+
+    env: eqxrl.envs.AbstractEnv
+
+    def reset(self, key):
+        state, ts = self.env.reset(key)
+        return _StaleState(state, ts.obs["action_mask"]), ts
+
+    def step(self, key, state, action):
+        inner, ts = self.env.step(key, state.inner, action)
+        fresh = ts.obs["action_mask"]
+        return _StaleState(inner, fresh), eqx.tree_at(lambda t: t.obs["action_mask"], ts, state.mask)
+
+
+class _PPOWithStaleMasks(PPO):
+    @property
+    def train_env(self):
+        env = eqxrl.envs.VectorEnv(eqxrl.envs.EpisodeStatistics(eqxrl.envs.AutoReset(_StaleMask(self.eval_env))), self.num_envs)
+        return env
+
+
+class _DQNIgnoringMasks(DQN):
+    def q_values(self, q, obs):
+        return q(self.layout.split(obs)[0])  # the bug: no mask on the greedy action or the target's max
+
+
+@pytest.mark.slow
+def test_ppo_acting_on_a_stale_action_mask_is_caught():
+    with pytest.raises(ContractError, match=r"an agent that takes action masks never takes an illegal action: "
+                       r"_PPOWithStaleMasks took \d+ illegal actions while training on MaskedActions .*stale one"):  # fmt: skip
+        check_action_masks(_PPOWithStaleMasks(eqxrl.envs.make("CartPole-v1"), num_envs=8, rollout_length=32), total_steps=2048)
+
+
+@pytest.mark.slow
+def test_dqn_ignoring_its_masks_is_caught():
+    with pytest.raises(ContractError, match=r"never takes an illegal action: _DQNIgnoringMasks took \d+ illegal actions"):
+        check_action_masks(_DQNIgnoringMasks(eqxrl.envs.make("CartPole-v1"), learning_starts=500), total_steps=2048)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", [PPO, DQN])
+def test_agents_that_honour_their_masks_pass_check_action_masks(agent):
+    kwargs = dict(num_envs=8, rollout_length=32) if agent is PPO else dict(learning_starts=500)
+    report = check_action_masks(agent(eqxrl.envs.make("CartPole-v1"), **kwargs))
+    assert report["illegal_in_training"] == 0 and report["best_legal"] >= 0.8

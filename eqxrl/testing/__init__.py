@@ -8,6 +8,7 @@ and `eqxrl.testing.probes` do not.
 
 from . import probes as probes
 from ._check_agent import check_agent as check_agent
+from ._check_masks import check_action_masks as check_action_masks
 from ._common import ContractError as ContractError
 from ._check_buffer import check_buffer as check_buffer
 from ._check_env import check_env_steps as check_env_steps

@@ -1,0 +1,72 @@
+"""`check_action_masks`: an agent that takes action masks never takes an illegal action."""
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..agents import AbstractAgent
+from ..envs import ACTION_MASK, innermost_state
+from ..loop import train
+from ._common import as_key, fail
+from .probes import MaskedActions
+
+_CONTRACT = "an agent that takes action masks never takes an illegal action"
+
+
+def check_action_masks(
+    agent: Any,
+    key: Any = 0,
+    *,
+    total_steps: int = 4_000,
+    num_seeds: int = 2,
+    num_observations: int = 2_000,
+    min_best: float = 0.8,
+) -> dict[str, float]:
+    """Train `agent` on `eqxrl.testing.probes.MaskedActions` (a random set of legal actions at
+    every step; an illegal action pays more than any legal one) and check that it honours its
+    masks: no illegal action in training (the probe counts them), none from `act` (sampled or
+    greedy) on `num_observations` masked observations, and the greedy action is the best legal
+    one on at least `min_best` of them (it learned from the masks, not around them).
+
+    **Arguments:** `agent`: an agent class (built as `agent(env)`) or instance (its `env`
+    replaced by the probe); `key`: an int or a JAX key; `total_steps` per seed; `num_seeds`
+    seeds trained in one program.
+
+    **Returns:** `{"illegal_in_training": 0, "illegal_when_acting": 0, "best_legal": fraction}`.
+    Raises a `ContractError` naming the failing part: a stale mask (the previous observation's),
+    or masks ignored somewhere on the way to an action, shows up here.
+    """
+    env = MaskedActions()
+    built = agent(env) if not isinstance(agent, AbstractAgent) else dataclasses.replace(agent, env=env)
+    name = type(built).__name__
+    key = as_key(key)
+    train_key, mask_key, act_key = jax.random.split(key, 3)
+    state, _ = train(built, jax.random.split(train_key, num_seeds), total_steps, progress=False)
+    illegal = int(jnp.sum(innermost_state(state.env_state).illegal))
+    if illegal:
+        raise fail(_CONTRACT, f"{name} took {illegal} illegal actions while training on MaskedActions "
+                   f"({num_seeds} seeds x {total_steps} steps): its collection ignores the masks, or acts on a stale one")  # fmt: skip
+    masks = jax.random.bernoulli(mask_key, 0.5, (num_observations, env.num_actions))
+    masks = masks.at[:, -1].set(masks[:, -1] | ~jnp.any(masks, axis=-1)).astype(jnp.int32)
+    obs = {ACTION_MASK: masks, "legal": masks.astype(jnp.float32)}
+    best = []
+    for seed in range(num_seeds):
+        member = jax.tree.map(lambda x: x[seed], state)
+        for how, actions in (
+            ("greedy", built.act(member, obs, deterministic=True)),
+            ("sampled", built.act(member, obs, jax.random.fold_in(act_key, seed))),
+        ):
+            legal = np.take_along_axis(np.asarray(masks), np.asarray(actions)[:, None], axis=1)[:, 0]
+            if not np.all(legal):
+                i = int(np.argmin(legal))
+                raise fail(_CONTRACT, f"{name}.act ({how}, seed {seed}) chose the illegal action {int(actions[i])} "
+                           f"at the mask {np.asarray(masks[i]).tolist()}")  # fmt: skip
+            if how == "greedy":
+                best.append(float(jnp.mean(actions == env.best_action(masks))))
+    if min(best) < min_best:
+        raise fail("an agent that takes action masks learns the best legal action", f"{name} chose the best legal action on {min(best):.0%} of masked observations "
+                   f"(at least {min_best:.0%} expected after {total_steps} steps; a random legal action: about 47%)")  # fmt: skip
+    return {"illegal_in_training": 0.0, "illegal_when_acting": 0.0, "best_legal": min(best)}
