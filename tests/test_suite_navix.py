@@ -1,8 +1,6 @@
 """The Navix adapter (`make("navix/<id>")`) against Navix's own API."""
 
 import importlib.util
-import pathlib
-import re
 import sys
 
 import jax
@@ -13,9 +11,9 @@ import pytest
 import eqxrl
 from eqxrl.envs import Box, Discrete, NavixEnv, check_env, make
 from eqxrl.testing import check_env_steps
+from test_docs import run_page
 
 needs_navix = pytest.mark.skipif(importlib.util.find_spec("navix") is None, reason="navix is not installed")
-DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "suites" / "navix.md"
 
 
 @needs_navix
@@ -134,9 +132,5 @@ def test_a_missing_navix_is_one_line_naming_the_extra(monkeypatch):
 
 @needs_navix
 def test_docs_page_runs():
-    blocks = re.findall(r"^```python[ \t]*\n(.*?)^```[ \t]*$", DOCS.read_text(), re.DOTALL | re.MULTILINE)
-    assert blocks
-    namespace = {"__name__": "docs_suites_navix"}
-    for i, block in enumerate(blocks):
-        exec(compile(block, f"docs/suites/navix.md [python block {i + 1}]", "exec"), namespace)
+    namespace = run_page("suites/navix.md", {"__name__": "docs_suites_navix"})
     assert namespace["ts"].obs.shape == (5, 5, 3)

@@ -45,3 +45,4 @@ from ._wrappers import RescaleAction as RescaleAction
 from ._wrappers import SelectObservation as SelectObservation
 from ._wrappers import TimeLimit as TimeLimit
 from ._wrappers import VectorEnv as VectorEnv
+from ._xminigrid import XMiniGridEnv as XMiniGridEnv
