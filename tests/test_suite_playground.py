@@ -10,11 +10,12 @@ import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import eqxrl
-from eqxrl.envs import Box, PlaygroundEnv, TimeLimit, check_env, make
+from eqxrl.envs import Box, Dict, PlaygroundEnv, TimeLimit, check_env, make
 from eqxrl.testing import check_env_steps
 from test_docs import run_page
 from typecheck import no_runtime_typecheck
@@ -144,6 +145,18 @@ def test_unknown_id_suggests_close_ids(monkeypatch):
     assert "playground/WalkerWalk" in eqxrl.envs.registered()
     with pytest.raises(ValueError, match=r"PlaygroundEnv\(env\): unknown MuJoCo Playground env 'Nope'"):
         PlaygroundEnv("Nope")
+
+
+def test_dict_observations_become_dict_spaces():
+    """The locomotion envs' dict observations (which need the menagerie download), by parts."""
+    from eqxrl.envs._playground import _as_float32, _obs_shapes, _obs_space
+
+    obs = {"state": jax.ShapeDtypeStruct((3,), jnp.float32), "privileged_state": jax.ShapeDtypeStruct((2, 4), jnp.float32)}
+    space = _obs_space(_obs_shapes(obs, "Go1"))
+    assert isinstance(space, Dict) and space.shape == {"privileged_state": (2, 4), "state": (3,)}
+    x = _as_float32({"state": jnp.zeros(3, jnp.float16), "privileged_state": jnp.zeros((2, 4), jnp.int32)})
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(x)) and bool(space.contains(x))
+    assert _obs_space(_obs_shapes(jax.ShapeDtypeStruct((5,), jnp.float32), "Cartpole")).shape == (5,)
 
 
 def test_a_missing_playground_is_one_line_naming_the_extra(monkeypatch):
