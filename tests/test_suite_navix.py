@@ -31,6 +31,17 @@ def test_make_checks_and_steps(name):
     check_env_steps(env, num_steps=300, num_envs=2)
 
 
+@needs_navix
+def test_reset_and_step_states_have_the_same_types():
+    """Weak types included, so that a jitted step compiles once, whether it gets reset's state
+    or its own (Navix's reset alone starts its return weakly typed)."""
+    env = make("navix/Navix-DoorKey-5x5-v0")
+    key = jax.random.key(0)
+    state, _ = jax.eval_shape(env.reset, key)
+    stepped, _ = jax.eval_shape(env.step, key, state, jax.eval_shape(env.action_space.sample, key))
+    assert [jax.typeof(x) for x in jax.tree.leaves(state)] == [jax.typeof(x) for x in jax.tree.leaves(stepped)]
+
+
 def _first_done(done):
     """Per env (rows), the index of the first done step, or the last step when none."""
     return np.where(done.any(axis=1), done.argmax(axis=1), done.shape[1] - 1)

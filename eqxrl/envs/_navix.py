@@ -63,10 +63,20 @@ def _bounds(dtype: Any) -> tuple[float, float]:
     return -np.inf, np.inf
 
 
+def _strong(x: Any) -> Any:
+    """A weakly typed array as a strongly typed one of its dtype; anything else as it is."""
+    if isinstance(x, jax.Array) and getattr(jax.typeof(x), "weak_type", False):
+        return jnp.asarray(x, x.dtype)
+    return x
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def _reset(handle: StaticHandle, key: Key) -> Any:
     with _foreign_promotion():
-        return handle.obj.reset(key)
+        timestep = handle.obj.reset(key)
+    # Navix's reset starts `info["return"]` weakly typed and its step returns it strongly typed:
+    # a jitted step would compile twice (once for the reset's state, once for its own).
+    return jax.tree.map(_strong, timestep)
 
 
 @functools.partial(jax.jit, static_argnums=0)
