@@ -114,6 +114,18 @@ def test_kwargs_reach_navix():
 
 
 @needs_navix
+def test_an_instance_is_wrapped_as_it_is():
+    import navix
+
+    env = NavixEnv(navix.make("Navix-Empty-5x5-v0", max_steps=12))
+    assert env.name == "navix/Room" and env.max_episode_steps == 12 and check_env(env) is env
+    with pytest.raises(ValueError, match=r"^NavixEnv: keyword arguments \['max_steps'\] need an env id, not an instance$"):
+        NavixEnv(env.navix_env, max_steps=3)
+    with pytest.raises(ValueError, match=r"^NavixEnv\(env\) must be a Navix id or navix.Environment, got 3$"):
+        NavixEnv(3)
+
+
+@needs_navix
 @pytest.mark.parametrize(
     "kwargs, message",
     [

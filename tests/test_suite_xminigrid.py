@@ -12,6 +12,7 @@ import eqxrl
 from eqxrl.envs import Box, Discrete, XMiniGridEnv, check_env, make
 from eqxrl.testing import check_env_steps
 from test_docs import run_page
+from typecheck import no_runtime_typecheck
 
 needs_xminigrid = pytest.mark.skipif(importlib.util.find_spec("xminigrid") is None, reason="xminigrid is not installed")
 XLAND = "XLand-MiniGrid-R1-9x9"
@@ -147,6 +148,8 @@ def test_unknown_id_suggests_close_ids(monkeypatch):
     assert "xminigrid/XLand-MiniGrid-R1-9x9" in eqxrl.envs.registered()
     with pytest.raises(ValueError, match=r"XMiniGridEnv\(env\): unknown xminigrid id 'Nope'"):
         XMiniGridEnv("Nope")
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=r"^XMiniGridEnv\(env\) must be an xminigrid id, got 3$"):
+        XMiniGridEnv(3)
 
 
 def test_a_missing_xminigrid_is_one_line_naming_the_extra(monkeypatch):
