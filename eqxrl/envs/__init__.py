@@ -27,6 +27,8 @@ from ._multi_agent import MultiAgentSpace as MultiAgentSpace
 from ._multi_agent import agent_names as agent_names
 from ._multi_agent import agent_rewards as agent_rewards
 from ._multi_agent import is_multi_agent as is_multi_agent
+from ._navix import NavixEnv as NavixEnv
+from ._playground import PlaygroundEnv as PlaygroundEnv
 from ._point import Point2D as Point2D
 from ._point import PointState as PointState
 from ._spaces import AbstractSpace as AbstractSpace
@@ -45,3 +47,4 @@ from ._wrappers import RescaleAction as RescaleAction
 from ._wrappers import SelectObservation as SelectObservation
 from ._wrappers import TimeLimit as TimeLimit
 from ._wrappers import VectorEnv as VectorEnv
+from ._xminigrid import XMiniGridEnv as XMiniGridEnv
