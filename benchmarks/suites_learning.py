@@ -13,8 +13,8 @@ Arms (each ``--seeds`` seeds trained in one program through ``eqxrl.train``, key
   exploration and the target's max);
 - ``cartpole``: PPO on MuJoCo Playground's ``playground/CartpoleBalance`` (MJX physics on CPU).
 
-Per arm: the final policy's evaluation return per seed (``eqxrl.evaluate``, deterministic, mean over
-``--episodes`` episodes), the same for a uniform random policy (random among the legal actions where
+Per arm: the final policy's evaluation return per seed (``eqxrl.evaluate``, mean over ``--episodes``
+episodes, the greedy policy and the sampling one: a greedy policy can loop forever in a grid world), the same for a uniform random policy (random among the legal actions where
 the env has masks) run through the same episode runner, compile time and env steps/s
 (``TrainInfo``, all seeds together).
 
@@ -58,6 +58,12 @@ class RandomPolicy(eqx.Module):
     def eval_env(self):
         return self.agent.eval_env
 
+    def initial_carry(self, state, batch_shape=()):
+        return None
+
+    def act_with_carry(self, state, obs, carry, reset, key=None, deterministic=False):
+        return self.act(state, obs, key), carry
+
     def act(self, state, obs, key=None, deterministic=False):
         layout = self.agent.layout
         x = layout.flatten(obs, "RandomPolicy")
@@ -82,9 +88,11 @@ def run_arm(arm: str, steps: int, seeds: int, seed: int, episodes: int) -> dict:
     state, metrics, info = eqxrl.train(agent, keys, steps, progress=False, return_info=True)
     cap = agent.eval_env.max_episode_steps or 1000
     returns = np.asarray(eqxrl.evaluate(agent, state, jax.random.key(seed + 1), num_episodes=episodes, max_steps=cap))
+    sampled = np.asarray(eqxrl.evaluate(agent, state, jax.random.key(seed + 3), num_episodes=episodes,
+                                        deterministic=False, max_steps=cap))  # fmt: skip
     train_return = np.asarray(metrics["episode_return"])[:, -max(1, metrics["episode_return"].shape[1] // 10):]
     return dict(
-        agent=cls.__name__, env=env_name, per_seed=returns.mean(axis=1), random=baseline,
+        agent=cls.__name__, env=env_name, per_seed=returns.mean(axis=1), sampled=sampled.mean(axis=1), random=baseline,
         compile=info.compile_seconds, run=info.run_seconds, sps=info.steps_per_second,
         steps=int(np.asarray(state.env_steps).reshape(-1)[0]), train_return=np.nanmean(train_return, axis=1),
     )  # fmt: skip
@@ -128,13 +136,15 @@ def render(report, a, results) -> str:
     for arm, r in results.items():
         rows.append([
             arm, f"{r['agent']} on `{r['env']}`", f"{r['steps']:,}", ", ".join(f"{x:.2f}" for x in r["per_seed"]),
-            f"**{r['per_seed'].mean():.2f}**", f"{r['random'].mean():.2f}", f"{np.nanmean(r['train_return']):.2f}",
+            f"**{r['per_seed'].mean():.2f}**", ", ".join(f"{x:.2f}" for x in r["sampled"]),
+            f"{r['random'].mean():.2f}", f"{np.nanmean(r['train_return']):.2f}",
             f"{r['compile']:.1f}", f"{r['run']:.0f}", f"{r['sps']:,.0f}",
         ])  # fmt: skip
     lines += table(
-        ["arm", "agent on env", "env steps per seed", "eval return per seed", "mean", "random policy",
+        ["arm", "agent on env", "env steps per seed", "eval return per seed (greedy)", "mean",
+         "eval per seed (sampled)", "random policy",
          "training return, last 10%", "compile (s)", "train (s)", "env steps/s (all seeds)"],
-        rows, "llrrrrrrrr",
+        rows, "llrrrrrrrrr",
     )  # fmt: skip
     return "\n".join(lines) + "\n"
 
