@@ -1,4 +1,4 @@
-"""Environments: one functional protocol (and its multi-agent form), gymnax, brax and JaxMARL adapters, wrappers."""
+"""Environments: one functional protocol (and its multi-agent form), gymnax, brax, JaxMARL and jumanji adapters, wrappers."""
 
 from ..core import tree_select as tree_select
 from ._base import ACTION_MASK as ACTION_MASK
@@ -16,6 +16,7 @@ from ._descriptor import innermost_state as innermost_state
 from ._descriptor import resolve_descriptor as resolve_descriptor
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._jaxmarl import JaxMARLEnv as JaxMARLEnv
+from ._jumanji import JumanjiEnv as JumanjiEnv
 from ._make import make as make
 from ._make import register as register
 from ._make import register_suite as register_suite
