@@ -1,4 +1,4 @@
-"""Environments: one functional protocol (and its multi-agent form), gymnax, brax and JaxMARL adapters, wrappers."""
+"""Environments: one functional protocol (and its multi-agent form), gymnax, brax, JaxMARL, jumanji and pgx adapters, wrappers."""
 
 from ..core import tree_select as tree_select
 from ._base import ACTION_MASK as ACTION_MASK
@@ -16,12 +16,15 @@ from ._descriptor import innermost_state as innermost_state
 from ._descriptor import resolve_descriptor as resolve_descriptor
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._jaxmarl import JaxMARLEnv as JaxMARLEnv
+from ._jumanji import JumanjiEnv as JumanjiEnv
 from ._layout import ObservationLayout as ObservationLayout
 from ._make import make as make
 from ._make import register as register
 from ._make import register_suite as register_suite
 from ._make import registered as registered
 from ._make import suites as suites
+from ._pgx import PgxEnv as PgxEnv
+from ._pgx import PgxState as PgxState
 from ._multi_agent import AbstractMultiAgentEnv as AbstractMultiAgentEnv
 from ._multi_agent import MultiAgentSpace as MultiAgentSpace
 from ._multi_agent import agent_names as agent_names
