@@ -1,6 +1,5 @@
 """Adapter from brax environments to the eqxrl protocol."""
 
-import functools
 from typing import Any
 
 import equinox as eqx
@@ -12,19 +11,7 @@ from ..core import EnvState, Key
 from ._base import AbstractEnv, TimeStep, first_timestep
 from ._spaces import Box
 from ..core import foreign_promotion
-from ._static import StaticHandle
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _reset(handle: StaticHandle, key: Key) -> Any:
-    with foreign_promotion():
-        return handle.obj.reset(key)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _step(handle: StaticHandle, state: Any, action: Array) -> Any:
-    with foreign_promotion():
-        return handle.obj.step(state, action)
+from ._static import StaticHandle, brax_style_reset, brax_style_step
 
 
 class BraxEnv(AbstractEnv):
@@ -84,12 +71,12 @@ class BraxEnv(AbstractEnv):
         return Box(-1.0, 1.0, (self.action_size,))
 
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
-        state = _reset(self.handle, key)
+        state = brax_style_reset(self.handle, key)
         return state, first_timestep(state.obs)
 
     def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
         del key  # brax dynamics are deterministic
-        state = _step(self.handle, state, action)
+        state = brax_style_step(self.handle, state, action)
         ts = TimeStep(
             obs=state.obs,
             reward=jnp.asarray(state.reward, jnp.float32),

@@ -6,7 +6,6 @@ wraps one around them) and no auto-reset. `make("playground/<id>")` puts a `Time
 around the adapter, as `make("brax/<env>")` does.
 """
 
-import functools
 import subprocess
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +21,7 @@ from ..core import foreign_promotion as _foreign_promotion
 from ._base import AbstractEnv, TimeStep, first_timestep
 from ._make import register_suite
 from ._spaces import AbstractSpace, Box, Dict
-from ._static import StaticHandle
+from ._static import StaticHandle, brax_style_reset, brax_style_step
 from ._wrappers import TimeLimit
 
 PREFIX = "playground/"
@@ -79,18 +78,6 @@ def _as_float32(obs: Any) -> Any:
     if isinstance(obs, Mapping):
         return {str(k): _as_float32(v) for k, v in obs.items()}
     return jnp.asarray(obs, jnp.float32)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _reset(handle: StaticHandle, key: Key) -> Any:
-    with _foreign_promotion():
-        return handle.obj.reset(key)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _step(handle: StaticHandle, state: Any, action: Array) -> Any:
-    with _foreign_promotion():
-        return handle.obj.step(state, action)
 
 
 class PlaygroundEnv(AbstractEnv):
@@ -186,12 +173,12 @@ class PlaygroundEnv(AbstractEnv):
         return Box(-1.0, 1.0, (self.action_size,))
 
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
-        state = _reset(self.handle, key)
+        state = brax_style_reset(self.handle, key)
         return state, first_timestep(_as_float32(state.obs))
 
     def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
         del key  # the env draws from state.info["rng"]
-        state = _step(self.handle, state, action)
+        state = brax_style_step(self.handle, state, action)
         ts = TimeStep(
             obs=_as_float32(state.obs),
             reward=jnp.asarray(state.reward, jnp.float32),

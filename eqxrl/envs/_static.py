@@ -1,6 +1,12 @@
-"""A hashable handle to a foreign simulator object, for use in static fields."""
+"""A hashable handle to a foreign simulator object, for use in static fields, and the jitted
+`reset`/`step` of brax-style simulators (brax, MuJoCo Playground) behind one."""
 
+import functools
 from typing import Any
+
+import jax
+
+from ..core import foreign_promotion
 
 
 class StaticHandle:
@@ -26,3 +32,18 @@ class StaticHandle:
     def __repr__(self) -> str:
         return f"StaticHandle({self.key!r})"
 
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def brax_style_reset(handle: StaticHandle, key: Any) -> Any:
+    """`handle.obj.reset(key)`, jitted (one program per simulator: eager brax-style resets
+    dispatch op by op), under standard dtype promotion."""
+    with foreign_promotion():
+        return handle.obj.reset(key)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def brax_style_step(handle: StaticHandle, state: Any, action: Any) -> Any:
+    """`handle.obj.step(state, action)`, jitted, under standard dtype promotion."""
+    with foreign_promotion():
+        return handle.obj.step(state, action)
