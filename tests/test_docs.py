@@ -133,6 +133,23 @@ def test_environments_page_spaces_run():
     assert namespace["obs"]["grid"].shape == (4, 3, 3, 2)
 
 
+# docs/suites/<suite>.md pages: the module each needs (the page's name unless listed here), and the
+# pages whose examples compile slowly (Craftax's reset: ~10 s on CPU), left to the slow tier.
+_SUITE_MODULES: dict[str, str] = {}
+_SLOW_SUITE_PAGES = {"craftax"}
+
+
+@pytest.mark.parametrize(
+    "suite",
+    [pytest.param(p.stem, marks=[pytest.mark.slow] if p.stem in _SLOW_SUITE_PAGES else [])
+     for p in sorted((DOCS / "suites").glob("*.md"))],  # fmt: skip
+)
+def test_suite_pages_run(suite):
+    """Every docs/suites page's examples run (one make and reset each), where its suite is installed."""
+    pytest.importorskip(_SUITE_MODULES.get(suite, suite))
+    run_page(f"suites/{suite}.md", {"__name__": f"docs_suites_{suite}"})
+
+
 @pytest.mark.parametrize(
     "page", sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md") if p.name != "tutorial.md")
 )
