@@ -145,6 +145,25 @@ def test_environments_page_masks_run():
     assert int(namespace["eqxrl"].envs.innermost_state(namespace["state"].env_state).illegal.sum()) == 0
 
 
+# docs/suites/<suite>.md pages: the module each needs (the page's name unless listed here), and the
+# pages whose examples compile slowly (Craftax's reset: ~10 s on CPU), left to the slow tier. The
+# navix, xminigrid and playground pages run in their suites' test files, which check what they print.
+_SUITE_MODULES: dict[str, str] = {}
+_SLOW_SUITE_PAGES = {"craftax"}
+_RUN_ELSEWHERE = {"navix", "xminigrid", "playground"}
+
+
+@pytest.mark.parametrize(
+    "suite",
+    [pytest.param(p.stem, marks=[pytest.mark.slow] if p.stem in _SLOW_SUITE_PAGES else [])
+     for p in sorted((DOCS / "suites").glob("*.md")) if p.stem not in _RUN_ELSEWHERE],  # fmt: skip
+)
+def test_suite_pages_run(suite):
+    """Every docs/suites page's examples run (one make and reset each), where its suite is installed."""
+    pytest.importorskip(_SUITE_MODULES.get(suite, suite))
+    run_page(f"suites/{suite}.md", {"__name__": f"docs_suites_{suite}"})
+
+
 @pytest.mark.parametrize(
     "page", sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md") if p.name != "tutorial.md")
 )

@@ -168,6 +168,15 @@ def test_bad_arguments_are_one_line_errors():
         make("pgx/2048", opponent=_first_legal)
     with pytest.raises(ValueError, match=r"PgxEnv\(opponent\) must be a function"):
         make("pgx/tic_tac_toe", opponent="random")
+
+    class Policy:
+        __hash__ = None  # (like an eqx.Module with array leaves)
+
+        def __call__(self, key, obs, mask):
+            return jnp.argmax(mask)
+
+    with pytest.raises(ValueError, match=r"PgxEnv\(opponent\) must be hashable \(it is a static field of the env\)"):
+        make("pgx/tic_tac_toe", opponent=Policy())
     with pytest.raises(ValueError, match=r"make\('pgx/minatar-breakout'\) got unknown keyword argument\(s\) \['speed'\]; "
                                          r"the pgx game takes \['use_minimal_action_set', 'sticky_action_prob'\]"):  # fmt: skip
         make("pgx/minatar-breakout", speed=2)

@@ -1,4 +1,4 @@
-"""Environments: one functional protocol (and its multi-agent form), gymnax, brax, JaxMARL, jumanji and pgx adapters, wrappers."""
+"""Environments: one functional protocol (and its multi-agent form), gymnax, brax, JaxMARL, jumanji, pgx and Craftax adapters, wrappers."""
 
 from ..core import tree_select as tree_select
 from ._base import ACTION_MASK as ACTION_MASK
@@ -8,6 +8,7 @@ from ._base import TimeStep as TimeStep
 from ._base import first_timestep as first_timestep
 from ._brax import BraxEnv as BraxEnv
 from ._check import check_env as check_env
+from ._craftax import CraftaxEnv as CraftaxEnv
 from ._descriptor import DescriptorWrapper as DescriptorWrapper
 from ._descriptor import SkillState as SkillState
 from ._descriptor import SkillWrapper as SkillWrapper

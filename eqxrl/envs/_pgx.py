@@ -104,7 +104,9 @@ class PgxEnv(AbstractEnv):
         - `player`: the agent's seat in a game of several players (`0 <= player < num_players`),
           or None (default) for a seat drawn at random each episode.
         - `opponent`: `opponent(key, obs, legal_action_mask) -> action`, the policy of the other
-          seats; uniform over legal moves by default.
+          seats; uniform over legal moves by default. It is a static field (hashable): a policy
+          with array leaves goes in a function that calls it (its arrays become constants of
+          the compiled step).
         - `**kwargs`: the pgx game constructor's keywords (MinAtar's `sticky_action_prob`, Go's
           `komi`, ...).
         """
@@ -126,6 +128,12 @@ class PgxEnv(AbstractEnv):
             raise ValueError(f"PgxEnv(player) must be None or a seat 0..{num_players - 1} of {name!r}, got {player!r}")
         if opponent is not None and not callable(opponent):
             raise ValueError(f"PgxEnv(opponent) must be a function (key, obs, legal_action_mask) -> action, got {opponent!r}")
+        if opponent is not None:
+            try:
+                hash(opponent)
+            except TypeError:  # (an eqx.Module policy with array leaves): it sits in a static field
+                raise ValueError("PgxEnv(opponent) must be hashable (it is a static field of the env): wrap a policy "
+                                 "with array leaves in a function, `lambda key, obs, mask: policy(key, obs, mask)`") from None
         if opponent is not None and num_players == 1:
             raise ValueError(f"PgxEnv(opponent): pgx's {name!r} has one player; opponent= is for games of several")
         key = (PREFIX, name, tuple(sorted(kwargs.items())))
