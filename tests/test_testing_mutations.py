@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import pytest
 
 import eqxrl
-from eqxrl.agents import DQN, PPO
+from eqxrl.agents import DQN, PPO, SAC
 from eqxrl.components import NStepTransition, NStepWindow, Sample
 from eqxrl.testing import ContractError, check_action_masks, check_agent, check_learns_probes
 from test_testing_agents import PROBE_A2C, PROBE_DQN, TINY_OFF, TINY_PPO, a2c_value
@@ -190,8 +190,9 @@ def test_dqn_ignoring_its_masks_is_caught():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", [PPO, DQN])
+@pytest.mark.parametrize("agent", [PPO, DQN, SAC])
 def test_agents_that_honour_their_masks_pass_check_action_masks(agent):
+    """(Discrete SAC's masked policy puts -1e9 on illegal logits: exactly 0 probability.)"""
     kwargs = dict(num_envs=8, rollout_length=32) if agent is PPO else dict(learning_starts=500)
     report = check_action_masks(agent(eqxrl.envs.make("CartPole-v1"), **kwargs))
     assert report["illegal_in_training"] == 0 and report["best_legal"] >= 0.8

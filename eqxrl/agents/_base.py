@@ -237,7 +237,7 @@ def check_no_action_masks(agent: Any, hint: str = "") -> None:
         name = type(agent).__name__
         raise ValueError(
             f"{name} does not take action masks, and env {agent.env.name!r} has them (its observations' "
-            f"'action_mask' entry){hint}; PPO and DQN honour masks"
+            f"'action_mask' entry){hint}; PPO, DQN and discrete SAC honour masks"
         )
 
 

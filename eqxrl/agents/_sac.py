@@ -1,7 +1,7 @@
 """Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning; on a Discrete
 action space, discrete SAC (Christodoulou 2019)."""
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -88,6 +88,7 @@ class SAC(AbstractActorCriticAgent):
 
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 50_000
+    takes_action_masks: ClassVar[bool] = True  # (discrete SAC; masks on Box actions are refused)
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",),
         "actor_optimizer": ("actor_learning_rate",),
@@ -188,11 +189,19 @@ class SAC(AbstractActorCriticAgent):
             alpha_opt=alpha_opt.init(log_alpha),
         )
 
+    def policy(self, actor: Any, obs: Array) -> Any:
+        """The policy at stored observations `obs` (their features to `actor`). Where the env has
+        action masks, an illegal action's logit is -1e9: its probability is exactly 0 and every
+        term of discrete SAC's losses stays finite (`0 * log pi`, not `0 * -inf`)."""
+        features, mask = self.layout.split(obs)
+        dist = actor(features)
+        return dist if mask is None else Categorical(jnp.where(mask, dist.logits, -1e9))
+
     def greedy(self, learner: SACLearner, obs: Array) -> Array:
-        return learner.actor(obs).mode()
+        return self.policy(learner.actor, obs).mode()
 
     def explore(self, learner: SACLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Array:
-        return learner.actor(obs).sample(key)
+        return self.policy(learner.actor, obs).sample(key)
 
     def train_iteration(self, state: OffPolicyState, clock: Clock) -> tuple[OffPolicyState, Metrics]:
         state, metrics = super().train_iteration(state, clock)
@@ -214,11 +223,12 @@ class SAC(AbstractActorCriticAgent):
         weights = batch.weights if self.importance_weight_actor else None
         q_values = None
         if self.discrete:
-            next_logits = learner.actor(data.next_obs).logits
-            target = discrete_sac_target(data.reward, data.discount, learner.target_critic(data.next_obs), next_logits, alpha)
+            next_logits = self.policy(learner.actor, data.next_obs).logits
+            next_qs = learner.target_critic(self.layout.split(data.next_obs)[0])
+            target = discrete_sac_target(data.reward, data.discount, next_qs, next_logits, alpha)
 
             def q_values(critic, data):
-                q_all = critic(data.obs)  # (members, batch, actions)
+                q_all = critic(self.layout.split(data.obs)[0])  # (members, batch, actions)
                 return q_all, jax.vmap(lambda q: select_q(q, data.action))(q_all)
         else:
             next_action, next_log_prob = learner.actor(data.next_obs).sample_and_log_prob(next_key)
@@ -233,9 +243,9 @@ class SAC(AbstractActorCriticAgent):
         )
 
         def actor_loss_fn(actor):
-            dist = actor(data.obs)
+            dist = self.policy(actor, data.obs)
             if self.discrete:
-                loss = discrete_sac_actor_loss(critic(data.obs), dist.logits, alpha, weights)
+                loss = discrete_sac_actor_loss(critic(self.layout.split(data.obs)[0]), dist.logits, alpha, weights)
                 outputs = {"obs": data.obs, "dist": dist}
                 entropy_stat = dist.logits  # what the temperature's loss reads
             else:
