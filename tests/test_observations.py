@@ -240,3 +240,16 @@ def test_continuous_agents_take_dict_observations():
     agent = TD3(DictPendulum(make("Pendulum-v1")), learning_starts=32, batch_size=16)
     _, metrics = eqxrl.train(agent, jax.random.key(0), total_steps=96, progress=False)
     assert np.isfinite(float(metrics["critic_loss"][-1]))
+
+
+def test_normalize_observation_normalises_a_dict_entry_by_entry_and_leaves_the_mask():
+    env = eqxrl.envs.NormalizeObservation(eqxrl.envs.VectorEnv(MaskedActions(), 64))
+    state, ts = env.reset(jax.random.key(0))
+    for k in jax.random.split(jax.random.key(1), 20):
+        state, ts = env.step(k, state, jnp.zeros((64,), jnp.int32))
+    assert set(ts.obs) == {ACTION_MASK, "legal"} and ts.obs[ACTION_MASK].dtype == jnp.int32
+    assert set(np.unique(np.asarray(ts.obs[ACTION_MASK]))) <= {0, 1}  # the mask as it was
+    legal = np.asarray(ts.obs["legal"])
+    assert abs(legal.mean()) < 0.3 and 0.5 < legal.std() < 1.5  # the Box entry normalised
+    mask_stats, legal_stats = state.stats  # (leaves in sorted key order)
+    assert mask_stats is None and legal_stats.mean.shape == (4,)

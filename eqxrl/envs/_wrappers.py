@@ -1,5 +1,7 @@
 """Wrappers: time limit, auto-reset, episode statistics, batching, normalisation, actions."""
 
+from typing import Any
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -8,8 +10,8 @@ from jaxtyping import Array, Float, Int
 
 from ..components import RunningMeanStd
 from ..core import EnvState, Key, check_positive_int, tree_select
-from ._base import AbstractEnv, AbstractWrapper, TimeStep
-from ._spaces import AbstractSpace, Box
+from ._base import ACTION_MASK, AbstractEnv, AbstractWrapper, TimeStep
+from ._spaces import AbstractSpace, Box, Dict
 
 
 class TimeLimitState(eqx.Module):
@@ -129,7 +131,21 @@ class VectorEnv(AbstractWrapper):
 
 class NormalizeState(eqx.Module):
     inner: EnvState
-    stats: RunningMeanStd
+    stats: Any  # a RunningMeanStd, or (a Dict observation) a tuple of them, None for a leaf left alone
+
+
+def _normalized_leaves(space: AbstractSpace) -> tuple[tuple[int, ...] | None, ...] | None:
+    """For a `Dict` space: per leaf (in `jax.tree.leaves` order) the shape of the statistics of a
+    `Box` entry, None for an entry left as it is (the action mask, integer entries); None otherwise."""
+    if not isinstance(space, Dict):
+        return None
+    out = []
+    for name, sub in space.spaces.items():
+        if isinstance(sub, Dict):
+            out += list(_normalized_leaves(sub))
+        else:
+            out.append(tuple(sub.shape) if isinstance(sub, Box) and name != ACTION_MASK else None)
+    return tuple(out)
 
 
 class NormalizeObservation(AbstractWrapper):
@@ -137,28 +153,47 @@ class NormalizeObservation(AbstractWrapper):
 
     Works on a single or a batched (`VectorEnv`) environment: every leading
     axis beyond the observation shape counts as samples. `info["final_obs"]`
-    is normalised with the same statistics. Agents that must act from a saved
-    policy (inference) should prefer their own `normalize_observations`
+    is normalised with the same statistics. A `Dict` observation is normalised
+    entry by entry: every `Box` entry by statistics of its own, the action mask
+    (`ACTION_MASK`) and the integer entries left as they are. Agents that must act
+    from a saved policy (inference) should prefer their own `normalize_observations`
     option, which keeps the statistics in the agent state.
     """
 
     env: AbstractEnv
     clip: float = eqx.field(static=True, default=10.0)
 
-    def _normalize(self, stats: RunningMeanStd, ts: TimeStep) -> TimeStep:
+    def _map(self, stats: Any, obs: Any, fn: Any) -> Any:
+        if isinstance(stats, RunningMeanStd):
+            return fn(stats, obs)
+        leaves, treedef = jax.tree.flatten(obs)
+        return treedef.unflatten([x if st is None else fn(st, x) for st, x in zip(stats, leaves)])
+
+    def _normalize(self, stats: Any, ts: TimeStep) -> TimeStep:
+        norm = lambda obs: self._map(stats, obs, lambda st, x: st.normalize(x, self.clip))  # noqa: E731
         info = dict(ts.info)
         if "final_obs" in info:
-            info["final_obs"] = stats.normalize(info["final_obs"], self.clip)
-        return TimeStep(stats.normalize(ts.obs, self.clip), ts.reward, ts.terminated, ts.truncated, info)
+            info["final_obs"] = norm(info["final_obs"])
+        return TimeStep(norm(ts.obs), ts.reward, ts.terminated, ts.truncated, info)
+
+    def _update(self, stats: Any, obs: Any) -> Any:
+        if isinstance(stats, RunningMeanStd):
+            return stats.update(obs)
+        return tuple(None if st is None else st.update(x) for st, x in zip(stats, jax.tree.leaves(obs)))
 
     def reset(self, key: Key) -> tuple[NormalizeState, TimeStep]:
         state, ts = self.env.reset(key)
-        stats = RunningMeanStd(self.env.observation_space.shape).update(ts.obs)
+        leaves = _normalized_leaves(self.env.observation_space)
+        if leaves is None:
+            stats = RunningMeanStd(self.env.observation_space.shape)
+        else:
+            stats = tuple(None if shape is None else RunningMeanStd(shape) for shape in leaves)
+        stats = self._update(stats, ts.obs)
         return NormalizeState(state, stats), self._normalize(stats, ts)
 
     def step(self, key: Key, state: NormalizeState, action: Array) -> tuple[NormalizeState, TimeStep]:
         inner, ts = self.env.step(key, state.inner, action)
-        stats = state.stats.update(ts.obs)
+        stats = self._update(state.stats, ts.obs)
         return NormalizeState(inner, stats), self._normalize(stats, ts)
 
 
