@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 import eqxrl
+import eqxrl.testing
 from eqxrl.agents import DQN, MPO, PPO, TD3
 from eqxrl.components import CNNTorso, GRUTorso, MLPTorso, MultiInputTorso, ReplayBuffer
 from eqxrl.envs import (
@@ -253,3 +254,12 @@ def test_normalize_observation_normalises_a_dict_entry_by_entry_and_leaves_the_m
     assert abs(legal.mean()) < 0.3 and 0.5 < legal.std() < 1.5  # the Box entry normalised
     mask_stats, legal_stats = state.stats  # (leaves in sorted key order)
     assert mask_stats is None and legal_stats.mean.shape == (4,)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent_cls", [PPO, DQN])
+def test_masked_dict_observation_agents_pass_check_agent(agent_cls):
+    """The agent contracts of `eqxrl.testing.check_agent` (stacks, chunking, resume, ...) hold on an
+    env with Dict observations and action masks too."""
+    kwargs = dict(num_envs=4, rollout_length=8) if agent_cls is PPO else dict(learning_starts=16, batch_size=8, buffer_size=64)
+    eqxrl.testing.check_agent(agent_cls(MaskedActions(), **kwargs))
