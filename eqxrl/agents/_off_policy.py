@@ -4,18 +4,15 @@ An off-policy agent implements four hooks (`init_learner`, `explore`,
 `greedy`, `update`) and declares its configuration fields; this module's
 `AbstractOffPolicyAgent` supplies `init`, `train_iteration` and `act`:
 
-1. collect `rollout_length` steps from `num_envs` envs (uniform random actions, among the legal
-   ones, until `learning_starts` env steps, then `explore`), pushing each step into an n-step
-   window and the window's oldest n-step transition into the replay buffer (an `NStepTransition`:
-   raw rewards and flags, no `gamma`);
-2. once `learning_starts` steps are in, run `num_updates` gradient updates (`updates_per_step` per
-   env step), each on a sampled batch, updating PER priorities from the returned TD errors.
-   `update` receives the batch as a `Transition` whose `reward` and `discount` are computed from
-   the stored rewards with the agent's *current* `gamma` (and `reward_scale`), so a changed
-   `gamma` (PBT's explore) acts on the very next update.
+1. collect `rollout_length` steps from `num_envs` envs (uniform random actions, among the legal ones, until
+   `learning_starts` env steps, then `explore`), pushing each step into an n-step window and the window's
+   oldest n-step transition into the replay buffer (an `NStepTransition`: raw rewards and flags, no `gamma`);
+2. once `learning_starts` steps are in, run `num_updates` gradient updates (`updates_per_step` per env
+   step), each on a sampled batch, updating PER priorities from the returned TD errors. `update` receives
+   the batch as a `Transition` whose `reward` and `discount` are computed from the stored rewards with
+   the agent's *current* `gamma` (and `reward_scale`): a changed `gamma` (PBT) acts on the next update.
 
-Warm-up is decided from the unbatched `Clock`, so it is a real `lax.cond` even when seeds or
-population members are vmapped, and the replay buffer is never copied by a select.
+Warm-up is decided from the unbatched `Clock`: a real `lax.cond` under vmap (no select copies the buffer).
 """
 
 import abc
@@ -271,8 +268,11 @@ class AbstractOffPolicyAgent(AbstractAgent):
         return self.layout.normalize(stats, x)
 
     def _random_action(self, key: Key, x: Array) -> Array:
-        if self.discrete:
-            return Categorical(jnp.zeros((self.num_envs, self.action_size)), self.layout.split(x)[1]).sample(key)
+        mask = self.layout.split(x)[1]
+        if self.discrete and mask is None:  # (randint, as before masks: unmasked runs keep their numbers)
+            return jax.random.randint(key, (self.num_envs,), 0, self.action_size, dtype=jnp.int32)
+        if self.discrete:  # among the legal actions
+            return Categorical(jnp.zeros((self.num_envs, self.action_size)), mask).sample(key)
         return jax.random.uniform(key, (self.num_envs, self.action_size), minval=-1.0, maxval=1.0)
 
     # ----------------------------------------------------------------- API
