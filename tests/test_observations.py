@@ -56,11 +56,6 @@ class DictCartPole(AbstractWrapper):
         return state, ts
 
 
-def _masks(key, n=2000, actions=4):
-    masks = jax.random.bernoulli(key, 0.5, (n, actions)).astype(jnp.int32)
-    return masks.at[:, -1].set(masks[:, -1] | (masks.sum(-1) == 0).astype(jnp.int32))
-
-
 # ----------------------------------------------------------------- ObservationLayout
 def test_layout_of_one_array_is_the_flat_observation():
     layout = ObservationLayout.of(Box(-1.0, 1.0, (2, 3)), Discrete(2))
@@ -179,30 +174,6 @@ def test_a_dict_observation_trains_exactly_as_its_flat_vector(agent_cls):
     np.testing.assert_array_equal(
         eqxrl.evaluate(split, ours, jax.random.key(4), num_episodes=3), eqxrl.evaluate(flat, theirs, jax.random.key(4), num_episodes=3)
     )
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("agent_cls", [PPO, DQN])
-def test_masked_agents_never_take_an_illegal_action_and_learn_the_best_legal_one(agent_cls):
-    """`MaskedActions` pays 2 for an illegal action and 1 for the highest legal one: an agent
-    that honours its masks never takes an illegal action, in training or evaluation (sampled
-    and greedy), and learns the best legal action."""
-    env = MaskedActions()
-    kwargs = dict(num_envs=8, rollout_length=32) if agent_cls is PPO else dict(learning_starts=500)
-    agent = agent_cls(env, **kwargs)
-    keys = jax.random.split(jax.random.key(0), 2)
-    trained, _ = eqxrl.train(agent, keys, total_steps=4000, progress=False)
-    assert int(jnp.sum(innermost_state(trained.env_state).illegal)) == 0
-    masks = _masks(jax.random.key(1))
-    obs = {ACTION_MASK: masks, "legal": masks.astype(jnp.float32)}
-    for seed in range(2):
-        state = jax.tree.map(lambda x: x[seed], trained)
-        greedy = agent.act(state, obs, deterministic=True)
-        sampled = agent.act(state, obs, jax.random.key(2))
-        for actions in (greedy, sampled):
-            assert not np.any(np.take_along_axis(np.asarray(masks), np.asarray(actions)[:, None], 1) == 0)
-        # The best legal action (a random legal one: about 0.5 here).
-        assert float(jnp.mean(greedy == env.best_action(masks))) > 0.9
 
 
 def test_an_agent_that_ignores_its_masks_is_caught_by_the_masked_probe(monkeypatch):

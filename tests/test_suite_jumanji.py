@@ -130,7 +130,7 @@ def test_snake_matches_jumanji_with_resets_and_time_limit():
 
 
 @needs_jumanji
-@pytest.mark.slow
+@pytest.mark.exhaustive  # the fast tier covers Snake, Cleaner, Minesweeper and RubiksCube
 def test_level_based_foraging_trusts_jumanji_truncation_and_sums_rewards():
     """LevelBasedForaging reports its own time limit as a truncation (discount > 0) and gives one
     reward per agent: summed into the reward, each agent's in info['agent_rewards']."""

@@ -32,7 +32,7 @@ def test_make_gives_the_spaces_and_checks(name):
 
 @needs_navix
 # (DoorKey's step compiles in about 4 s on 2 cores: in the slow tier)
-@pytest.mark.parametrize("name", ["Navix-Empty-5x5-v0", pytest.param("Navix-DoorKey-5x5-v0", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["Navix-Empty-5x5-v0", pytest.param("Navix-DoorKey-5x5-v0", marks=pytest.mark.exhaustive)])
 def test_check_env_steps(name):
     check_env_steps(make(f"navix/{name}"), num_steps=300, num_envs=2)
 

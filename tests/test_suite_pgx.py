@@ -208,7 +208,7 @@ def test_missing_pgx_is_one_import_error_line(monkeypatch):
 
 
 @needs_pgx
-@pytest.mark.slow
+@pytest.mark.exhaustive  # 85 s on 2 cores: the fast tier covers breakout and tic-tac-toe
 @pytest.mark.parametrize("name", ["pgx/2048", "pgx/connect_four", "pgx/sparrow_mahjong", "pgx/backgammon"])
 def test_more_games_check_env_steps(name):
     check_env_steps(make(name), num_steps=100, num_envs=2)

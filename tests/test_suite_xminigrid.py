@@ -17,7 +17,7 @@ from typecheck import no_runtime_typecheck
 needs_xminigrid = pytest.mark.skipif(importlib.util.find_spec("xminigrid") is None, reason="xminigrid is not installed")
 XLAND = "XLand-MiniGrid-R1-9x9"
 # XLand's step (rules, goals) compiles in about 8 s on 2 cores: its rollout is in the slow tier.
-IDS = ["MiniGrid-Empty-5x5", pytest.param(XLAND, marks=pytest.mark.slow)]
+IDS = ["MiniGrid-Empty-5x5", pytest.param(XLAND, marks=pytest.mark.exhaustive)]
 
 
 def ball_ruleset():

@@ -13,7 +13,10 @@ GRID = dict(num_envs=32, rollout_length=64, num_epochs=4, num_minibatches=4, lea
 
 
 @pytest.mark.learning
-@pytest.mark.parametrize("env_name", ["xminigrid/MiniGrid-Empty-5x5", "navix/Navix-Empty-5x5-v0"])
+@pytest.mark.parametrize(
+    # xminigrid's run (49 s in CI) only in the exhaustive tier: one grid suite's learning test in CI.
+    "env_name", [pytest.param("xminigrid/MiniGrid-Empty-5x5", marks=pytest.mark.exhaustive), "navix/Navix-Empty-5x5-v0"]
+)
 def test_ppo_reaches_the_goal_of_an_empty_grid(env_name):
     """MiniGrid's Empty 5x5 in two suites: reaching the goal pays 1 - 0.9 * steps / max_steps
     (xminigrid) or 1 (Navix), the time limit 0; a uniform random policy averaged 0.23 and 0.28
