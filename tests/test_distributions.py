@@ -12,7 +12,7 @@ import scipy.stats
 from hypothesis import given, settings
 from typecheck import no_runtime_typecheck
 
-from eqxrl.components import AbstractDistribution, Categorical, Normal, TanhNormal, kl_divergence
+from eqxrl.components import AbstractDistribution, Categorical, MultiCategorical, Normal, TanhNormal, kl_divergence
 
 batch_shapes = st.sampled_from([(), (3,), (2, 3)])
 event_sizes = st.sampled_from([1, 3])
@@ -175,6 +175,65 @@ def test_categorical_mask_of_another_size_is_refused():
     # (the suite's jaxtyping check would refuse it first; a user's run has this line)
     with no_runtime_typecheck(), pytest.raises(ValueError, match=r"Categorical\(mask\) must have the logits' last axis \(3 actions\), got shape \(2,\)"):
         Categorical(jnp.zeros(3), jnp.array([True, False]))
+
+
+# ----------------------------------------------------------------------------- MultiCategorical
+@pytest.mark.slow
+@SETTINGS
+@given(data=st.data(), batch=batch_shapes, nvec=st.sampled_from([(1,), (3, 2), (2, 4, 1)]), seed=st.integers(0, 2**16))
+def test_multi_categorical_is_independent_masked_categoricals(data, batch, nvec, seed):
+    """Each factor is the masked Categorical of its own slice of the logits and the mask: samples
+    and modes legal in every entry, log-probs normalised over the legal joint actions, entropy and
+    KL the factors' sums. A factor's all-illegal mask counts as all legal."""
+    total = sum(nvec)
+    logits, other = data.draw(arrays(batch + (total,), -30.0, 30.0)), data.draw(arrays(batch + (total,), -30.0, 30.0))
+    parts = [data.draw(hnp.arrays(np.bool_, batch + (n,))) for n in nvec]
+    mask = np.concatenate(parts, axis=-1)
+    dist, q = MultiCategorical(logits, nvec, jnp.asarray(mask)), MultiCategorical(other, nvec, jnp.asarray(mask))
+    value = np.stack([data.draw(hnp.arrays(np.int32, batch, elements=st.integers(0, n - 1))) for n in nvec], axis=-1)
+    got = jax.jit(lambda d, q, k, v: (d.sample(k), d.mode(), d.entropy(), kl_divergence(d, q), d.log_prob(v)))(
+        dist, q, jax.random.key(seed), jnp.asarray(value)
+    )
+    sample, mode, entropy, kl, logp = map(np.asarray, got)
+    assert sample.shape == mode.shape == batch + (len(nvec),) and sample.dtype == np.int32
+    start, h_ref, kl_ref, logp_ref = 0, 0.0, 0.0, 0.0
+    for i, n in enumerate(nvec):
+        legal = mask[..., start : start + n] | ~mask[..., start : start + n].any(axis=-1, keepdims=True)
+        assert np.take_along_axis(legal, sample[..., i, None], -1).all() and np.take_along_axis(legal, mode[..., i, None], -1).all()
+        lp = scipy.special.log_softmax(np.where(legal, np.asarray(logits[..., start : start + n], np.float64), -np.inf), axis=-1)
+        lq = scipy.special.log_softmax(np.where(legal, np.asarray(other[..., start : start + n], np.float64), -np.inf), axis=-1)
+        p = np.exp(lp)
+        with np.errstate(invalid="ignore"):
+            h_ref = h_ref - np.sum(np.where(legal & (p > 0), p * lp, 0.0), axis=-1)
+            kl_ref = kl_ref + np.sum(np.where(legal & (p > 0), p * (lp - lq), 0.0), axis=-1)
+        logp_ref = logp_ref + np.take_along_axis(lp, value[..., i, None], -1)[..., 0]
+        start += n
+    assert np.allclose(entropy, h_ref, atol=1e-4) and np.allclose(kl, kl_ref, atol=1e-3, rtol=1e-3)
+    finite = np.isfinite(logp_ref)
+    assert np.all(logp[~finite] == -np.inf) and np.allclose(logp[finite], logp_ref[finite], atol=1e-4)
+
+
+def test_multi_categorical_log_probs_sum_to_one_over_the_legal_joint_actions():
+    logits = jnp.array([0.3, -1.0, 2.0, 0.5, 0.1])
+    mask = jnp.array([True, False, True, True, True])  # entry 0: actions 0 and 2; entry 1: both
+    dist = MultiCategorical(logits, (3, 2), mask)
+    joint = jnp.array([[a, b] for a in range(3) for b in range(2)])
+    probs = np.exp(np.asarray(jax.vmap(dist.log_prob)(joint)))
+    assert np.isclose(probs.sum(), 1.0, atol=1e-6) and np.all(probs[[2, 3]] == 0)
+
+
+def test_multi_categorical_bad_arguments():
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"^MultiCategorical\(nvec\) must be a non-empty tuple of positive ints, got \(\)$"):
+            MultiCategorical(jnp.zeros(3), ())
+        with pytest.raises(ValueError, match=r"^MultiCategorical\(logits\) must have a last axis of sum\(nvec\) = 5, got shape \(4,\)$"):
+            MultiCategorical(jnp.zeros(4), (3, 2))
+        with pytest.raises(ValueError, match=r"^MultiCategorical\(mask\) must have a last axis of sum\(nvec\) = 5, got shape \(3,\)$"):
+            MultiCategorical(jnp.zeros(5), (3, 2), jnp.ones(3, bool))
+        with pytest.raises(ValueError, match=r"^MultiCategorical.log_prob\(value\) must have shape \(2,\) \(the batch shape and one entry per factor\), got \(\)$"):
+            MultiCategorical(jnp.zeros(5), (3, 2)).log_prob(jnp.array(1))
+        with pytest.raises(ValueError, match=r"^kl_divergence\(p, q\) needs two MultiCategorical of one nvec, got \(3, 2\) and \(2, 3\)$"):
+            kl_divergence(MultiCategorical(jnp.zeros(5), (3, 2)), MultiCategorical(jnp.zeros(5), (2, 3)))
 
 
 # ----------------------------------------------------------------------------- Normal

@@ -14,6 +14,7 @@ correct code passes the same checks in test_testing_agents.py (`*_learns_every_p
 | advantages not normalised though the flag says so | PPO | check_agent(flags=("normalize_advantages",)) |
 | a stale action mask (the policy acts on the step before's) | PPO | check_action_masks (illegal actions in training) |
 | action masks ignored (greedy action, target max) | DQN | check_action_masks |
+| a MultiDiscrete action masked on its first entry only | PPO | check_action_masks(factors=2) |
 """
 
 import importlib
@@ -29,6 +30,7 @@ from eqxrl.components import NStepTransition, NStepWindow, Sample
 from eqxrl.testing import ContractError, check_action_masks, check_agent, check_learns_probes
 from test_testing_agents import PROBE_A2C, PROBE_DQN, TINY_OFF, TINY_PPO, a2c_value
 from tutorial_agent import load_tutorial_agent
+from typecheck import no_runtime_typecheck
 
 dqn_module = importlib.import_module("eqxrl.agents._dqn")  # where DQN looks up `polyak`
 ppo_module = importlib.import_module("eqxrl.agents._ppo")  # where PPO looks up `normalize_advantages`
@@ -196,3 +198,33 @@ def test_agents_that_honour_their_masks_pass_check_action_masks(agent):
     kwargs = dict(num_envs=8, rollout_length=32) if agent is PPO else dict(learning_starts=500)
     report = check_action_masks(agent(eqxrl.envs.make("CartPole-v1"), **kwargs))
     assert report["illegal_in_training"] == 0 and report["best_legal"] >= 0.8
+
+
+@pytest.mark.slow
+def test_ppo_honours_the_masks_of_each_entry_of_a_multi_discrete_action():
+    """The factorised categorical on MaskedActions(factors=2): every entry masked on its own."""
+    report = check_action_masks(PPO(eqxrl.envs.make("CartPole-v1"), num_envs=8, rollout_length=32), total_steps=8192, factors=2)
+    assert report["illegal_in_training"] == 0 and report["best_legal"] >= 0.8
+
+
+class _PPOMaskingOneEntry(PPO):
+    def _dist(self, state, x):
+        features, mask = self.layout.split(x)
+        dist = self.policy(state, features)  # the bug: only the first entry's mask reaches the policy
+        first = jnp.arange(mask.shape[-1]) < dist.nvec[0]
+        return eqxrl.components.MultiCategorical(dist.logits, dist.nvec, mask | ~first)
+
+
+@pytest.mark.slow
+def test_ppo_masking_one_entry_of_a_multi_discrete_action_is_caught():
+    with pytest.raises(ContractError, match=r"never takes an illegal action: _PPOMaskingOneEntry took \d+ illegal actions"):
+        check_action_masks(_PPOMaskingOneEntry(eqxrl.envs.make("CartPole-v1"), num_envs=8, rollout_length=32), total_steps=2048, factors=2)
+
+
+def test_check_action_masks_bad_arguments():
+    with no_runtime_typecheck():
+        for name in ("total_steps", "num_seeds", "num_observations", "factors"):
+            with pytest.raises(ValueError, match=rf"^check_action_masks\({name}\) must be a positive int, got 0$"):
+                check_action_masks(PPO, **{name: 0})
+        with pytest.raises(ValueError, match=r"^check_action_masks\(min_best\) must be a fraction in \[0, 1\], got 1.5$"):
+            check_action_masks(PPO, min_best=1.5)

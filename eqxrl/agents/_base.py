@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ..components.distributions import Categorical
+from ..components.distributions import Categorical, MultiCategorical
 from ..components.networks import batched_orthogonal
 from ..core import Key, Metrics, hyperparameter_paths, to_spec
 from ..envs import AbstractEnv, ObservationLayout, check_env
@@ -220,13 +220,16 @@ def flatten_obs(env: AbstractEnv, obs: Any, owner: str) -> Float[Array, "*batch 
 
 
 def with_mask(dist: Any, mask: Array | None) -> Any:
-    """**Returns:** the distribution `dist` (a `Categorical`) restricted to the legal actions
-    of `mask` (True = legal; None: `dist` as it is)."""
+    """**Returns:** the distribution `dist` (a `Categorical` or `MultiCategorical`) restricted to
+    the legal actions of `mask` (True = legal; None: `dist` as it is)."""
     if mask is None:
         return dist
-    if not isinstance(dist, Categorical):
-        raise ValueError(f"an action mask needs a Categorical policy, got {type(dist).__name__}")
-    return Categorical(dist.logits, mask if dist.mask is None else dist.mask & mask)
+    if not isinstance(dist, (Categorical, MultiCategorical)):
+        raise ValueError(f"an action mask needs a Categorical or MultiCategorical policy, got {type(dist).__name__}")
+    mask = mask if dist.mask is None else dist.mask & mask
+    if isinstance(dist, MultiCategorical):
+        return MultiCategorical(dist.logits, dist.nvec, mask)
+    return Categorical(dist.logits, mask)
 
 
 def check_no_action_masks(agent: Any, hint: str = "") -> None:

@@ -17,6 +17,7 @@ from ..components import (
     AbstractSchedule,
     AbstractTorso,
     CategoricalHead,
+    MultiCategoricalHead,
     Encoder,
     GaussianHead,
     IdentityTorso,
@@ -41,16 +42,16 @@ from ..components import (
     ppo_policy_loss,
     value_loss,
 )
-from ..envs import AbstractEnv, AutoReset, Box, ClipAction, Discrete, EpisodeStatistics, VectorEnv
+from ..envs import AbstractEnv, AutoReset, ClipAction, Discrete, EpisodeStatistics, MultiDiscrete, VectorEnv
 from ._base import AbstractAgent, Clock, as_env, with_mask
 from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration, recurrent_preset
-from ._ppo_update import _Rollout, iteration_metrics, minibatch_step
+from ._ppo_update import _Rollout, check_action_space, iteration_metrics, minibatch_step, policy_head
 
 
 class PPOState(eqx.Module):
     """Everything PPO's training changes: networks, optimizer and env state, statistics, key."""
 
-    actor: CategoricalHead | GaussianHead
+    actor: CategoricalHead | MultiCategoricalHead | GaussianHead
     critic: ValueHead
     opt_state: OptState
     env_state: EnvState
@@ -71,9 +72,10 @@ class PPO(AbstractAgent):
     """PPO with clipped surrogate, optional clipped value loss, entropy bonus,
     advantage normalisation, learning-rate annealing and KL early stopping.
 
-    Discrete action spaces get a categorical policy; `Box` action spaces a
-    Gaussian policy whose samples are clipped into the bounds by the env
-    wrapper (log-probabilities are of the unclipped sample).
+    `Discrete` action spaces get a categorical policy, `MultiDiscrete` ones a factorised
+    categorical (one categorical per entry), both masked by the env's action masks;
+    `Box` action spaces a Gaussian policy whose samples are clipped into the bounds by
+    the env wrapper (log-probabilities are of the unclipped sample).
 
     Networks: `actor_torso` and `critic_torso` (None: the MLP of `hidden_sizes`
     and `activation`; or `MLPTorso`, `CNNTorso.minatar()`, a user's Equinox module
@@ -161,17 +163,13 @@ class PPO(AbstractAgent):
         check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
         check("target_kl", lambda v: v > 0, "> 0 (inf disables early stopping)")
         check("init_std", lambda v: v > 0, "> 0")
-        space = self.env.action_space
-        if isinstance(space, Box):
-            if len(space.shape) != 1:
-                raise ValueError(f"PPO needs a 1-D Box action space, got shape {space.shape}")
-        elif not isinstance(space, Discrete):
-            raise ValueError(f"PPO needs a Discrete or Box action space, got {space!r}")
+        check_action_space("PPO", self.env.action_space)
 
     # ----------------------------------------------------------------- structure
     @property
     def discrete(self) -> bool:
-        return isinstance(self.env.action_space, Discrete)
+        """Whether the actions are discrete (`Discrete` or `MultiDiscrete`: a categorical policy)."""
+        return isinstance(self.env.action_space, (Discrete, MultiDiscrete))
 
     @property
     def recurrent(self) -> bool:
@@ -241,19 +239,7 @@ class PPO(AbstractAgent):
             shared = actor_torso.make(in_shape, key=torso_key)
             actor_torso = critic_torso = IdentityTorso()
             in_size, in_shape = shared.features, (shared.features,)
-        if self.discrete:
-            actor = CategoricalHead(in_size, space.n, key=actor_key, torso=actor_torso, obs_shape=in_shape)
-        else:
-            actor = GaussianHead(
-                in_size,
-                space.shape[0],
-                key=actor_key,
-                torso=actor_torso,
-                obs_shape=in_shape,
-                state_dependent_std=self.state_dependent_std,
-            )
-            if actor.log_std is not None:
-                actor = eqx.tree_at(lambda a: a.log_std, actor, jnp.full_like(actor.log_std, 1.0) * jnp.log(self.init_std))
+        actor = policy_head(space, in_size, actor_key, actor_torso, in_shape, self.state_dependent_std, self.init_std)
         critic = ValueHead(in_size, key=critic_key, torso=critic_torso, obs_shape=in_shape)
         env_state, ts = self.train_env.reset(env_key)
         stats = None

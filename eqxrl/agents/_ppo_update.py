@@ -1,14 +1,43 @@
-"""PPO's update pieces shared by the feed-forward and the recurrent iteration:
-the stored rollout, one minibatch step (with KL early stopping) and the metrics."""
+"""PPO's pieces shared by the feed-forward and the recurrent iteration (and IPPO): the policy
+head for an action space, the stored rollout, one minibatch step (with KL early stopping) and
+the metrics."""
 
 from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ..components import AbstractOptimizer
-from ..core import Metrics, tree_select
+from ..components import AbstractOptimizer, CategoricalHead, GaussianHead, MultiCategoricalHead
+from ..core import Key, Metrics, tree_select
+from ..envs import AbstractSpace, Box, Discrete, MultiDiscrete
+
+
+def check_action_space(owner: str, space: AbstractSpace) -> None:
+    """Raise a ValueError naming `owner` unless `space` is one a PPO policy head takes."""
+    if isinstance(space, Box):
+        if len(space.shape) != 1:
+            raise ValueError(f"{owner} needs a 1-D Box action space, got shape {space.shape}")
+    elif not isinstance(space, (Discrete, MultiDiscrete)):
+        raise ValueError(f"{owner} needs a Discrete, MultiDiscrete or Box action space, got {space!r}")
+
+
+def policy_head(
+    space: AbstractSpace, in_size: int, key: Key, torso: Any, in_shape: Any, state_dependent_std: bool, init_std: Array
+) -> CategoricalHead | MultiCategoricalHead | GaussianHead:
+    """**Returns:** PPO's policy head for actions of `space`: categorical (`Discrete`), factorised
+    categorical (`MultiDiscrete`) or Gaussian (`Box`, its std starting at `init_std`)."""
+    if isinstance(space, Discrete):
+        return CategoricalHead(in_size, space.n, key=key, torso=torso, obs_shape=in_shape)
+    if isinstance(space, MultiDiscrete):
+        return MultiCategoricalHead(in_size, space.nvec, key=key, torso=torso, obs_shape=in_shape)
+    actor = GaussianHead(
+        in_size, space.shape[0], key=key, torso=torso, obs_shape=in_shape, state_dependent_std=state_dependent_std
+    )
+    if actor.log_std is not None:
+        actor = eqx.tree_at(lambda a: a.log_std, actor, jnp.full_like(actor.log_std, 1.0) * jnp.log(init_std))
+    return actor
 
 
 class _Rollout(eqx.Module):

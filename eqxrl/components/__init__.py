@@ -10,6 +10,7 @@ from ._buffers import Transition as Transition
 from ._buffers import as_buffer as as_buffer
 from .distributions import AbstractDistribution as AbstractDistribution
 from .distributions import Categorical as Categorical
+from .distributions import MultiCategorical as MultiCategorical
 from .distributions import Normal as Normal
 from .distributions import TanhNormal as TanhNormal
 from ._loss_terms import AbstractLossTerm as AbstractLossTerm
@@ -81,6 +82,7 @@ from .networks import as_torso as as_torso
 from .networks import check_torso as check_torso
 from .networks import torso_or_mlp as torso_or_mlp
 from .networks import CategoricalHead as CategoricalHead
+from .networks import MultiCategoricalHead as MultiCategoricalHead
 from .networks import ContinuousQHead as ContinuousQHead
 from .networks import DeterministicHead as DeterministicHead
 from .networks import DiscreteQHead as DiscreteQHead

@@ -43,7 +43,7 @@ def mask_size_for(action_space: AbstractSpace) -> int | None:
     if isinstance(action_space, Discrete):
         return int(action_space.n)
     if isinstance(action_space, MultiDiscrete):
-        return int(sum(int(n) for n in jnp.ravel(jnp.asarray(action_space.nvec))))
+        return int(sum(action_space.nvec))  # (a static tuple of ints: no array, so it works under tracing)
     return None
 
 

@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..agents import AbstractAgent
-from ..envs import ACTION_MASK, innermost_state
+from ..core import check_positive_int
+from ..envs import innermost_state
 from ..loop import train
 from ._common import as_key, fail
 from .probes import MaskedActions
@@ -24,6 +25,7 @@ def check_action_masks(
     num_seeds: int = 2,
     num_observations: int = 2_000,
     min_best: float = 0.8,
+    factors: int = 1,
 ) -> dict[str, float]:
     """Train `agent` on `eqxrl.testing.probes.MaskedActions` (a random set of legal actions at
     every step; an illegal action pays more than any legal one) and check that it honours its
@@ -33,13 +35,19 @@ def check_action_masks(
 
     **Arguments:** `agent`: an agent class (built as `agent(env)`) or instance (its `env`
     replaced by the probe); `key`: an int or a JAX key; `total_steps` per seed; `num_seeds`
-    seeds trained in one program.
+    seeds trained in one program; `factors`: 1 for a `Discrete` action, `k > 1` for the probe's
+    `MultiDiscrete` action of `k` entries, each masked on its own (an agent with a factorised
+    policy: PPO).
 
     **Returns:** `{"illegal_in_training": 0, "illegal_when_acting": 0, "best_legal": fraction}`.
     Raises a `ContractError` naming the failing part: a stale mask (the previous observation's),
     or masks ignored somewhere on the way to an action, shows up here.
     """
-    env = MaskedActions()
+    for name, value in (("total_steps", total_steps), ("num_seeds", num_seeds), ("num_observations", num_observations), ("factors", factors)):
+        check_positive_int("check_action_masks", name, value)
+    if isinstance(min_best, bool) or not isinstance(min_best, (int, float)) or not 0 <= min_best <= 1:
+        raise ValueError(f"check_action_masks(min_best) must be a fraction in [0, 1], got {min_best!r}")
+    env = MaskedActions(factors=factors)
     built = agent(env) if not isinstance(agent, AbstractAgent) else dataclasses.replace(agent, env=env)
     name = type(built).__name__
     key = as_key(key)
@@ -49,9 +57,8 @@ def check_action_masks(
     if illegal:
         raise fail(_CONTRACT, f"{name} took {illegal} illegal actions while training on MaskedActions "
                    f"({num_seeds} seeds x {total_steps} steps): its collection ignores the masks, or acts on a stale one")  # fmt: skip
-    masks = jax.random.bernoulli(mask_key, 0.5, (num_observations, env.num_actions))
-    masks = masks.at[:, -1].set(masks[:, -1] | ~jnp.any(masks, axis=-1)).astype(jnp.int32)
-    obs = {ACTION_MASK: masks, "legal": masks.astype(jnp.float32)}
+    masks = env.draw_masks(mask_key, (num_observations,))
+    obs = env.observation(masks)
     best = []
     for seed in range(num_seeds):
         member = jax.tree.map(lambda x: x[seed], state)
@@ -59,10 +66,10 @@ def check_action_masks(
             ("greedy", built.act(member, obs, deterministic=True)),
             ("sampled", built.act(member, obs, jax.random.fold_in(act_key, seed))),
         ):
-            legal = np.take_along_axis(np.asarray(masks), np.asarray(actions)[:, None], axis=1)[:, 0]
+            legal = np.asarray(env.legal(masks, actions)).reshape(num_observations, -1).all(axis=1)
             if not np.all(legal):
                 i = int(np.argmin(legal))
-                raise fail(_CONTRACT, f"{name}.act ({how}, seed {seed}) chose the illegal action {int(actions[i])} "
+                raise fail(_CONTRACT, f"{name}.act ({how}, seed {seed}) chose the illegal action {np.asarray(actions[i]).tolist()} "
                            f"at the mask {np.asarray(masks[i]).tolist()}")  # fmt: skip
             if how == "greedy":
                 best.append(float(jnp.mean(actions == env.best_action(masks))))

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ..envs import ACTION_MASK, AbstractEnv, Box, Dict, Discrete, MultiBinary, TimeStep, first_timestep
+from ..envs import ACTION_MASK, AbstractEnv, Box, Dict, Discrete, MultiBinary, MultiDiscrete, TimeStep, first_timestep
 
 
 class ProbeState(eqx.Module):
@@ -222,43 +222,69 @@ class MaskedActions(AbstractEnv):
     otherwise; an illegal one earns 2, so a policy that ignores its masks, or acts on a stale
     one, learns to take them. The episode never ends; `state.illegal` counts the illegal
     actions taken since `reset` (the count a test asserts is 0).
+
+    With `factors=k > 1` the action is `MultiDiscrete((num_actions,) * k)`, each entry with a
+    legal set of its own (the mask: the entries' flags one after another, `k * num_actions`),
+    the reward the entries' rewards averaged, and every illegal entry counted.
     """
 
     num_actions: int = eqx.field(static=True, default=4)
+    factors: int = eqx.field(static=True, default=1)
 
     def __check_init__(self):
-        if isinstance(self.num_actions, bool) or not isinstance(self.num_actions, int) or self.num_actions < 2:
-            raise ValueError(f"MaskedActions(num_actions) must be an int >= 2, got {self.num_actions!r}")
+        for name, low in (("num_actions", 2), ("factors", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"MaskedActions({name}) must be an int >= {low}, got {value!r}")
 
     @property
     def observation_space(self) -> Dict:
-        return Dict({ACTION_MASK: MultiBinary(self.num_actions), "legal": Box(0.0, 1.0, (self.num_actions,))})
+        size = self.num_actions * self.factors
+        return Dict({ACTION_MASK: MultiBinary(size), "legal": Box(0.0, 1.0, (size,))})
 
     @property
-    def action_space(self) -> Discrete:
-        return Discrete(self.num_actions)
+    def action_space(self) -> Discrete | MultiDiscrete:
+        return Discrete(self.num_actions) if self.factors == 1 else MultiDiscrete((self.num_actions,) * self.factors)
 
-    def _draw(self, key) -> Array:
+    def draw_masks(self, key, batch_shape: tuple[int, ...] = ()) -> Array:
+        """**Returns:** action masks (int32 0/1, `(*batch_shape, factors * num_actions)`): each
+        entry's legal set uniform among the non-empty ones."""
+        mask = jax.random.bernoulli(key, 0.5, (*batch_shape, self.factors, self.num_actions))
         # A uniform non-empty subset: redraw the all-illegal pattern as "only the last legal".
-        mask = jax.random.bernoulli(key, 0.5, (self.num_actions,))
-        mask = mask.at[-1].set(mask[-1] | ~jnp.any(mask))
-        return mask.astype(jnp.int32)
+        mask = mask.at[..., -1].set(mask[..., -1] | ~jnp.any(mask, axis=-1))
+        return mask.astype(jnp.int32).reshape(*batch_shape, self.factors * self.num_actions)
 
-    def _obs(self, mask) -> dict:
+    def observation(self, mask) -> dict:
+        """**Returns:** the observation of action masks `mask` (any leading axes)."""
         return {ACTION_MASK: mask, "legal": mask.astype(jnp.float32)}
 
+    def _factored(self, mask: Array, action: Array) -> tuple[Array, Array]:
+        mask = mask.reshape(*mask.shape[:-1], self.factors, self.num_actions)
+        action = jnp.asarray(action).reshape(*mask.shape[:-2], self.factors)
+        return mask, action
+
     def best_action(self, mask) -> Array:
-        """**Returns:** the highest legal action of `mask` (any leading axes)."""
-        n = mask.shape[-1]
-        return (n - 1 - jnp.argmax(jnp.flip(mask, axis=-1), axis=-1)).astype(jnp.int32)
+        """**Returns:** the highest legal action of `mask` (any leading axes; one per entry
+        `(..., factors)` when `factors > 1`)."""
+        n = self.num_actions
+        mask = mask.reshape(*mask.shape[:-1], self.factors, n)
+        best = (n - 1 - jnp.argmax(jnp.flip(mask, axis=-1), axis=-1)).astype(jnp.int32)
+        return best[..., 0] if self.factors == 1 else best
+
+    def legal(self, mask, action) -> Array:
+        """**Returns:** per entry, whether `action` is legal under `mask` (any leading axes;
+        `(..., factors)`)."""
+        mask, action = self._factored(mask, action)
+        return jnp.take_along_axis(mask, action[..., None], axis=-1)[..., 0] > 0
 
     def reset(self, key):
-        mask = self._draw(key)
-        return MaskedState(mask, jnp.zeros((), jnp.int32)), first_timestep(self._obs(mask))
+        mask = self.draw_masks(key)
+        return MaskedState(mask, jnp.zeros((), jnp.int32)), first_timestep(self.observation(mask))
 
     def step(self, key, state, action):
-        legal = state.mask[action] > 0
-        reward = jnp.where(legal, jnp.where(action == self.best_action(state.mask), 1.0, 0.0), 2.0)
-        mask = self._draw(key)
-        new = MaskedState(mask, state.illegal + (~legal).astype(jnp.int32))
-        return new, _ts(self._obs(mask), reward, False)
+        legal = self.legal(state.mask, action)
+        best = self._factored(state.mask, self.best_action(state.mask))[1] == self._factored(state.mask, action)[1]
+        reward = jnp.mean(jnp.where(legal, jnp.where(best, 1.0, 0.0), 2.0))
+        mask = self.draw_masks(key)
+        new = MaskedState(mask, state.illegal + jnp.sum((~legal).astype(jnp.int32)))
+        return new, _ts(self.observation(mask), reward, False)

@@ -1,7 +1,8 @@
-"""Action distributions: Categorical, Normal and TanhNormal, batched over any leading axes."""
+"""Action distributions: Categorical, MultiCategorical, Normal and TanhNormal, batched over any leading axes."""
 
 from ._distributions import AbstractDistribution as AbstractDistribution
 from ._distributions import Categorical as Categorical
+from ._distributions import MultiCategorical as MultiCategorical
 from ._distributions import Normal as Normal
 from ._distributions import TanhNormal as TanhNormal
 from ._distributions import kl_divergence as kl_divergence

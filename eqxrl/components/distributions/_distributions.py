@@ -121,6 +121,67 @@ class Categorical(AbstractDistribution):
         return jax.nn.softmax(self._masked_logits(), axis=-1)
 
 
+class MultiCategorical(AbstractDistribution):
+    """Independent categoricals, one per entry of a `MultiDiscrete(nvec)` action: factor `i`
+    chooses one of `0, ..., nvec[i] - 1`, its logits the `nvec[i]` entries of `logits`' last
+    axis after those of the factors before it (`sum(nvec)` in all).
+
+    Samples and modes are int32 vectors `(*batch, len(nvec))`; `log_prob` and `entropy` are
+    sums over the factors, and `kl_divergence` of two is the sum of the factors' KLs. An action
+    `mask` (`(*batch, sum(nvec))`, the factors' masks one after another, True where legal) masks
+    each factor as `Categorical(mask)` does; a factor with no legal choice counts as all legal,
+    so that no factor is ever sampled from an empty set.
+    """
+
+    logits: Float[Array, "*batch total"]
+    nvec: tuple[int, ...] = eqx.field(static=True)
+    mask: Bool[Array, "*#batch total"] | None = None
+
+    def __init__(self, logits: Array, nvec: tuple[int, ...], mask: Array | None = None):
+        nvec = tuple(int(n) for n in nvec)
+        if not nvec or not all(n >= 1 for n in nvec):
+            raise ValueError(f"MultiCategorical(nvec) must be a non-empty tuple of positive ints, got {nvec!r}")
+        if jnp.shape(logits)[-1:] != (sum(nvec),):
+            raise ValueError(
+                f"MultiCategorical(logits) must have a last axis of sum(nvec) = {sum(nvec)}, got shape {tuple(jnp.shape(logits))}"
+            )
+        if mask is not None and jnp.shape(mask)[-1:] != (sum(nvec),):
+            raise ValueError(
+                f"MultiCategorical(mask) must have a last axis of sum(nvec) = {sum(nvec)}, got shape {tuple(jnp.shape(mask))}"
+            )
+        self.logits, self.nvec, self.mask = logits, nvec, mask
+
+    def factors(self) -> Categorical:
+        """**Returns:** the factors as one `Categorical` of batch shape `(*batch, len(nvec))` over
+        `max(nvec)` choices (a factor's choices past its own `nvec[i]` masked out)."""
+        width, starts = max(self.nvec), [sum(self.nvec[:i]) for i in range(len(self.nvec))]
+        index = [[start + min(j, n - 1) for j in range(width)] for start, n in zip(starts, self.nvec)]
+        valid = jnp.asarray([[j < n for j in range(width)] for n in self.nvec])
+        index = jnp.asarray(index, jnp.int32)
+        legal = valid if self.mask is None else valid & self.mask[..., index]
+        legal = jnp.where(jnp.any(legal, axis=-1, keepdims=True), legal, valid)
+        return Categorical(self.logits[..., index], legal)
+
+    def sample(self, key: Key) -> Int[Array, "*batch k"]:
+        return self.factors().sample(key)
+
+    def log_prob(self, value: Int[Array, "*batch k"]) -> Float[Array, "*batch"]:
+        """**Returns:** the log-mass of `value`, integer actions of shape `(*batch, len(nvec))`."""
+        batch = tuple(self.logits.shape[:-1]) + (len(self.nvec),)
+        if tuple(jnp.shape(value)) != batch:
+            raise ValueError(
+                f"MultiCategorical.log_prob(value) must have shape {batch} (the batch shape and one entry "
+                f"per factor), got {tuple(jnp.shape(value))}"
+            )
+        return jnp.sum(self.factors().log_prob(value), axis=-1)
+
+    def entropy(self, key: Key | None = None) -> Float[Array, "*batch"]:
+        return jnp.sum(self.factors().entropy(), axis=-1)
+
+    def mode(self) -> Int[Array, "*batch k"]:
+        return self.factors().mode()
+
+
 class Normal(AbstractDistribution):
     """A diagonal Gaussian over vectors (the last axis is the event)."""
 
@@ -202,7 +263,7 @@ class TanhNormal(AbstractDistribution):
 def kl_divergence(p: AbstractDistribution, q: AbstractDistribution) -> Float[Array, "*batch"]:
     """`KL(p || q)` in closed form, per batch element, for two distributions of one kind.
 
-    Categorical and Normal (diagonal) are exact; for TanhNormal it is the KL of the
+    Categorical, MultiCategorical and Normal (diagonal) are exact; for TanhNormal it is the KL of the
     underlying Normals, which the (invertible) squashing leaves unchanged.
     """
     if type(p) is not type(q):
@@ -213,6 +274,10 @@ def kl_divergence(p: AbstractDistribution, q: AbstractDistribution) -> Float[Arr
         if p.mask is not None:  # (an action legal under p only: a huge, finite KL)
             terms = jnp.where(p.mask, terms, 0.0)
         return jnp.sum(terms, axis=-1)
+    if isinstance(p, MultiCategorical):
+        if p.nvec != q.nvec:
+            raise ValueError(f"kl_divergence(p, q) needs two MultiCategorical of one nvec, got {p.nvec} and {q.nvec}")
+        return jnp.sum(kl_divergence(p.factors(), q.factors()), axis=-1)
     if isinstance(p, (Normal, TanhNormal)):
         var_ratio = jnp.square(p.scale / q.scale)
         mahalanobis = jnp.square((p.loc - q.loc) / q.scale)

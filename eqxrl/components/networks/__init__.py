@@ -2,6 +2,7 @@
 
 from ._ensemble import Ensemble as Ensemble
 from ._heads import CategoricalHead as CategoricalHead
+from ._heads import MultiCategoricalHead as MultiCategoricalHead
 from ._heads import ContinuousQHead as ContinuousQHead
 from ._heads import DeterministicHead as DeterministicHead
 from ._heads import DiscreteQHead as DiscreteQHead

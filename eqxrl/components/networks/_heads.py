@@ -11,7 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ...core import Key, check_positive_int, is_positive_int
-from ..distributions import Categorical, Normal, TanhNormal
+from ..distributions import Categorical, MultiCategorical, Normal, TanhNormal
 from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, obs_size_of
 from ._torsos import AbstractTorso, Encoder, torso_or_mlp
 
@@ -93,6 +93,43 @@ class CategoricalHead(eqx.Module):
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Categorical:
         check_last_axis(obs, self.obs_size, "obs", "CategoricalHead")
         return Categorical(self.out(self.torso(obs)))
+
+
+class MultiCategoricalHead(eqx.Module):
+    """`obs -> MultiCategorical(logits, nvec)`: a factorised categorical policy over a
+    `MultiDiscrete(nvec)` action, one output per choice of every factor (`sum(nvec)`)."""
+
+    torso: Encoder
+    out: Linear
+    obs_size: int = eqx.field(static=True)
+    nvec: tuple[int, ...] = eqx.field(static=True)
+
+    def __init__(
+        self,
+        obs_size: int,
+        nvec: Sequence[int],
+        hidden_sizes: Sequence[int] = (64, 64),
+        activation: Activation = "tanh",
+        *,
+        key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: ObsShape | None = None,
+    ):
+        """**Arguments:** as `CategoricalHead`, with `nvec` (the choices of each factor, positive
+        ints) in place of `num_actions`."""
+        self.obs_size = check_positive_int("MultiCategoricalHead", "obs_size", obs_size)
+        nvec = tuple(nvec) if isinstance(nvec, (tuple, list)) else nvec
+        if not isinstance(nvec, tuple) or not nvec or not all(is_positive_int(n) for n in nvec):
+            raise ValueError(f"MultiCategoricalHead(nvec) must be a non-empty sequence of positive ints, got {nvec!r}")
+        self.nvec = tuple(int(n) for n in nvec)
+        owner = type(self).__name__
+        self.torso, self.out = _body(
+            owner, _in_shape(owner, self.obs_size, obs_shape), sum(self.nvec), hidden_sizes, activation, torso, key, 0.01
+        )
+
+    def __call__(self, obs: Float[Array, "*batch obs"]) -> MultiCategorical:
+        check_last_axis(obs, self.obs_size, "obs", "MultiCategoricalHead")
+        return MultiCategorical(self.out(self.torso(obs)), self.nvec)
 
 
 class GaussianHead(eqx.Module):
