@@ -30,8 +30,9 @@ from eqxrl.envs import (
 from typecheck import no_runtime_typecheck
 
 
-GYMNAX_IDS = [name for name in registered() if name in gymnax.registered_envs]
-BRAX_IDS = [name for name in registered() if name.startswith("brax/")]
+# (Not `registered()`: at collection it would import every installed suite for its ids, ~5 s per worker.)
+GYMNAX_IDS = list(gymnax.registered_envs)
+BRAX_IDS = eqxrl.envs._make._suite_ids("brax/")
 
 
 def _rollout(env: AbstractEnv, key, num_steps: int, action_fn=None):
