@@ -47,7 +47,7 @@ from ..components import (
     check_torso,
     loss_terms,
     optimizer_slot,
-    torso_or_mlp,
+    torso_or_auto,
 )
 from ..envs import AbstractEnv, AutoReset, Box, Discrete, EpisodeStatistics, RescaleAction, VectorEnv
 from ._base import AbstractAgent, Clock, as_env, check_no_action_masks
@@ -182,8 +182,8 @@ class AbstractOffPolicyAgent(AbstractAgent):
         return slot if slot is not None else Optimizer(learning_rate, self.max_grad_norm, anneal=anneal)
 
     def torso(self, slot: AbstractTorso | None) -> AbstractTorso:
-        """**Returns:** the torso `slot` holds, or (None) the MLP of `hidden_sizes` and `activation`."""
-        return torso_or_mlp(slot, self.hidden_sizes, self.activation)
+        """**Returns:** the torso `slot` holds, or (None) `auto_torso` of the observation space (the MLP of `hidden_sizes` and `activation`, unless a Dict has images or integer grids)."""
+        return torso_or_auto(slot, self)
 
     # ----------------------------------------------------------------- hooks
     @abc.abstractmethod

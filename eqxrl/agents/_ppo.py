@@ -37,7 +37,7 @@ from ..components import (
     learning_rate,
     loss_terms,
     optimizer_slot,
-    torso_or_mlp,
+    torso_or_auto,
     normalize_advantages,
     ppo_policy_loss,
     value_loss,
@@ -231,8 +231,8 @@ class PPO(AbstractAgent):
     def init(self, key: Key) -> PPOState:
         actor_key, critic_key, env_key, key = jax.random.split(key, 4)
         space = self.env.action_space
-        actor_torso = torso_or_mlp(self.actor_torso, self.hidden_sizes, self.activation)
-        critic_torso = torso_or_mlp(self.critic_torso, self.hidden_sizes, self.activation)
+        actor_torso = torso_or_auto(self.actor_torso, self)
+        critic_torso = torso_or_auto(self.critic_torso, self)
         in_size, in_shape, shared = self.obs_size, self.obs_shape, None
         if self.shared_torso:
             torso_key, actor_key = jax.random.split(actor_key)

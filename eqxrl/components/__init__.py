@@ -73,6 +73,9 @@ from .networks import LSTMTorso as LSTMTorso
 from .networks import RecurrentEncoder as RecurrentEncoder
 from .networks import is_recurrent as is_recurrent
 from .networks import CNNTorso as CNNTorso
+from .networks import EmbeddingTorso as EmbeddingTorso
+from .networks import auto_torso as auto_torso
+from .networks import torso_or_auto as torso_or_auto
 from .networks import Encoder as Encoder
 from .networks import IdentityTorso as IdentityTorso
 from .networks import MLPTorso as MLPTorso

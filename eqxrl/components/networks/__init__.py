@@ -1,5 +1,8 @@
-"""Networks: torsos (MLP, CNN, a user's module, GRU and LSTM), policy heads, value and Q heads, ensembles."""
+"""Networks: torsos (MLP, CNN, integer-grid embeddings, per-entry Dict torsos, a user's module, GRU and LSTM), policy heads, value and Q heads, ensembles."""
 
+from ._auto import auto_torso as auto_torso
+from ._auto import torso_or_auto as torso_or_auto
+from ._embedding import EmbeddingTorso as EmbeddingTorso
 from ._ensemble import Ensemble as Ensemble
 from ._heads import CategoricalHead as CategoricalHead
 from ._heads import MultiCategoricalHead as MultiCategoricalHead

@@ -37,8 +37,9 @@ class MultiInputTorso(AbstractTorso):
     entry through a CNN and every other entry through `default` (the entry flattened, as is,
     by default), concatenates, and adds one 64-unit layer. Entries are named by their keys
     (`"outer.inner"` in a nested `Dict`); the action mask is never an entry (see
-    `eqxrl.envs.ObservationLayout`). Without a `MultiInputTorso`, an agent's torso sees a
-    `Dict` observation's entries concatenated as one flat vector (an MLP by default).
+    `eqxrl.envs.ObservationLayout`). An agent given no torso builds `auto_torso` of its
+    observation space: a `MultiInputTorso` when a `Dict` has image or integer-grid entries,
+    else an MLP over the entries concatenated as one flat vector.
     """
 
     names: tuple[str, ...] = eqx.field(static=True)  # the entries given a torso (sorted), and
