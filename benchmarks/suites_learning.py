@@ -34,18 +34,23 @@ from _report import Report, parser, table
 
 import eqxrl
 from eqxrl.agents import DQN, PPO
-from eqxrl.components import Categorical
+from eqxrl.components import Categorical, MLPTorso
 from eqxrl.loop import episode_returns
 
+# The records of the snake and 2048 arms were taken with the agents' default torso of the time: one MLP over
+# the Dict's entries concatenated. The default for a Dict with image-like entries is now a CNN per such entry
+# (`eqxrl.components.auto_torso`); these arms name the MLP so that they reproduce their records.
+MLP_PPO = dict(actor_torso=MLPTorso((64, 64), "tanh"), critic_torso=MLPTorso((64, 64), "tanh"))
 PPO_GRID = dict(num_envs=32, rollout_length=64, num_epochs=4, num_minibatches=4, learning_rate=3e-4, ent_coef=0.01)
 ARMS = {
     # arm: (agent class, env name, env steps per seed, agent kwargs)
     # Snake's `step_count` entry runs to 4000: normalised observations (an MLP over the raw count did not learn).
-    "snake": (PPO, "jumanji/Snake-v1", 1_000_000, dict(PPO_GRID, normalize_observations=True)),
+    "snake": (PPO, "jumanji/Snake-v1", 1_000_000, dict(PPO_GRID, normalize_observations=True, **MLP_PPO)),
     "navix": (PPO, "navix/Navix-Empty-5x5-v0", 200_000, PPO_GRID),
     "xminigrid": (PPO, "xminigrid/MiniGrid-Empty-5x5", 200_000, PPO_GRID),
     "craftax": (PPO, "craftax/Craftax-Classic-Symbolic-v1", 1_000_000, dict(PPO_GRID, hidden_sizes=(256, 256))),
-    "2048": (DQN, "pgx/2048", 300_000, dict(num_envs=16, rollout_length=4, learning_starts=10_000, batch_size=128)),
+    "2048": (DQN, "pgx/2048", 300_000, dict(
+        num_envs=16, rollout_length=4, learning_starts=10_000, batch_size=128, critic_torso=MLPTorso((64, 64), "relu"))),  # fmt: skip
     # Playground's own brax PPO settings in part (normalised observations, gamma 0.995, lr 1e-3): PPO with
     # PureJaxRL-style defaults at 300k steps stayed below a random policy (287 against 366). SAC, one MJX
     # step per update, ran at 65 env steps/s per seed on these 2 cores: too slow for a CPU record.

@@ -205,6 +205,7 @@ def _run(agent, key=0):
     return state
 
 
+@pytest.mark.slow
 def test_ppo_builds_the_automatic_torso_and_trains():
     agent = PPO(GridAndImage(masked=True), num_envs=2, rollout_length=8, num_minibatches=2, num_epochs=1, hidden_sizes=(16,))
     state = _run(agent)
@@ -214,6 +215,7 @@ def test_ppo_builds_the_automatic_torso_and_trains():
         assert [type(e.net).__name__ for e in body.encoders] == ["_EmbeddingBody", "_CNNBody", "_MLPBody", "_MLPBody"]
 
 
+@pytest.mark.slow
 def test_dqn_builds_the_automatic_torso_and_trains():
     agent = DQN(GridAndImage(), learning_starts=8, batch_size=8, buffer_size=64, hidden_sizes=(16,))
     _run(agent)
@@ -227,7 +229,7 @@ def test_a_named_torso_still_replaces_the_automatic_one():
     assert type(state.critic.torso.net).__name__ == "_MLPBody"
 
 
-@pytest.mark.slow
+@pytest.mark.learning
 def test_ppo_with_the_automatic_torso_learns_to_read_an_integer_grid():
     """The reward needs the grid's centre tile (1/4 at random): PPO with the automatic torso
     (an embedding and a CNN) reads it."""
