@@ -18,6 +18,9 @@ import eqxrl
 from eqxrl.agents import DADS, SAC, DADSLearner, SkillReport, plot_skill_trajectories
 from eqxrl.components import Sample, SkillDynamics, Transition, dads_intrinsic_reward
 from eqxrl.envs import (
+    AbstractWrapper,
+    Box,
+    Dict,
     DescriptorWrapper,
     Point2D,
     PointState,
@@ -85,6 +88,35 @@ def test_descriptor_wrapper_appends_the_observation_descriptor(getkey):
     state, ts = env.reset(getkey())
     state, ts = env.step(getkey(), state, jnp.array([1.0, 0.5]))
     np.testing.assert_allclose(ts.obs, [1.0, 0.5, 1.0, 0.5])
+
+
+class _DictPoint(AbstractWrapper):
+    """Point2D observing `{"y": (y,), "x": (x,)}`: stored (sorted keys) as `[x, y]`."""
+
+    env: eqx.Module
+
+    @property
+    def observation_space(self):
+        return Dict({"y": Box(-1.0, 1.0, (1,)), "x": Box(-1.0, 1.0, (1,))})
+
+    def reset(self, key):
+        state, ts = self.env.reset(key)
+        return state, eqx.tree_at(lambda t: t.obs, ts, {"y": ts.obs[1:], "x": ts.obs[:1]})
+
+    def step(self, key, state, action):
+        state, ts = self.env.step(key, state, action)
+        return state, eqx.tree_at(lambda t: t.obs, ts, {"y": ts.obs[1:], "x": ts.obs[:1]})
+
+
+def test_wrappers_flatten_a_dict_observation_as_agents_store_it(getkey):
+    """A `Dict` observation reaches the skill dynamics and the policy as `ObservationLayout`
+    stores it: its entries in sorted key order (the "observation" descriptor too)."""
+    env = SkillWrapper(DescriptorWrapper(_DictPoint(make("Point2D-v0")), "observation"), 2)
+    assert env.env.base_obs_size == 2 and env.env.descriptor_size == 2 and env.observation_space.shape == (6,)
+    state, ts = env.reset(getkey())
+    state, ts = env.step(getkey(), state, jnp.array([0.5, -0.25]))
+    np.testing.assert_allclose(ts.obs[:4], [0.5, -0.25, 0.5, -0.25])
+    assert SkillWrapper(_DictPoint(make("Point2D-v0")), 2).observation_space.shape == (4,)
 
 
 def test_descriptor_wrapper_with_a_callable_reads_the_innermost_state(getkey):

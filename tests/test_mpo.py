@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from probe_envs import ConstantReward, ObservationActionReward, TwoStepDiscounting
 
 import eqxrl
+from eqxrl.envs import ACTION_MASK, innermost_state
+from eqxrl.testing.probes import MaskedActions
 from eqxrl.agents import MPO, MPODuals, MPOLearner
 from eqxrl.components import (
     Optimizer,
@@ -266,6 +268,30 @@ def test_categorical_loss_moves_toward_the_e_step():
     assert float(stats["kl"]) == pytest.approx(float(categorical_kl(online[0], moved[0])), rel=1e-5)
     grad_alpha = jax.grad(lambda a: mpo_categorical_loss(moved, online, q, f32(0.5), a, 0.1, 0.01)[0])(f32(1.0))
     assert float(grad_alpha) == pytest.approx(0.01 - float(stats["kl"]), rel=1e-4)
+
+
+def test_masked_categorical_loss_is_over_the_legal_actions():
+    """With a mask, an illegal action has no E-step weight, no gradient and no part in the KL
+    (exactly the loss over the legal actions alone), whatever its logits and Q say; an
+    all-legal mask is the unmasked loss."""
+    online, target = f32([[0.3, -1.0, 2.0, 0.5]]), f32([[0.0, 4.0, -0.5, 0.2]])
+    q = f32([[1.0, 1e30, -2.0, 0.5]])  # the illegal action 1 looks best by far
+    mask = jnp.asarray([[True, False, True, True]])
+    duals = (f32(0.7), f32(1.3), 0.1, 0.01)
+    loss_fn = lambda logits, m=mask: mpo_categorical_loss(logits, target, q, *duals, None, m)  # noqa: E731
+    (loss, stats), grad = jax.value_and_grad(loss_fn, has_aux=True)(online)
+    legal = np.asarray([0, 2, 3])
+    (want, want_stats), want_grad = jax.value_and_grad(
+        lambda logits: mpo_categorical_loss(logits, target[:, legal], q[:, legal], *duals), has_aux=True
+    )(online[:, legal])
+    assert float(loss) == pytest.approx(float(want), rel=1e-5)
+    for name in want_stats:
+        assert float(stats[name]) == pytest.approx(float(want_stats[name]), rel=1e-4, abs=1e-7), name
+    assert float(grad[0, 1]) == 0.0
+    np.testing.assert_allclose(grad[:, legal], want_grad, rtol=1e-4, atol=1e-7)
+    everything = jnp.ones_like(mask)
+    unmasked = mpo_categorical_loss(online, target, q.at[0, 1].set(3.0), *duals)[0]
+    assert float(mpo_categorical_loss(online, target, q.at[0, 1].set(3.0), *duals, None, everything)[0]) == pytest.approx(float(unmasked), rel=1e-6)
 
 
 @pytest.mark.slow
@@ -526,6 +552,22 @@ def test_discrete_actions(getkey):
     for action in (agent.act(state, obs, getkey()), agent.act(state, obs, deterministic=True)):
         assert action.shape == (5,) and action.dtype == jnp.int32
         assert np.all((np.asarray(action) >= 0) & (np.asarray(action) < 2))
+
+
+def test_discrete_mode_honours_action_masks(getkey):
+    """On `MaskedActions` (an illegal action pays 2, more than any legal one): no illegal action
+    in warm-up or training, none from `act` (sampled or greedy), and finite losses.
+    (`check_action_masks` runs the full contract: tests/test_testing_mutations.py.)"""
+    agent = MPO(MaskedActions(), **dict(LOOP, learning_starts=16, batch_size=16))
+    assert agent.layout.mask_size == 4 and agent.obs_size == 4
+    state, metrics = eqxrl.train(agent, getkey(), 256, progress=False)
+    assert int(jnp.sum(innermost_state(state.env_state).illegal)) == 0
+    for name in ("critic_loss", "policy_loss", "kl", "kl_nonparametric", "temperature_loss", "alpha_loss"):
+        assert np.isfinite(float(metrics[name][-1])), name
+    masks = jax.random.bernoulli(getkey(), 0.5, (200, 4)).at[:, 0].set(True).astype(jnp.int32)
+    obs = {ACTION_MASK: masks, "legal": masks.astype(jnp.float32)}
+    for action in (agent.act(state, obs, getkey()), agent.act(state, obs, deterministic=True)):
+        assert np.all(np.take_along_axis(np.asarray(masks), np.asarray(action)[:, None], axis=1) == 1)
 
 
 # ----------------------------------------------------------------------- probes

@@ -11,7 +11,7 @@ from hypothesis import strategies as hs
 
 import eqxrl
 import eqxrl.testing
-from eqxrl.agents import DQN, MPO, PPO, TD3
+from eqxrl.agents import DADS, DQN, MPO, PPO, SAC, TD3
 from eqxrl.components import CNNTorso, GRUTorso, MLPTorso, MultiInputTorso, ReplayBuffer
 from eqxrl.envs import (
     ACTION_MASK,
@@ -54,6 +54,36 @@ class DictCartPole(AbstractWrapper):
         if "final_obs" in ts.info:
             ts.info["final_obs"] = {"a": ts.info["final_obs"][:2], "b": ts.info["final_obs"][2:]}
         return state, ts
+
+
+class DictPendulum(DictCartPole):
+    """Pendulum observing `{"a": (cos, sin), "b": (theta_dot,)}`."""
+
+    @property
+    def observation_space(self):
+        box = self.env.observation_space
+        return Dict({"a": Box(box.low[:2], box.high[:2], (2,)), "b": Box(box.low[2:], box.high[2:], (1,))})
+
+
+class MaskedPendulum(AbstractWrapper):
+    """Pendulum with an (all-legal) action mask entry: masks on Box actions, which no agent takes."""
+
+    env: eqx.Module
+
+    @property
+    def observation_space(self):
+        return Dict({"x": self.env.observation_space, ACTION_MASK: MultiBinary(1)})
+
+    def _masked(self, ts):
+        return eqx.tree_at(lambda t: t.obs, ts, {"x": ts.obs, ACTION_MASK: jnp.ones((1,), jnp.int32)})
+
+    def reset(self, key):
+        state, ts = self.env.reset(key)
+        return state, self._masked(ts)
+
+    def step(self, key, state, action):
+        state, ts = self.env.step(key, state, action)
+        return state, self._masked(ts)
 
 
 # ----------------------------------------------------------------- ObservationLayout
@@ -155,11 +185,13 @@ def test_multi_input_torso_bad_inputs_are_named():
 # ----------------------------------------------------------------- agents
 @pytest.mark.slow
 @pytest.mark.bitwise
-@pytest.mark.parametrize("agent_cls", [PPO, DQN])
+@pytest.mark.parametrize("agent_cls", [PPO, DQN, MPO])
 def test_a_dict_observation_trains_exactly_as_its_flat_vector(agent_cls):
     """CartPole split into a Dict `{"a", "b"}` is stored as the flat observation: the same run
     (bit for bit under the suite's settings for comparing differently structured programs)."""
     kwargs = dict(num_envs=4, rollout_length=16) if agent_cls is PPO else dict(learning_starts=64, batch_size=32)
+    if agent_cls is MPO:  # (its discrete mode; smaller networks: the defaults' take a minute here)
+        kwargs.update(hidden_sizes=(32,), target_update_period=10)
     flat = agent_cls(make("CartPole-v1"), **kwargs)
     split = agent_cls(DictCartPole(make("CartPole-v1")), **kwargs)
     assert split.obs_shape == (("a", (2,)), ("b", (2,)))
@@ -189,7 +221,10 @@ def test_an_agent_that_ignores_its_masks_is_caught_by_the_masked_probe(monkeypat
 @pytest.mark.parametrize(
     "build, message",
     [
-        (lambda env: MPO(env), r"MPO does not take action masks, and env 'MaskedActions' has them"),
+        (lambda env: DADS(env), r"DADS does not take action masks, and env 'MaskedActions' has them"),
+        (lambda env: eqxrl.envs.DescriptorWrapper(env, "observation"), r"DescriptorWrapper does not take action masks"),
+        (lambda env: eqxrl.envs.SkillWrapper(env, 2), r"SkillWrapper does not take action masks"),
+        (lambda env: TD3(env), r"TD3 needs a 1-D Box action space"),
         (
             lambda env: PPO(env, actor_torso=GRUTorso(16), shared_torso=True, num_minibatches=1),
             r"PPO: a recurrent PPO does not take action masks yet",
@@ -201,17 +236,38 @@ def test_agents_that_do_not_honour_masks_refuse_a_masked_env(build, message):
         build(MaskedActions())
 
 
-@pytest.mark.slow
-def test_continuous_agents_take_dict_observations():
-    class DictPendulum(DictCartPole):
-        @property
-        def observation_space(self):
-            box = self.env.observation_space
-            return Dict({"a": Box(box.low[:2], box.high[:2], (2,)), "b": Box(box.low[2:], box.high[2:], (1,))})
+@no_runtime_typecheck()
+@pytest.mark.parametrize("agent_cls", [MPO, SAC, TD3])
+def test_a_mask_on_box_actions_is_refused_by_agents_that_take_masks_and_those_that_do_not(agent_cls):
+    with pytest.raises(ValueError, match=rf"{agent_cls.__name__}: the observation space has an 'action_mask' entry, "
+                       r"but action masks need Discrete or MultiDiscrete actions"):  # fmt: skip
+        agent_cls(MaskedPendulum(make("Pendulum-v1")))
 
-    agent = TD3(DictPendulum(make("Pendulum-v1")), learning_starts=32, batch_size=16)
-    _, metrics = eqxrl.train(agent, jax.random.key(0), total_steps=96, progress=False)
+
+SMALL = dict(learning_starts=32, batch_size=16, hidden_sizes=(16,))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: TD3(DictPendulum(make("Pendulum-v1")), learning_starts=32, batch_size=16),
+        lambda: MPO(DictPendulum(make("Pendulum-v1")), num_action_samples=4, **SMALL),
+        lambda: DADS(DictPendulum(make("Pendulum-v1")), descriptor="observation", dynamics_hidden_sizes=(16,), **SMALL),
+    ],
+    ids=["TD3", "MPO", "DADS"],
+)
+def test_continuous_agents_take_dict_observations(build):
+    agent = build()
+    state, metrics = eqxrl.train(agent, jax.random.key(0), total_steps=96, progress=False)
     assert np.isfinite(float(metrics["critic_loss"][-1]))
+    obs = {"a": jnp.zeros((5, 2)), "b": jnp.ones((5, 1))}
+    if isinstance(agent, DADS):  # (DADS acts on its wrappers' flat [features, descriptor, skill])
+        assert agent.descriptor_env.base_obs_size == 3 and agent.descriptor_env.descriptor_size == 3
+        assert np.isfinite(float(metrics["dynamics_loss"][-1]))
+        obs = jnp.zeros((5, 3 + 3 + agent.num_skills))
+    for action in (agent.act(state, obs, jax.random.key(1)), agent.act(state, obs, deterministic=True)):
+        assert action.shape == (5, 1) and np.all(np.abs(np.asarray(action)) <= 1.0)
 
 
 def test_normalize_observation_normalises_a_dict_entry_by_entry_and_leaves_the_mask():

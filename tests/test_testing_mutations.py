@@ -15,6 +15,7 @@ correct code passes the same checks in test_testing_agents.py (`*_learns_every_p
 | a stale action mask (the policy acts on the step before's) | PPO | check_action_masks (illegal actions in training) |
 | action masks ignored (greedy action, target max) | DQN | check_action_masks |
 | a MultiDiscrete action masked on its first entry only | PPO | check_action_masks(factors=2) |
+| action masks ignored (the discrete policy's sampled and greedy actions) | MPO | check_action_masks |
 """
 
 import importlib
@@ -25,7 +26,7 @@ import jax.numpy as jnp
 import pytest
 
 import eqxrl
-from eqxrl.agents import DQN, PPO, SAC
+from eqxrl.agents import DQN, MPO, PPO, SAC
 from eqxrl.components import NStepTransition, NStepWindow, Sample
 from eqxrl.testing import ContractError, check_action_masks, check_agent, check_learns_probes
 from test_testing_agents import PROBE_A2C, PROBE_DQN, TINY_OFF, TINY_PPO, a2c_value
@@ -178,6 +179,16 @@ class _DQNIgnoringMasks(DQN):
         return q(self.layout.split(obs)[0])  # the bug: no mask on the greedy action or the target's max
 
 
+class _MPOIgnoringMasks(MPO):
+    def categorical(self, policy, obs):
+        return policy(self.layout.split(obs)[0])  # the bug: the policy acts without its mask
+
+
+# MPO on the masked probe: small networks and batches, targets synced every 25 updates (the
+# defaults' 256-wide networks and 100-update hard copies take minutes on 2 cores).
+MPO_MASKED = dict(learning_starts=300, hidden_sizes=(64, 64), batch_size=64, target_update_period=25)
+
+
 @pytest.mark.slow
 def test_ppo_acting_on_a_stale_action_mask_is_caught():
     with pytest.raises(ContractError, match=r"an agent that takes action masks never takes an illegal action: "
@@ -192,11 +203,19 @@ def test_dqn_ignoring_its_masks_is_caught():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", [PPO, DQN, SAC])
+def test_mpo_ignoring_its_masks_is_caught():
+    with pytest.raises(ContractError, match=r"never takes an illegal action: _MPOIgnoringMasks took \d+ illegal actions"):
+        check_action_masks(_MPOIgnoringMasks(eqxrl.envs.make("CartPole-v1"), **MPO_MASKED), total_steps=1500)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", [PPO, DQN, SAC, MPO])
 def test_agents_that_honour_their_masks_pass_check_action_masks(agent):
-    """(Discrete SAC's masked policy puts -1e9 on illegal logits: exactly 0 probability.)"""
+    """(Discrete SAC's masked policy puts -1e9 on illegal logits: exactly 0 probability; discrete
+    MPO's is a masked Categorical.)"""
     kwargs = dict(num_envs=8, rollout_length=32) if agent is PPO else dict(learning_starts=500)
-    report = check_action_masks(agent(eqxrl.envs.make("CartPole-v1"), **kwargs))
+    kwargs, steps = (MPO_MASKED, 1500) if agent is MPO else (kwargs, 4000)
+    report = check_action_masks(agent(eqxrl.envs.make("CartPole-v1"), **kwargs), total_steps=steps)
     assert report["illegal_in_training"] == 0 and report["best_legal"] >= 0.8
 
 

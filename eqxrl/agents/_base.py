@@ -232,15 +232,17 @@ def with_mask(dist: Any, mask: Array | None) -> Any:
     return Categorical(dist.logits, mask)
 
 
-def check_no_action_masks(agent: Any, hint: str = "") -> None:
+def check_no_action_masks(agent: Any, hint: str = "", allowed: bool = False) -> None:
     """Raise a ValueError naming `agent`'s class when its env's observations carry an action
-    mask (`eqxrl.envs.ACTION_MASK`): for the agents that do not honour one yet."""
+    mask (`eqxrl.envs.ACTION_MASK`): for the agents that do not honour one yet. With `allowed`
+    (an agent that honours masks) only the layout's checks run: a mask of the wrong size or
+    space, or on actions masks do not apply to (`Box`), is refused all the same."""
     layout = agent.layout
-    if layout.mask_size:
+    if layout.mask_size and not allowed:
         name = type(agent).__name__
         raise ValueError(
             f"{name} does not take action masks, and env {agent.env.name!r} has them (its observations' "
-            f"'action_mask' entry){hint}; PPO, DQN and discrete SAC honour masks"
+            f"'action_mask' entry){hint}; PPO, DQN, discrete SAC and discrete MPO honour masks"
         )
 
 

@@ -42,7 +42,7 @@ from ..components import (
     learning_rate,
     optimizer_slot,
 )
-from ..envs import AbstractEnv, Box, DescriptorWrapper, SkillWrapper, resolve_descriptor
+from ..envs import ACTION_MASK, AbstractEnv, Box, DescriptorWrapper, SkillWrapper, resolve_descriptor
 from ._base import as_env
 from ._dads_report import SkillReport, evaluate_skills, save_skill_report
 from ._actor_critic import AbstractActorCriticAgent
@@ -146,6 +146,8 @@ class DADS(AbstractActorCriticAgent):
                     f"DADS(env): a SkillWrapper env must wrap a DescriptorWrapper, got {type(env.env).__name__}"
                 )
             env = env.env
+        if ACTION_MASK in getattr(env.observation_space, "spaces", {}):  # (its actions are continuous)
+            raise ValueError(f"DADS does not take action masks, and env {env.name!r} has them (its observations' 'action_mask' entry)")
         space = env.action_space
         if not isinstance(space, Box) or len(space.shape) != 1:
             raise ValueError(f"DADS needs a 1-D Box action space, got {space!r} from env {env.name!r}")

@@ -13,6 +13,7 @@ from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyper
 from ..components import (
     AbstractOptimizer,
     AbstractSchedule,
+    Categorical,
     CategoricalHead,
     ContinuousQHead,
     DiscreteQHead,
@@ -35,6 +36,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Box, Discrete
 from ._actor_critic import AbstractActorCriticAgent, update_critics
+from ._base import with_mask
 
 # Lower bound of the raw (pre-softplus) dual parameters: softplus(-18) ~ 1.5e-8 (acme's projection).
 _MIN_RAW_DUAL = -18.0
@@ -126,6 +128,11 @@ class MPO(AbstractActorCriticAgent):
     clipped to [-1, 1] (rescaled onto the env's bounds) before they reach the env
     or the critic, while the M-step's log-likelihoods use the unclipped samples.
     The deterministic action is the mean.
+
+    The discrete mode honours action masks (`eqxrl.envs.ACTION_MASK`): its policy is a
+    masked `Categorical` wherever it acts or is valued (sampled and greedy actions, the
+    target's expectation, the E-step's prior and weights, the M-step's likelihood and KL),
+    so an illegal action has probability exactly 0 and every term stays finite.
     """
 
     default_env: ClassVar[str] = "Pendulum-v1"
@@ -162,6 +169,7 @@ class MPO(AbstractActorCriticAgent):
     alpha_mean_lr_scale: Float[Array, ""] = hyperparameter(1.0)
     alpha_std_lr_scale: Float[Array, ""] = hyperparameter(1.0)
     alpha_lr_scale: Float[Array, ""] = hyperparameter(1.0)
+    takes_action_masks: ClassVar[bool] = True  # (discrete MPO; the layout refuses masks on Box actions)
 
     def __check_init__(self):
         check_optimizer("MPO", "dual_optimizer", self.dual_optimizer)
@@ -261,14 +269,20 @@ class MPO(AbstractActorCriticAgent):
             dual_opt=dual_opt.init(duals),
         )
 
+    def categorical(self, policy: CategoricalHead, obs: Float[Array, "*batch stored"]) -> Categorical:
+        """**Returns:** the discrete policy at stored observations `obs`, restricted to the
+        legal actions of their masks (when the env has them)."""
+        features, mask = self.layout.split(obs)
+        return with_mask(policy(features), mask)
+
     def greedy(self, learner: MPOLearner, obs: Array) -> Array:
         if self.discrete:
-            return learner.policy(obs).mode()
+            return self.categorical(learner.policy, obs).mode()
         return jnp.clip(self.policy_distribution(learner.policy, obs).mode(), -1.0, 1.0)
 
     def explore(self, learner: MPOLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Array:
         if self.discrete:
-            return learner.policy(obs).sample(key)
+            return self.categorical(learner.policy, obs).sample(key)
         return jnp.clip(self.policy_distribution(learner.policy, obs).sample(key), -1.0, 1.0)
 
     def update(
@@ -277,10 +291,13 @@ class MPO(AbstractActorCriticAgent):
         data = batch.data
         next_obs = data.next_obs
         if self.discrete:
-            target_logits = learner.target_policy(next_obs).logits
+            # s' as the networks see it (its features) and its legal actions (None: no masks)
+            next_obs, next_mask = self.layout.split(next_obs)
+            target_policy = with_mask(learner.target_policy(next_obs), next_mask)
+            target_logits = target_policy.logits
             # (batch, actions): every action of s', the minimum over critics
             next_q = jnp.min(learner.target_critic(next_obs), axis=0)
-            next_value = jnp.sum(jax.nn.softmax(target_logits, axis=-1) * next_q, axis=-1)
+            next_value = jnp.sum(target_policy.probs * next_q, axis=-1)  # over the legal actions
         else:
             target_dist = self.policy_distribution(learner.target_policy, next_obs)
             noise = jax.random.normal(key, (self.num_action_samples,) + target_dist.loc.shape, jnp.float32)
@@ -296,7 +313,8 @@ class MPO(AbstractActorCriticAgent):
         def q_values(critic, data):
             if not self.discrete:
                 return (critic(data.obs, data.action),) * 2
-            q_all = critic(data.obs)  # (members, batch, actions): the loss terms see every action's value
+            # (members, batch, actions) at the features: the loss terms see every action's value
+            q_all = critic(self.layout.split(data.obs)[0])
             return q_all, jax.vmap(lambda q: select_q(q, data.action))(q_all)
 
         critic, critic_opt, critic_loss, td, critic_metrics = update_critics(
@@ -310,10 +328,10 @@ class MPO(AbstractActorCriticAgent):
             policy, duals = params
             alpha = duals.alpha
             if self.discrete:
-                online = policy(next_obs)
+                online = with_mask(policy(next_obs), next_mask)
                 loss, stats = mpo_categorical_loss(
                     online.logits, target_logits, next_q, duals.temperature, alpha[0],
-                    self.epsilon, self.kl_categorical, e_step_temperature,
+                    self.epsilon, self.kl_categorical, e_step_temperature, next_mask,
                 )
             else:
                 online = self.policy_distribution(policy, next_obs)

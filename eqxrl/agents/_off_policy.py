@@ -126,7 +126,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
     per_alpha: Float[Array, ""] = hyperparameter(0.6)
     per_beta: Float[Array, ""] = hyperparameter(0.4)
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"buffer": ("per_alpha",)}
-    takes_action_masks: ClassVar[bool] = False  # True: the agent honours its env's masks (DQN)
+    takes_action_masks: ClassVar[bool] = False  # True: the agent honours its env's masks (DQN, MPO)
 
     def __check_init__(self):
         owner = type(self).__name__
@@ -134,8 +134,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
             raise ValueError(f"{owner}(env) must be an eqxrl AbstractEnv or an env name, got {self.env!r}")
         for name in ("num_envs", "rollout_length", "batch_size", "buffer_size", "n_step"):
             check_positive_int(owner, name, getattr(self, name))
-        if not self.takes_action_masks:
-            check_no_action_masks(self)
+        check_no_action_masks(self, allowed=self.takes_action_masks)  # (and a mask on Box actions: refused)
         sizes = self.hidden_sizes
         if not sizes or not all(is_positive_int(h) for h in sizes):
             raise ValueError(f"{owner}(hidden_sizes) must be a non-empty tuple of positive ints, got {sizes!r}")

@@ -11,7 +11,9 @@ grow when their KL exceeds its bound and shrink when it is below.
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
+
+from .distributions import Categorical, kl_divergence
 
 
 def softplus_inverse(x: Float[Array, "*s"]) -> Float[Array, "*s"]:
@@ -195,6 +197,7 @@ def mpo_categorical_loss(
     epsilon: Float[Array, ""] | float,
     epsilon_policy: Float[Array, ""] | float,
     e_step_temperature: Float[Array, ""] | None = None,
+    mask: Bool[Array, "batch a"] | None = None,
 ) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
     """MPO's policy and dual loss for a categorical policy: the E-step is exact
     (an expectation over every action, weighted by the target policy), and
@@ -203,17 +206,29 @@ def mpo_categorical_loss(
     **Arguments:** the online and target `logits` per state, `Q(s, a)` for
     every action, the dual variables `temperature` and `alpha` (positive,
     differentiable), and the bounds `epsilon` (E-step) and `epsilon_policy`
-    (`KL(target || online)`); `e_step_temperature` as in `mpo_gaussian_loss`.
+    (`KL(target || online)`); `e_step_temperature` as in `mpo_gaussian_loss`;
+    `mask` (True = legal; None: every action): both policies are restricted to
+    the legal actions (masked `Categorical`s), so an illegal action has no prior
+    mass and no E-step weight, its `Q` is never read, and the log-likelihood and
+    the KL are over the legal actions (finite, no gradient to an illegal logit).
 
     **Returns:** `(loss, stats)` as `mpo_gaussian_loss` (`kl` is the measured
     policy KL).
     """
     target_logits = jax.lax.stop_gradient(target_logits)
-    log_prior = jax.nn.log_softmax(target_logits, axis=-1).T
+    if mask is None:
+        log_prior = jax.nn.log_softmax(target_logits, axis=-1).T
+        log_prob = jax.nn.log_softmax(online_logits, axis=-1).T
+        kl = categorical_kl(target_logits, online_logits)
+    else:
+        # the lowest float on an illegal logit: exp gives exactly 0, and no inf - inf = NaN anywhere
+        lowest = lambda logits: jnp.where(mask, logits, jnp.finfo(logits.dtype).min)  # noqa: E731
+        log_prior = jax.nn.log_softmax(lowest(target_logits), axis=-1).T
+        log_prob = jnp.where(mask, jax.nn.log_softmax(lowest(online_logits), axis=-1), 0.0).T
+        q_values = jnp.where(mask, q_values, 0.0)
+        kl = kl_divergence(Categorical(target_logits, mask), Categorical(online_logits, mask))
     weights, temperature_loss, kl_q = _e_step(q_values.T, log_prior, temperature, epsilon, e_step_temperature)
-    log_prob = jax.nn.log_softmax(online_logits, axis=-1).T
     policy_loss = mpo_weighted_log_likelihood(log_prob, weights)
-    kl = categorical_kl(target_logits, online_logits)
     penalty, alpha_loss = mpo_kl_penalty(kl, alpha, epsilon_policy)
     loss = policy_loss + penalty + temperature_loss + alpha_loss
     stats = {

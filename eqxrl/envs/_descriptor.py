@@ -16,6 +16,7 @@ from jaxtyping import Array, Float, Int
 
 from ..core import EnvState, Key, is_positive_int
 from ._base import AbstractEnv, AbstractWrapper, TimeStep
+from ._layout import ObservationLayout
 from ._spaces import Box
 
 DESCRIPTORS = ("auto", "observation", "xy")
@@ -51,9 +52,18 @@ def _flat(obs: Array) -> Float[Array, " n"]:
     return jnp.asarray(obs, jnp.float32).reshape(-1)
 
 
-def _observation(state: EnvState, obs: Array) -> Float[Array, " n"]:
-    del state
-    return _flat(obs)
+def _layout(env: AbstractEnv, owner: str) -> ObservationLayout:
+    """The layout `env`'s observations are flattened by (a `Dict`'s entries in sorted key order);
+    an env with action masks is refused: the flat observation has no place for them."""
+    layout = ObservationLayout.of(env.observation_space, env.action_space, owner)
+    if layout.mask_size:
+        raise ValueError(f"{owner} does not take action masks, and env {env.name!r} has them")
+    return layout
+
+
+def _observation(state: EnvState, obs: Any) -> Float[Array, " n"]:
+    del state  # (a Dict observation: its entries in sorted key order, as `ObservationLayout` stores them)
+    return jnp.concatenate([_flat(leaf) for leaf in jax.tree.leaves(obs)])
 
 
 def resolve_descriptor(env: AbstractEnv, descriptor: str, owner: str = "DescriptorWrapper") -> str:
@@ -85,6 +95,10 @@ def resolve_descriptor(env: AbstractEnv, descriptor: str, owner: str = "Descript
 class DescriptorWrapper(AbstractWrapper):
     """Append a state descriptor to the flattened observation: `[obs, descriptor]`.
 
+    A `Dict` observation is flattened as agents store it (`ObservationLayout`: its entries
+    concatenated in sorted key order); an env with action masks is refused (the flat
+    observation has no place for them).
+
     Put it inside `AutoReset` (DADS does): the descriptor of a transition's
     next observation is computed before any reset.
     """
@@ -94,6 +108,7 @@ class DescriptorWrapper(AbstractWrapper):
     kind: str = eqx.field(static=True)
     descriptor_size: int = eqx.field(static=True)
     base_obs_size: int = eqx.field(static=True)
+    layout: ObservationLayout
 
     def __init__(self, env: AbstractEnv, descriptor: str | Callable[[Any, Array], Array] = "auto"):
         """**Arguments:**
@@ -111,11 +126,11 @@ class DescriptorWrapper(AbstractWrapper):
         else:
             kind = resolve_descriptor(env, descriptor)
             fn = brax_xy if kind == "xy" else _observation
+        self.layout = _layout(env, "DescriptorWrapper")
         self.env = env
         self.fn = fn
         self.kind = kind
-        shape = env.observation_space.shape
-        self.base_obs_size = int(np.prod(shape)) if shape else 1
+        self.base_obs_size = self.layout.size
         out = jax.eval_shape(lambda k: self._descriptor(*env.reset(k)), jax.random.key(0))
         if len(out.shape) != 1 or out.shape[0] < 1:
             raise ValueError(f"DescriptorWrapper(descriptor) must return a non-empty vector, got shape {out.shape}")
@@ -125,7 +140,7 @@ class DescriptorWrapper(AbstractWrapper):
         return jnp.asarray(self.fn(innermost_state(state), ts.obs), jnp.float32).reshape(-1)
 
     def _with_descriptor(self, state: EnvState, ts: TimeStep) -> TimeStep:
-        obs = jnp.concatenate([_flat(ts.obs), self._descriptor(state, ts)])
+        obs = jnp.concatenate([self.layout.flatten(ts.obs, "DescriptorWrapper"), self._descriptor(state, ts)])
         return eqx.tree_at(lambda t: t.obs, ts, obs)
 
     @property
@@ -156,10 +171,12 @@ class SkillState(eqx.Module):
 
 class SkillWrapper(AbstractWrapper):
     """Draw a skill uniformly at random at each reset and append it, one-hot, to the
-    flattened observation: `[obs, one_hot(skill)]`."""
+    flattened observation: `[obs, one_hot(skill)]` (a `Dict` observation flattened as in
+    `DescriptorWrapper`)."""
 
     env: AbstractEnv
     num_skills: int = eqx.field(static=True)
+    layout: ObservationLayout
 
     def __init__(self, env: AbstractEnv, num_skills: int):
         """**Arguments:** the `env` and the number of skills `num_skills` (>= 2)."""
@@ -169,11 +186,11 @@ class SkillWrapper(AbstractWrapper):
             raise ValueError(f"SkillWrapper(env) must be an eqxrl AbstractEnv, got {env!r}")
         self.env = env
         self.num_skills = int(num_skills)
+        self.layout = _layout(env, "SkillWrapper")
 
     @property
     def observation_space(self) -> Box:
-        space = self.env.observation_space
-        size = int(np.prod(space.shape)) if space.shape else 1
+        space, size = self.env.observation_space, self.layout.size
         if isinstance(space, Box):
             low, high = np.asarray(space.low).reshape(-1), np.asarray(space.high).reshape(-1)
         else:
@@ -183,7 +200,7 @@ class SkillWrapper(AbstractWrapper):
 
     def _with_skill(self, skill: Int[Array, ""], ts: TimeStep) -> TimeStep:
         one_hot = jax.nn.one_hot(skill, self.num_skills, dtype=jnp.float32)
-        return eqx.tree_at(lambda t: t.obs, ts, jnp.concatenate([_flat(ts.obs), one_hot]))
+        return eqx.tree_at(lambda t: t.obs, ts, jnp.concatenate([self.layout.flatten(ts.obs, "SkillWrapper"), one_hot]))
 
     def reset_with_skill(self, key: Key, skill: Int[Array, ""]) -> tuple[SkillState, TimeStep]:
         """Start an episode of a given skill. **Returns:** `(state, timestep)`."""
