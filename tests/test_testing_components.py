@@ -52,6 +52,15 @@ def test_every_buffer_passes_check_buffer(buffer):
     check_buffer(buffer)
 
 
+@pytest.mark.parametrize("buffer", [ReplayBuffer(16), PrioritizedReplayBuffer(16, alpha=0.6)], ids=repr)
+def test_buffers_pass_check_buffer_with_structured_items(buffer):
+    """A Dict observation (nested, with an action mask) and a MultiDiscrete action per item."""
+    space = eqxrl.envs.Dict({"grid": eqxrl.envs.Box(0.0, 1.0, (3, 3, 2)), "inner": eqxrl.envs.Dict(
+        {"step": eqxrl.envs.Discrete(5)}), "action_mask": eqxrl.envs.MultiBinary(5)})  # fmt: skip
+    example = {"obs": space.sample(KEY), "action": eqxrl.envs.MultiDiscrete((3, 2)).sample(KEY), "id": jnp.zeros((), jnp.int32)}
+    check_buffer(buffer, example=example)
+
+
 class _NewestFirst(ReplayBuffer):
     """Samples only the newest half of the buffer (a biased sampler)."""
 
