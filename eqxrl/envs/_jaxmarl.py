@@ -88,9 +88,9 @@ def _check_masks(env: Any, jaxmarl: Any, name: str, action_masks: Any, action_sp
         raise ValueError(f"JaxMARLEnv(action_masks) must be None, True or False, got {action_masks!r}")
     available = _has_avail_actions(env, jaxmarl) and isinstance(action_space, Discrete)
     if action_masks and not available:
+        has = repr(action_space) if _has_avail_actions(env, jaxmarl) else "no get_avail_actions"
         raise ValueError(
-            f"JaxMARLEnv(action_masks=True) needs an env with get_avail_actions and Discrete actions, {name!r} has "
-            f"{'no get_avail_actions' if not _has_avail_actions(env, jaxmarl) else action_space!r}"
+            f"JaxMARLEnv(action_masks=True) needs an env with get_avail_actions and Discrete actions, {name!r} has {has}"
         )
     if not (available if action_masks is None else action_masks):
         return False

@@ -66,7 +66,7 @@ class MultiAgentSpace(AbstractSpace):
     def dtype(self):
         return self.space.dtype
 
-    def sample(self, key: Key) -> Array:
+    def sample(self, key: Key) -> Any:
         """One element of `space` per agent, drawn independently."""
         return jax.vmap(self.space.sample)(jax.random.split(key, self.num_agents))
 
