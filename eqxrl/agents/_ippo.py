@@ -152,7 +152,7 @@ class IPPO(PPO):
         if layout.mask_size:
             entries += ((ACTION_MASK, (n, layout.mask_size)),)
         team = ObservationLayout(entries)
-        return tuple(jax.eval_shape(lambda o: team.flatten(o, "IPPO"), obs).shape[:-1])
+        return tuple(team.flatten(obs, "IPPO").shape[:-1])  # (unused under jit: traced away)
 
     def _team_act(self, state: PPOState, obs: Any, key: Any, deterministic: bool, carry: Any = None, reset: Any = None):
         n = self.num_agents
