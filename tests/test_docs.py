@@ -145,6 +145,14 @@ def test_environments_page_masks_run():
     assert int(namespace["eqxrl"].envs.innermost_state(namespace["state"].env_state).illegal.sum()) == 0
 
 
+@pytest.mark.slow
+def test_ippo_page_runs():
+    """docs/agents/ippo.md's examples: MPE's team act, and every agent's action legal under its own mask."""
+    pytest.importorskip("jaxmarl")
+    ns = run_page("agents/ippo.md", {"__name__": "docs_agents_ippo"})
+    assert ns["agent"].learner.layout.entries == (("agent_id", (2,)), ("legal", (4,))) and ns["actions"].shape == (2,)
+
+
 # docs/suites/<suite>.md pages: the module each needs (the page's name unless listed here), and the
 # pages whose examples compile slowly (Craftax's reset: ~10 s on CPU), left to the slow tier. The
 # navix, xminigrid and playground pages run in their suites' test files, which check what they print.

@@ -1,14 +1,17 @@
 """IPPO: configuration, the seat views of a team env, acting, metrics, and learning on MPE."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from learning import most_above, per_seed_returns, train_seeds, untrained_returns
+from typecheck import no_runtime_typecheck
 
 import eqxrl
 from eqxrl.agents import IPPO, PPO
-from eqxrl.envs import make
+from eqxrl.envs import ACTION_MASK, make
+from eqxrl.testing.probes import MaskedActions, MultiAgentMaskedActions
 
 SPREAD = "jaxmarl/MPE_simple_spread_v3"
 TINY = dict(num_envs=2, rollout_length=8, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
@@ -39,10 +42,16 @@ def test_ippo_names_bad_configuration(kwargs, match):
         IPPO(**kwargs)
 
 
-def test_agent_ids_need_flat_box_observations():
-    with pytest.raises(ValueError, match=r"IPPO\(agent_ids=True\) needs 1-D Box observations per agent"):
-        seats.seat_space(eqxrl.envs.Discrete(3), 2, True)
+def test_agent_ids_need_flat_box_or_dict_observations():
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"^IPPO\(agent_ids=True\) needs 1-D Box or Dict observations per agent"):
+            seats.seat_space(eqxrl.envs.Discrete(3), 2, True)
+        taken = eqxrl.envs.Dict({"agent_id": eqxrl.envs.Discrete(2)})
+        with pytest.raises(ValueError, match=r"^IPPO\(agent_ids=True\) adds an 'agent_id' entry, and the observations have one already$"):
+            seats.seat_space(taken, 2, True)
     assert seats.seat_space(eqxrl.envs.Discrete(3), 2, False) == eqxrl.envs.Discrete(3)
+    agent = MultiAgentMaskedActions().agent_observation_space
+    assert seats.seat_space(agent, 2, True).spaces == {**agent.spaces, "agent_id": eqxrl.envs.Box(0.0, 1.0, (2,))}
 
 
 def test_a_seat_outside_ippos_vmap_is_agent_0_with_every_agent_taking_its_action():
@@ -157,3 +166,124 @@ def test_recurrent_ippo_trains_and_evaluates_carrying_every_agents_memory(share,
     for deterministic in (True, False):
         returns = eqxrl.evaluate(agent, state, getkey(), num_episodes=2, deterministic=deterministic)
         assert returns.shape == (2,) and np.all(np.isfinite(returns))
+
+
+# ----------------------------------------------------------------------- Dict observations, action masks
+PROBE = dict(num_envs=4, rollout_length=16, num_minibatches=2, hidden_sizes=(32,), learning_rate=3e-3)
+
+
+def _random_team_obs(env, key, n):
+    """`n` team observations of `MultiAgentMaskedActions` with random masks (every agent its own)."""
+    masks = jax.vmap(env._draw)(jax.random.split(key, n))
+    return jax.vmap(env._obs)(masks), masks
+
+
+def _illegal_actions(agent, state, key, steps=64):
+    """Illegal actions: taken in training (the probe's count), by `act` (greedy and sampled) on
+    random masked team observations, and in rollouts of `eval_env` (as `evaluate` runs them).
+    **Returns:** `({where: count}, the greedy action's best-legal fraction)`."""
+    env = agent.team_env
+    obs, masks = _random_team_obs(env, key, 256)
+    counts = {"training": int(jnp.sum(eqxrl.envs.innermost_state(state.env_state).illegal))}
+    best = None
+    for deterministic in (True, False):
+        how = "greedy" if deterministic else "sampled"
+        actions = agent.act(state, obs, jax.random.fold_in(key, 1), deterministic=deterministic)
+        legal = jnp.take_along_axis(masks, actions[..., None], axis=-1)[..., 0]
+        counts[f"act, {how}"] = int(jnp.sum(legal == 0))
+        if deterministic:
+            best = float(jnp.mean(actions == MaskedActions(env.num_actions).best_action(masks)))
+
+        @eqx.filter_jit
+        def rollout(key):
+            s, ts = agent.eval_env.reset(key)
+
+            def step(carry, k):
+                s, obs = carry
+                s, ts = agent.eval_env.step(k, s, agent.act(state, obs, jax.random.fold_in(k, 1), deterministic))
+                return (s, ts.obs), None
+
+            return jax.lax.scan(step, (s, ts.obs), jax.random.split(key, steps))[0][0].illegal
+
+        counts[f"evaluation, {how}"] = int(jnp.sum(rollout(jax.random.fold_in(key, 2))))
+    return counts, best
+
+
+def test_untrained_ippo_acts_legally_on_dict_observations_with_masks(getkey):
+    env = MultiAgentMaskedActions()
+    for share in (True, False):
+        agent = IPPO(env, **TINY, share_parameters=share)
+        assert agent.learner.layout.entries == (("agent_id", (2,)), ("legal", (4,))) and agent.learner.layout.mask_size == 4
+        state = agent.init(getkey())
+        obs, masks = _random_team_obs(env, getkey(), 64)
+        for deterministic in (True, False):
+            actions = agent.act(state, obs, getkey(), deterministic=deterministic)
+            assert actions.shape == (64, 2)
+            assert bool(jnp.all(jnp.take_along_axis(masks, actions[..., None], axis=-1) == 1))
+        one = jax.tree.map(lambda x: x[0], obs)
+        assert agent.act(state, one, deterministic=True).shape == (2,)
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"^IPPO: obs\['legal'\] must have shape \(\*batch, 2, 4\), got \(64, 4\)$"):
+            agent.act(state, {**obs, "legal": obs["legal"][:, 0]}, getkey())
+        with pytest.raises(ValueError, match=r"^IPPO: obs must be a dict with the entries \['legal', 'action_mask'\]"):
+            agent.act(state, {"legal": obs["legal"]}, getkey())
+
+
+def test_a_recurrent_ippo_refuses_masks():
+    from eqxrl.components import GRUTorso
+
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=r"^IPPO: a recurrent PPO does not take action masks yet"):
+        IPPO(MultiAgentMaskedActions(), **TINY, shared_torso=True, actor_torso=GRUTorso(hidden_size=8))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", [True, False])
+def test_ippo_never_takes_an_illegal_action_and_learns_the_best_legal_one(share, getkey):
+    agent = IPPO(MultiAgentMaskedActions(), **PROBE, share_parameters=share)
+    state, metrics = eqxrl.train(agent, getkey(), 4_096, progress=False)
+    counts, best = _illegal_actions(agent, state, getkey())
+    assert not any(counts.values()), counts
+    # A random legal action is the best one about 47% of the time.
+    assert best >= 0.8, best
+    returns = eqxrl.evaluate(agent, state, getkey(), num_episodes=4, max_steps=16)
+    assert np.all(returns <= 2 * 16)  # 1 per agent and step at most, when every action is legal
+
+
+@pytest.mark.slow
+def test_an_ippo_that_ignores_its_masks_is_caught(monkeypatch, getkey):
+    import eqxrl.agents._ppo as ppo_module
+
+    monkeypatch.setattr(ppo_module, "with_mask", lambda dist, mask: dist)  # the mutation: masks dropped
+    # (a configuration of its own: no other test's compiled program is reused, or reuses this one)
+    agent = IPPO(MultiAgentMaskedActions(num_actions=5), **{**PROBE, "rollout_length": 8})
+    state, _ = eqxrl.train(agent, getkey(), 1_024, progress=False)
+    counts, _ = _illegal_actions(agent, state, getkey())
+    assert all(counts.values()), counts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", [True, False])
+def test_ippo_trains_on_dict_observations_without_masks(share, getkey):
+    env = MultiAgentMaskedActions(masks=False)
+    agent = IPPO(env, **TINY, share_parameters=share)
+    assert agent.learner.layout.mask_size == 0
+    state = agent.init(getkey())
+    state, metrics = eqx.filter_jit(agent.train_iteration)(state, eqxrl.agents.Clock(jnp.int32(0), jnp.int32(2)))
+    assert np.isfinite(float(metrics["loss"])) and int(metrics["env_steps"]) == 16
+    obs, _ = _random_team_obs(env, getkey(), 3)
+    assert agent.act(state, obs, getkey()).shape == (3, 2)
+    # Without masks nothing stops the illegal actions the probe pays most for.
+    assert int(jnp.sum(eqxrl.envs.innermost_state(state.env_state).illegal)) > 0
+
+
+@pytest.mark.slow
+def test_ippo_trains_and_evaluates_on_smax_with_its_legal_actions(getkey):
+    from jaxmarl.environments.smax import map_name_to_scenario
+
+    env = make("jaxmarl/HeuristicEnemySMAX", truncation=False, scenario=map_name_to_scenario("3m"))
+    agent = IPPO(env, **TINY)
+    state, metrics = eqxrl.train(agent, getkey(), 2 * agent.steps_per_iteration, progress=False)
+    assert np.all(np.isfinite(metrics["loss"]))
+    assert np.all(metrics["entropy"] < np.log(8))  # never more than the legal actions' entropy
+    returns = eqxrl.evaluate(agent, state, getkey(), num_episodes=2, max_steps=20)
+    assert returns.shape == (2,) and np.all(np.isfinite(returns))

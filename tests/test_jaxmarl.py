@@ -7,18 +7,23 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from typecheck import no_runtime_typecheck
+
 import eqxrl
 from eqxrl.core import foreign_promotion
 from eqxrl.envs import (
+    ACTION_MASK,
     AbstractWrapper,
     Box,
     Dict,
     Discrete,
     JaxMARLEnv,
     MultiAgentSpace,
+    MultiBinary,
     TimeStep,
     agent_names,
     agent_rewards,
+    flatten_space,
     is_multi_agent,
     make,
 )
@@ -44,12 +49,26 @@ def test_multi_agent_space_shape_sample_contains():
         ("x", 2, r"MultiAgentSpace\(space\) must be an eqxrl space"),
         (Discrete(2), 0, r"MultiAgentSpace\(num_agents\) must be a positive int, got 0"),
         (MultiAgentSpace(Discrete(2), 2), 2, r"must be one agent's space"),
-        (Dict({"a": Discrete(2)}), 2, r"MultiAgentSpace\(space\) must be a space of one array \(not yet a Dict\), got Dict\("),
+        (Dict({"a": Discrete(2)}), 0, r"MultiAgentSpace\(num_agents\) must be a positive int, got 0"),
     ],
 )
 def test_multi_agent_space_rejects_bad_arguments(space, n, match):
-    with pytest.raises(ValueError, match=match):
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=match):
         MultiAgentSpace(space, n)
+
+
+def test_multi_agent_space_of_dicts_stacks_every_entry():
+    agent = Dict({"obs": Box(-1.0, 1.0, (5,)), ACTION_MASK: MultiBinary(3), "more": Dict({"k": Discrete(4)})})
+    space = MultiAgentSpace(agent, 2)
+    assert space.shape == {ACTION_MASK: (2, 3), "more": {"k": (2,)}, "obs": (2, 5)}
+    leaves, treedef = flatten_space(space)
+    assert leaves == [MultiAgentSpace(MultiBinary(3), 2), MultiAgentSpace(Discrete(4), 2), MultiAgentSpace(Box(-1.0, 1.0, (5,)), 2)]
+    x = space.sample(jax.random.key(0))
+    assert jax.tree.structure(x) == treedef and x["obs"].shape == (2, 5) and x["more"]["k"].shape == (2,)
+    assert bool(space.contains(x))
+    assert not bool(space.contains({**x, "obs": x["obs"][:1]}))  # one agent's row missing
+    assert not bool(space.contains({**x, "obs": x["obs"] * 3.0}))  # outside the Box
+    assert not bool(space.contains({"obs": x["obs"]})) and not bool(space.contains(x["obs"]))
 
 
 def test_agent_rewards_split_a_wrappers_change_equally():
@@ -164,3 +183,56 @@ def test_termination_when_the_env_says_its_dones_are_terminal():
 def test_the_same_env_compiles_once():
     assert make(SPREAD) == make(SPREAD)
     assert make(SPREAD) != make(SPREAD, num_agents=2)
+
+
+# ----------------------------------------------------------------------- action masks
+def _smax(**kwargs):
+    from jaxmarl.environments.smax import map_name_to_scenario
+
+    return make("jaxmarl/HeuristicEnemySMAX", truncation=False, scenario=map_name_to_scenario("3m"), **kwargs)
+
+
+def test_envs_with_legal_actions_observe_them_as_action_masks():
+    env = _smax()
+    assert env.action_masks and env.agents == ("ally_0", "ally_1", "ally_2")
+    assert env.observation_space == MultiAgentSpace(Dict({"obs": Box(-np.inf, np.inf, (75,)), ACTION_MASK: MultiBinary(8)}), 3)
+    plain = _smax(action_masks=False)
+    assert not plain.action_masks and plain.observation_space == MultiAgentSpace(Box(-np.inf, np.inf, (75,)), 3)
+    assert not make(SPREAD).action_masks  # no get_avail_actions: exactly as before
+    assert make(SPREAD).observation_space == MultiAgentSpace(Box(-np.inf, np.inf, (18,)), 3)
+
+
+def test_action_masks_are_refused_where_jaxmarl_has_no_legal_actions():
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"^JaxMARLEnv\(action_masks=True\) needs an env with get_avail_actions and Discrete actions, 'MPE_simple_spread_v3' has no get_avail_actions$"):
+            JaxMARLEnv("MPE_simple_spread_v3", action_masks=True)
+        with pytest.raises(ValueError, match=r"^JaxMARLEnv\(action_masks\) must be None, True or False, got 1$"):
+            JaxMARLEnv("MPE_simple_spread_v3", action_masks=1)
+
+
+@pytest.mark.slow
+def test_action_masks_are_jaxmarls_own_available_actions():
+    env = _smax()
+    raw = env.jaxmarl_env
+    key = jax.random.key(5)
+    state, ts = jax.jit(lambda k: env.reset(k))(key)
+    step = jax.jit(lambda k, s, a: env.step(k, s, a))
+    with foreign_promotion():
+        raw_obs, raw_state = jax.jit(raw.reset)(key)
+        raw_step, avail = jax.jit(raw.step_env), jax.jit(raw.get_avail_actions)
+    seen = set()
+    for t in range(12):
+        with foreign_promotion():
+            want = avail(raw_state)
+        for i, a in enumerate(env.agents):
+            np.testing.assert_array_equal(ts.obs[ACTION_MASK][i], want[a])
+            np.testing.assert_array_equal(ts.obs["obs"][i], raw_obs[a])
+            seen.add(tuple(np.asarray(want[a]).tolist()))
+        assert ts.obs[ACTION_MASK].dtype == jnp.int32 and bool(env.observation_space.contains(ts.obs))
+        k = jax.random.fold_in(key, t)
+        # A legal action of every agent (the last legal one: attacks once the enemies are in range).
+        action = jnp.argmax(jnp.cumsum(ts.obs[ACTION_MASK], axis=-1), axis=-1).astype(jnp.int32)
+        state, ts = step(k, state, action)
+        with foreign_promotion():
+            raw_obs, raw_state, _, _, _ = raw_step(k, raw_state, {a: action[i] for i, a in enumerate(env.agents)})
+    assert len(seen) > 1  # the masks change as the units move and fight

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from ..core import Key, Metrics
-from ..envs import AbstractEnv, Box, agent_names, is_multi_agent, make
+from ..envs import ACTION_MASK, AbstractEnv, Box, ObservationLayout, agent_names, is_multi_agent, make
 from ._base import Clock
 from ._ippo_envs import AGENT_AXIS, AgentSeat, ClipAgentActions, SharedSeats, with_agent_ids
 from ._ppo import PPO, PPOState
@@ -122,9 +122,10 @@ class IPPO(PPO):
         keys = jax.random.split(key, self.num_agents)
         return jax.vmap(self.learner.init, axis_name=AGENT_AXIS)(keys)
 
-    def act(self, state: PPOState, obs: Array, key: Key | None = None, deterministic: bool = False) -> Array:
-        """**Returns:** every agent's action for team observations `(*batch, num_agents, *obs_shape)`:
-        shape `(*batch, num_agents, *action_shape)`."""
+    def act(self, state: PPOState, obs: Any, key: Key | None = None, deterministic: bool = False) -> Array:
+        """**Returns:** every agent's action for team observations `(*batch, num_agents, *obs_shape)`
+        (or a dict of such entries, an agent's action mask among them): shape
+        `(*batch, num_agents, *action_shape)`, each agent's action legal under its own mask."""
         return self._team_act(state, obs, key, deterministic)[0]
 
     def initial_carry(self, state: PPOState, batch_shape: tuple[int, ...] = ()) -> Any:
@@ -136,45 +137,50 @@ class IPPO(PPO):
         return jax.vmap(lambda s: self.learner.initial_carry(s, batch_shape))(state)
 
     def act_with_carry(
-        self, state: PPOState, obs: Array, carry: Any, reset: Array, key: Key | None = None, deterministic: bool = False
+        self, state: PPOState, obs: Any, carry: Any, reset: Array, key: Key | None = None, deterministic: bool = False
     ) -> tuple[Array, Any]:
         """`act` carrying every agent's memory: `reset` (shape `batch`) marks the team's episode starts."""
         if not self.recurrent:
             return self.act(state, obs, key, deterministic), carry
         return self._team_act(state, obs, key, deterministic, carry, jnp.asarray(reset, bool))
 
-    def _team_act(self, state: PPOState, obs: Array, key: Any, deterministic: bool, carry: Any = None, reset: Any = None):
-        n, obs_ndim = self.num_agents, len(self.team_env.observation_space.shape)
-        if obs.ndim < obs_ndim or tuple(obs.shape[obs.ndim - obs_ndim :]) != tuple(self.team_env.observation_space.shape):
-            raise ValueError(
-                f"IPPO: obs must have shape (*batch, {', '.join(map(str, self.team_env.observation_space.shape))}), "
-                f"got {tuple(obs.shape)}"
-            )
+    def _team_batch_shape(self, obs: Any) -> tuple[int, ...]:
+        """The batch axes of team observations `obs` (`(*batch, num_agents, *obs_shape)`, or a dict
+        of such entries), checked against the team's observation space as PPO checks its own."""
+        n, layout = self.num_agents, ObservationLayout.of(self.team_env.observation_space.space)
+        entries = tuple((name, (n, *shape)) for name, shape in layout.entries)
+        if layout.mask_size:
+            entries += ((ACTION_MASK, (n, layout.mask_size)),)
+        team = ObservationLayout(entries)
+        return tuple(team.flatten(obs, "IPPO").shape[:-1])  # (unused under jit: traced away)
+
+    def _team_act(self, state: PPOState, obs: Any, key: Any, deterministic: bool, carry: Any = None, reset: Any = None):
+        n = self.num_agents
+        batch = self._team_batch_shape(obs)
         if key is None and not deterministic:
             raise ValueError("IPPO.act(key) is required unless deterministic=True")
         learner = self.learner
         ids = jnp.arange(n)
-        batch_ndim = obs.ndim - obs_ndim
         if self.share_parameters:
             if self.agent_ids:
-                obs = with_agent_ids(obs, ids.reshape((n,) + (1,) * (obs_ndim - 2)), n)
+                obs = with_agent_ids(obs, ids, n, (*batch, n))
             if carry is None:
                 return learner.act(state, obs, key, deterministic), None
             resets = jnp.broadcast_to(reset[..., None], reset.shape + (n,))  # every seat of a team env
             return learner.act_with_carry(state, obs, carry, resets, key, deterministic)
-        obs = jnp.moveaxis(obs, batch_ndim, 0)
+        obs = jax.tree.map(lambda x: jnp.moveaxis(jnp.asarray(x), len(batch), 0), obs)
         keys = jax.random.split(key, n) if key is not None else None
 
         def one(s, o, k, i, c):
             if self.agent_ids:
-                o = with_agent_ids(o, i, n)
+                o = with_agent_ids(o, i, n, batch)
             if c is None:
                 return learner.act(s, o, k, deterministic), None
             return learner.act_with_carry(s, o, c, reset, k, deterministic)
 
         in_axes = (0, 0, None if keys is None else 0, 0, None if carry is None else 0)
         actions, carry = jax.vmap(one, in_axes=in_axes)(state, obs, keys, ids, carry)
-        return jnp.moveaxis(actions, 0, batch_ndim), carry
+        return jnp.moveaxis(actions, 0, len(batch)), carry
 
     def train_iteration(self, state: PPOState, clock: Clock) -> tuple[PPOState, Metrics]:
         names = [_metric_name(a) for a in self.agents]

@@ -8,7 +8,14 @@
   one action is every agent's and the seat is agent 0's.
 - `SharedSeats`: `num_envs` team envs seen as `num_envs * num_agents` single-agent envs
   (IPPO with shared parameters: one PPO whose batch holds every agent's experience).
+
+An agent's observation may be a `Dict` (features and an action mask, `eqxrl.envs.ACTION_MASK`):
+the seats take every entry's row of the agent, so each seat's observation carries that agent's
+own mask, and PPO's `ObservationLayout` stores and honours it as on a single-agent env. The
+one-hot id is then an extra `"agent_id"` entry (`AGENT_ID`).
 """
+
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -23,6 +30,7 @@ from ..envs import (
     AbstractWrapper,
     AutoReset,
     Box,
+    Dict,
     TimeStep,
     VectorEnv,
     agent_rewards,
@@ -30,6 +38,8 @@ from ..envs import (
 
 AGENT_AXIS = "eqxrl_ippo_agent"
 """The `vmap` axis name of IPPO's agents (separate parameters)."""
+AGENT_ID = "agent_id"
+"""The entry of a `Dict` observation `IPPO(agent_ids=True)` adds: the agent's one-hot id."""
 
 
 def _lane() -> Int[Array, ""] | int:
@@ -57,19 +67,31 @@ def _first_lane_key(key: Key) -> Key:
     return jax.random.wrap_key_data(data, impl=jax.random.key_impl(key)) if typed else data
 
 
-def with_agent_ids(obs: Array, index: Array | int, num_agents: int) -> Array:
-    """`[obs, one_hot(index, num_agents)]` along the last axis."""
-    one_hot = jax.nn.one_hot(index, num_agents, dtype=jnp.float32)
-    one_hot = jnp.broadcast_to(one_hot, (*obs.shape[:-1], num_agents))
+def with_agent_ids(obs: Any, index: Array | int, num_agents: int, lead: tuple[int, ...]) -> Any:
+    """`[obs, one_hot(index, num_agents)]` along the last axis, for observations with leading
+    axes `lead`; a dict observation gets the one-hot id as its `AGENT_ID` entry instead."""
+    one_hot = jnp.broadcast_to(jax.nn.one_hot(index, num_agents, dtype=jnp.float32), (*lead, num_agents))
+    if isinstance(obs, dict):
+        return {**obs, AGENT_ID: one_hot}
     return jnp.concatenate([obs.astype(jnp.float32), one_hot], axis=-1)
 
 
+def agent_rows(obs: Any, index: Any) -> Any:
+    """Agent `index`'s row of team observations `obs` (an array, or a dict of them)."""
+    return jax.tree.map(lambda x: x[index], obs)
+
+
 def seat_space(agent_space: AbstractSpace, num_agents: int, agent_ids: bool) -> AbstractSpace:
-    """One agent's observation space, with room for its one-hot id when `agent_ids`."""
+    """One agent's observation space, with room for its one-hot id when `agent_ids` (a `Dict`
+    one: an `AGENT_ID` entry)."""
     if not agent_ids:
         return agent_space
+    if isinstance(agent_space, Dict):
+        if AGENT_ID in agent_space.spaces:
+            raise ValueError(f"IPPO(agent_ids=True) adds an {AGENT_ID!r} entry, and the observations have one already")
+        return Dict({**agent_space.spaces, AGENT_ID: Box(0.0, 1.0, (num_agents,))})
     if not (isinstance(agent_space, Box) and len(agent_space.shape) == 1):
-        raise ValueError(f"IPPO(agent_ids=True) needs 1-D Box observations per agent, got {agent_space!r}")
+        raise ValueError(f"IPPO(agent_ids=True) needs 1-D Box or Dict observations per agent, got {agent_space!r}")
     low = np.concatenate([np.asarray(agent_space.low), np.zeros(num_agents, np.float32)])
     high = np.concatenate([np.asarray(agent_space.high), np.ones(num_agents, np.float32)])
     return Box(low, high, (agent_space.shape[0] + num_agents,))
@@ -113,9 +135,9 @@ class AgentSeat(AbstractEnv):
 
     def _view(self, ts: TimeStep) -> TimeStep:
         i = _lane()
-        obs = ts.obs[i]
+        obs = agent_rows(ts.obs, i)
         if self.agent_ids:
-            obs = with_agent_ids(obs, i, self.num_agents)
+            obs = with_agent_ids(obs, i, self.num_agents, ())
         return TimeStep(obs, agent_rewards(ts)[i], ts.terminated, ts.truncated, {})
 
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
@@ -167,10 +189,11 @@ class SharedSeats(AbstractEnv):
     def _vector(self) -> VectorEnv:
         return VectorEnv(AutoReset(self.team), self.num_envs)
 
-    def _flat_obs(self, obs: Array) -> Array:
+    def _flat_obs(self, obs: Any) -> Any:
+        n, e = self.num_agents, self.num_envs
         if self.agent_ids:
-            obs = with_agent_ids(obs, jnp.arange(self.num_agents)[None, :], self.num_agents)
-        return obs.reshape((self.num_envs * self.num_agents, *obs.shape[2:]))
+            obs = with_agent_ids(obs, jnp.arange(n)[None, :], n, (e, n))
+        return jax.tree.map(lambda x: x.reshape((e * n, *x.shape[2:])), obs)
 
     def _flat(self, x: Array) -> Array:
         """`(num_envs, num_agents)` or a team flag `(num_envs,)` as `(num_envs * num_agents,)`."""

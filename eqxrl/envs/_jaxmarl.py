@@ -8,6 +8,13 @@ state from a time limit. The adapter stacks the dicts along the agent axis in
 `terminated` as the env's `truncation` says. Every MPE scenario ends its episodes only
 by its time limit (`done = step >= max_steps`, tested before the step counter moves, so
 an episode has `max_steps + 1` transitions): for MPE the done is a truncation.
+
+Action masks: a JaxMARL env that implements `get_avail_actions(state)` (SMAX,
+HeuristicEnemySMAX) gives every agent a `Dict` observation `{"obs": <its features>,
+"action_mask": <its legal actions, 1 = legal>}`, the mask being `get_avail_actions` of the
+state the observation is of, so IPPO (like PPO on a single-agent env with masks) only ever
+takes legal actions. `action_masks=False` keeps the plain `Box` observation; envs without
+`get_avail_actions` (the MPE scenarios) keep it always.
 """
 
 import io
@@ -21,9 +28,9 @@ from jaxtyping import Array
 
 from ..core import EnvState, Key
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import TimeStep
+from ._base import ACTION_MASK, TimeStep
 from ._multi_agent import AbstractMultiAgentEnv
-from ._spaces import AbstractSpace, Box, Discrete
+from ._spaces import AbstractSpace, Box, Dict, Discrete, MultiBinary
 from ._static import StaticHandle
 
 PREFIX = "jaxmarl/"
@@ -70,11 +77,39 @@ def _same(a: AbstractSpace, b: AbstractSpace) -> bool:
     return False
 
 
+def _has_avail_actions(env: Any, jaxmarl: Any) -> bool:
+    """Whether `env` implements `get_avail_actions` (the base class's raises NotImplementedError)."""
+    return type(env).get_avail_actions is not jaxmarl.environments.MultiAgentEnv.get_avail_actions
+
+
+def _check_masks(env: Any, jaxmarl: Any, name: str, action_masks: Any, action_space: AbstractSpace) -> bool:
+    """**Returns:** whether the adapter gives `env`'s agents action masks (see the module's description)."""
+    if action_masks is not None and not isinstance(action_masks, bool):
+        raise ValueError(f"JaxMARLEnv(action_masks) must be None, True or False, got {action_masks!r}")
+    available = _has_avail_actions(env, jaxmarl) and isinstance(action_space, Discrete)
+    if action_masks and not available:
+        has = repr(action_space) if _has_avail_actions(env, jaxmarl) else "no get_avail_actions"
+        raise ValueError(
+            f"JaxMARLEnv(action_masks=True) needs an env with get_avail_actions and Discrete actions, {name!r} has {has}"
+        )
+    if not (available if action_masks is None else action_masks):
+        return False
+    import jax
+
+    with _foreign_promotion():
+        avail = jax.eval_shape(lambda k: env.get_avail_actions(env.reset(k)[1]), jax.random.key(0))
+    shapes = {a: tuple(avail[a].shape) for a in env.agents}
+    if any(shape != (action_space.n,) for shape in shapes.values()):
+        raise ValueError(f"JaxMARLEnv: {name!r}'s get_avail_actions must give ({action_space.n},) per agent, got {shapes}")
+    return True
+
+
 class JaxMARLEnv(AbstractMultiAgentEnv):
     """A JaxMARL environment behind eqxrl's multi-agent protocol.
 
     Observations of different sizes (MPE's adversaries and good agents) are padded with
     zeros to the largest, so that they stack; every agent must have the same action space.
+    With `action_masks` an agent's observation is `{"obs": <features>, "action_mask": <legal actions>}`.
     """
 
     handle: StaticHandle = eqx.field(static=True)
@@ -83,8 +118,9 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
     agent_list: tuple[str, ...] = eqx.field(static=True)
     obs_sizes: tuple[int, ...] = eqx.field(static=True)
     _action_space: AbstractSpace
+    action_masks: bool = eqx.field(static=True)
 
-    def __init__(self, env: Any, *, truncation: Any = None, key: Any = None, **kwargs: Any):
+    def __init__(self, env: Any, *, truncation: Any = None, action_masks: Any = None, key: Any = None, **kwargs: Any):
         """**Arguments:**
 
         - `env`: a JaxMARL id (`"MPE_simple_spread_v3"`) or a JaxMARL `MultiAgentEnv`.
@@ -92,6 +128,9 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
           as `truncated`, value targets bootstrap) or a terminal state (False: `terminated`).
           Default: True for the MPE scenarios, which end only by their time limit; other
           envs must say.
+        - `action_masks`: whether every agent's observation is a `Dict` with its legal actions
+          (JaxMARL's `get_avail_actions`) as an `"action_mask"` entry. Default (None): when the
+          env implements `get_avail_actions` and has Discrete actions (SMAX); True demands it.
         - `key`: a value identifying `env` for the compilation cache (default: the id and
           `kwargs`, or the instance itself).
         - `**kwargs`: the JaxMARL constructor's keywords (with an id only).
@@ -105,7 +144,12 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
             name = env
             with _foreign_promotion():
                 env = jaxmarl.make(name, **kwargs)
-            key = (name, tuple(sorted(kwargs.items()))) if key is None else key
+            if key is None:
+                key = (name, tuple(sorted(kwargs.items())))
+                try:
+                    hash(key)
+                except TypeError:  # an argument of arrays (SMAX's scenario): compare by the instance
+                    key = None
         else:
             if kwargs:
                 raise ValueError(f"JaxMARLEnv: keyword arguments {sorted(kwargs)} need an env id, not an instance")
@@ -131,6 +175,7 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
         if not all(_same(acts[0], a) for a in acts):
             spaces = {a: s for a, s in zip(agents, acts)}
             raise ValueError(f"JaxMARLEnv: every agent of {name!r} must have the same action space, got {spaces}")
+        self.action_masks = _check_masks(env, jaxmarl, name, action_masks, acts[0])
         self.handle = StaticHandle(env, env if key is None else key)
         self.truncation = truncation
         self.env_name = name
@@ -151,8 +196,11 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
         return self.agent_list
 
     @property
-    def agent_observation_space(self) -> Box:
-        return Box(-np.inf, np.inf, (max(self.obs_sizes),))
+    def agent_observation_space(self) -> AbstractSpace:
+        features = Box(-np.inf, np.inf, (max(self.obs_sizes),))
+        if not self.action_masks:
+            return features
+        return Dict({"obs": features, ACTION_MASK: MultiBinary(self._action_space.n)})
 
     @property
     def agent_action_space(self) -> AbstractSpace:
@@ -166,16 +214,22 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
             return int(steps) + 1
         return None
 
-    def _stack(self, obs: dict[str, Array]) -> Array:
+    def _stack(self, obs: dict[str, Array], state: Any) -> Any:
         size = max(self.obs_sizes)
         rows = [jnp.asarray(obs[a], jnp.float32) for a in self.agent_list]
-        return jnp.stack([jnp.pad(r, (0, size - r.shape[0])) for r in rows])
+        features = jnp.stack([jnp.pad(r, (0, size - r.shape[0])) for r in rows])
+        if not self.action_masks:
+            return features
+        with _foreign_promotion():
+            avail = self.jaxmarl_env.get_avail_actions(state)
+        mask = jnp.stack([jnp.asarray(avail[a]) for a in self.agent_list]).astype(jnp.int32)
+        return {"obs": features, ACTION_MASK: mask}
 
-    def _timestep(self, obs: dict[str, Array], rewards: Array, done: Array) -> TimeStep:
+    def _timestep(self, obs: dict[str, Array], state: Any, rewards: Array, done: Array) -> TimeStep:
         done = jnp.asarray(done, bool)
         false = jnp.zeros((), bool)
         return TimeStep(
-            obs=self._stack(obs),
+            obs=self._stack(obs, state),
             reward=jnp.sum(rewards),
             terminated=false if self.truncation else done,
             truncated=done if self.truncation else false,
@@ -185,11 +239,11 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
         with _foreign_promotion():
             obs, state = self.jaxmarl_env.reset(key)
-        return state, self._timestep(obs, jnp.zeros((len(self.agent_list),), jnp.float32), jnp.zeros((), bool))
+        return state, self._timestep(obs, state, jnp.zeros((len(self.agent_list),), jnp.float32), jnp.zeros((), bool))
 
     def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
         actions = {a: action[i] for i, a in enumerate(self.agent_list)}
         with _foreign_promotion():
             obs, state, rewards, dones, _ = self.jaxmarl_env.step_env(key, state, actions)
         rewards = jnp.stack([jnp.asarray(rewards[a], jnp.float32) for a in self.agent_list])
-        return state, self._timestep(obs, rewards, dones["__all__"])
+        return state, self._timestep(obs, state, rewards, dones["__all__"])

@@ -5,7 +5,9 @@ A multi-agent env is an `AbstractEnv` whose agent is the team, so every wrapper,
 
 - `observation_space` and `action_space` are `MultiAgentSpace(agent_space, num_agents)`:
   observations are `(num_agents, *obs_shape)`, actions `(num_agents, *action_shape)`,
-  stacked in the fixed order of `env.agents`;
+  stacked in the fixed order of `env.agents`; an agent's `Dict` observation (features and
+  an action mask, `{"obs": ..., "action_mask": ...}`) makes the team's a dict of the same
+  keys, each entry stacked: `{"obs": (num_agents, *shape), "action_mask": (num_agents, n)}`;
 - `reward` is the team reward, the sum of the agents' rewards, which `info["agent_rewards"]`
   holds (shape `(num_agents,)`);
 - `terminated` and `truncated` are the team's: the episode ends for every agent at once,
@@ -17,6 +19,7 @@ a wrapper that changes the team reward without touching `info["agent_rewards"]`
 """
 
 import abc
+from collections.abc import Mapping
 from typing import Any
 
 import equinox as eqx
@@ -31,7 +34,10 @@ from ._spaces import AbstractSpace, Dict
 
 class MultiAgentSpace(AbstractSpace):
     """The joint space of `num_agents` agents that each use `space`: elements have shape
-    `(num_agents, *space.shape)`, one row per agent."""
+    `(num_agents, *space.shape)`, one row per agent. For a `Dict` `space` an element is a dict
+    of the same keys, every entry stacked along a leading agent axis (`shape` is the dict of
+    the entries' `(num_agents, *entry_shape)`); `flatten_space` gives one
+    `MultiAgentSpace(entry_space, num_agents)` leaf per entry."""
 
     space: Any
     num_agents: int = eqx.field(static=True)
@@ -41,26 +47,38 @@ class MultiAgentSpace(AbstractSpace):
             raise ValueError(f"MultiAgentSpace(space) must be an eqxrl space, got {self.space!r}")
         if isinstance(self.space, MultiAgentSpace):
             raise ValueError("MultiAgentSpace(space) must be one agent's space, got another MultiAgentSpace")
-        if isinstance(self.space, Dict):
-            raise ValueError(f"MultiAgentSpace(space) must be a space of one array (not yet a Dict), got {self.space!r}")
         if not is_positive_int(self.num_agents):
             raise ValueError(f"MultiAgentSpace(num_agents) must be a positive int, got {self.num_agents!r}")
 
     @property
-    def shape(self) -> tuple[int, ...]:
+    def shape(self) -> Any:
+        if isinstance(self.space, Dict):
+            return {name: MultiAgentSpace(sub, self.num_agents).shape for name, sub in self.space.spaces.items()}
         return (self.num_agents, *self.space.shape)
+
+    def element_tree(self) -> Any:
+        if not isinstance(self.space, Dict):
+            return self
+        stacked = lambda s: MultiAgentSpace(s, self.num_agents)  # noqa: E731
+        return jax.tree.map(stacked, self.space.element_tree(), is_leaf=lambda s: isinstance(s, AbstractSpace))
 
     @property
     def dtype(self):
         return self.space.dtype
 
-    def sample(self, key: Key) -> Array:
+    def sample(self, key: Key) -> Any:
         """One element of `space` per agent, drawn independently."""
         return jax.vmap(self.space.sample)(jax.random.split(key, self.num_agents))
 
-    def contains(self, x: Array) -> Bool[Array, ""]:
-        x = jnp.asarray(x)
-        if x.shape[:1] != (self.num_agents,):
+    def contains(self, x: Any) -> Bool[Array, ""]:
+        if isinstance(self.space, Dict):
+            leaves = jax.tree.leaves(x)
+            if not isinstance(x, Mapping) or not all(eqx.is_array_like(v) for v in leaves):
+                return jnp.asarray(False)
+            x = jax.tree.map(jnp.asarray, x)
+        else:
+            x = jnp.asarray(x)
+        if not all(v.shape[:1] == (self.num_agents,) for v in jax.tree.leaves(x)):
             return jnp.asarray(False)
         return jnp.all(jax.vmap(self.space.contains)(x))
 

@@ -32,6 +32,11 @@ class AbstractSpace(eqx.Module):
     def contains(self, x: Any) -> Bool[Array, ""]:
         """Whether `x` is an element of the space."""
 
+    def element_tree(self) -> Any:
+        """`self` as a pytree of leaf spaces (spaces of one array) with the structure of its
+        elements (`flatten_space`): `self` for a space of one array."""
+        return self
+
 
 class Discrete(AbstractSpace):
     """The integers `0, ..., n - 1`."""
@@ -279,6 +284,9 @@ class Dict(AbstractSpace):
     def dtype(self) -> dict[str, Any]:
         return {name: space.dtype for name, space in self.spaces.items()}
 
+    def element_tree(self) -> dict[str, Any]:
+        return {name: space.element_tree() for name, space in self.spaces.items()}
+
     def __repr__(self) -> str:
         return f"Dict({{{', '.join(f'{name!r}: {space!r}' for name, space in self.spaces.items())}}})"
 
@@ -300,22 +308,15 @@ class Dict(AbstractSpace):
         return jnp.all(jnp.stack(inside))
 
 
-def _element_tree(space: AbstractSpace) -> Any:
-    """`space` as a pytree of its leaf spaces with the structure of its elements."""
-    if isinstance(space, Dict):
-        return {name: _element_tree(sub) for name, sub in space.spaces.items()}
-    return space
-
-
 def flatten_space(space: AbstractSpace) -> tuple[list[AbstractSpace], PyTreeDef]:
-    """**Returns:** `(leaves, treedef)`: the leaf spaces of `space` (every space but a `Dict`
-    is one leaf) in the order `jax.tree.leaves` gives the leaves of an element, and the
+    """**Returns:** `(leaves, treedef)`: the leaf spaces of `space` (`space.element_tree()`'s
+    leaves: every space but a `Dict`, or a `MultiAgentSpace` of one, is one leaf) in the order `jax.tree.leaves` gives the leaves of an element, and the
     tree structure of an element, so that `treedef.unflatten([f(leaf) for leaf in leaves])`
     builds a tree shaped like an element (`[space]` and a bare leaf for a flat space).
     """
     if not isinstance(space, AbstractSpace):
         raise ValueError(f"flatten_space(space) must be an eqxrl space, got {space!r}")
-    return jax.tree.flatten(_element_tree(space), is_leaf=lambda s: isinstance(s, AbstractSpace))
+    return jax.tree.flatten(space.element_tree(), is_leaf=lambda s: isinstance(s, AbstractSpace))
 
 
 def sample_batch(space: AbstractSpace, key: Key, batch_shape: tuple[int, ...] = ()) -> Any:

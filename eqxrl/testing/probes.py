@@ -15,10 +15,12 @@ one part of the agent:
 | `TimeLimitBootstrap` | `V(+1) = 1 / (1 - gamma)`, `V(-1) = 1` | truncation treated as termination, or termination bootstrapped |
 | `DelayedReward` | `V(s_t) = gamma^(T-1-t) * reward` | n-step returns: an off-by-one window, a discount applied twice |
 | `MaskedActions` | the highest legal action; never an illegal one | action masks ignored, or a stale mask (`state.illegal` counts) |
+| `MultiAgentMaskedActions` | each agent: its highest legal action; never an illegal one | a multi-agent agent (IPPO) ignoring an agent's mask, or taking another agent's |
 
 Observations are float32 vectors of shape `(1,)`; with `discrete_actions=True`
 (the default) the action space is `Discrete(2)`, else `Box(-1, 1, (1,))`. `MaskedActions`
-(a `Dict` observation with an action mask, `Discrete(num_actions)` actions) is the exception.
+(a `Dict` observation with an action mask, `Discrete(num_actions)` actions) and its
+multi-agent twin `MultiAgentMaskedActions` are the exceptions.
 """
 
 import equinox as eqx
@@ -26,7 +28,18 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ..envs import ACTION_MASK, AbstractEnv, Box, Dict, Discrete, MultiBinary, MultiDiscrete, TimeStep, first_timestep
+from ..envs import (
+    ACTION_MASK,
+    AbstractEnv,
+    AbstractMultiAgentEnv,
+    Box,
+    Dict,
+    Discrete,
+    MultiBinary,
+    MultiDiscrete,
+    TimeStep,
+    first_timestep,
+)
 
 
 class ProbeState(eqx.Module):
@@ -288,3 +301,58 @@ class MaskedActions(AbstractEnv):
         mask = self.draw_masks(key)
         new = MaskedState(mask, state.illegal + jnp.sum((~legal).astype(jnp.int32)))
         return new, _ts(self.observation(mask), reward, False)
+
+class MultiAgentMaskedActions(AbstractMultiAgentEnv):
+    """`MaskedActions` for a team of `team_size` agents (`eqxrl.envs.AbstractMultiAgentEnv`):
+    every agent has its own random non-empty set of legal actions at every step (its `Dict`
+    observation's `ACTION_MASK` entry, and the same flags as floats in `"legal"`) and its own
+    reward: 1 for its highest legal action, 0 for another legal one, 2 for an illegal one, so
+    an agent that ignores its mask, or acts on a stale one or another agent's, learns to take
+    illegal actions. With `masks=False` the observation is `{"legal": ...}` alone (no mask:
+    nothing stops the illegal actions). The episode never ends; `state.illegal` counts each
+    agent's illegal actions since `reset`.
+    """
+
+    team_size: int = eqx.field(static=True, default=2)
+    num_actions: int = eqx.field(static=True, default=4)
+    masks: bool = eqx.field(static=True, default=True)
+
+    def __check_init__(self):
+        for name, least in (("team_size", 1), ("num_actions", 2)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"MultiAgentMaskedActions({name}) must be an int >= {least}, got {value!r}")
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        return tuple(f"agent_{i}" for i in range(self.team_size))
+
+    @property
+    def agent_observation_space(self) -> Dict:
+        legal = Box(0.0, 1.0, (self.num_actions,))
+        return Dict({ACTION_MASK: MultiBinary(self.num_actions), "legal": legal} if self.masks else {"legal": legal})
+
+    @property
+    def agent_action_space(self) -> Discrete:
+        return Discrete(self.num_actions)
+
+    def _draw(self, key) -> Array:
+        return MaskedActions(self.num_actions).draw_masks(key, (self.team_size,))
+
+    def _obs(self, mask) -> dict:
+        legal = mask.astype(jnp.float32)
+        return {ACTION_MASK: mask, "legal": legal} if self.masks else {"legal": legal}
+
+    def reset(self, key):
+        mask = self._draw(key)
+        ts = first_timestep(self._obs(mask), {"agent_rewards": jnp.zeros((self.team_size,), jnp.float32)})
+        return MaskedState(mask, jnp.zeros((self.team_size,), jnp.int32)), ts
+
+    def step(self, key, state, action):
+        legal = jnp.take_along_axis(state.mask, action[:, None], axis=1)[:, 0] > 0
+        best = MaskedActions(self.num_actions).best_action(state.mask)
+        rewards = jnp.where(legal, jnp.where(action == best, 1.0, 0.0), 2.0).astype(jnp.float32)
+        mask = self._draw(key)
+        new = MaskedState(mask, state.illegal + (~legal).astype(jnp.int32))
+        ts = TimeStep(self._obs(mask), jnp.sum(rewards), jnp.zeros((), bool), jnp.zeros((), bool), {"agent_rewards": rewards})
+        return new, ts
