@@ -429,7 +429,7 @@ def test_built_in_agents_take_dict_observations_and_refuse_multi_actions():
             return self.action_space_
 
     assert PPO(MultiActions(action_space_=MultiDiscrete((3, 2)))).discrete  # a factorised categorical policy
-    with pytest.raises(ValueError, match=r"^PPO needs a Discrete, MultiDiscrete or Box action space, got MultiBinary\(n=\(2,\)\)$"):
+    with pytest.raises(ValueError, match=r"^PPO needs a Discrete, MultiDiscrete or Box action space, got MultiBinary\(n=2\)$"):
         PPO(MultiActions(action_space_=MultiBinary(2)))
     for space in (MultiDiscrete((3, 2)), MultiBinary(2)):
         with pytest.raises(ValueError, match=rf"^DQN needs a Discrete action space, got {re.escape(repr(space))} from env "
