@@ -11,7 +11,7 @@ from typecheck import no_runtime_typecheck
 import eqxrl
 from eqxrl.agents import IPPO, PPO
 from eqxrl.envs import ACTION_MASK, make
-from eqxrl.testing.probes import MaskedActions, MultiAgentMaskedActions
+from eqxrl.testing.probes import MultiAgentMaskedActions
 
 SPREAD = "jaxmarl/MPE_simple_spread_v3"
 TINY = dict(num_envs=2, rollout_length=8, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
@@ -189,10 +189,10 @@ def _illegal_actions(agent, state, key, steps=64):
     for deterministic in (True, False):
         how = "greedy" if deterministic else "sampled"
         actions = agent.act(state, obs, jax.random.fold_in(key, 1), deterministic=deterministic)
-        legal = jnp.take_along_axis(masks, actions[..., None], axis=-1)[..., 0]
-        counts[f"act, {how}"] = int(jnp.sum(legal == 0))
+        legal = env.single.legal(masks, actions)
+        counts[f"act, {how}"] = int(jnp.sum(~legal))
         if deterministic:
-            best = float(jnp.mean(actions == MaskedActions(env.num_actions).best_action(masks)))
+            best = float(jnp.mean(actions == env.single.best_action(masks)))
 
         @eqx.filter_jit
         def rollout(key):
@@ -247,6 +247,18 @@ def test_ippo_never_takes_an_illegal_action_and_learns_the_best_legal_one(share,
     assert best >= 0.8, best
     returns = eqxrl.evaluate(agent, state, getkey(), num_episodes=4, max_steps=16)
     assert np.all(returns <= 2 * 16)  # 1 per agent and step at most, when every action is legal
+
+
+@pytest.mark.slow
+def test_ippo_with_multi_discrete_actions_honours_every_entrys_mask(getkey):
+    """Every agent's action is MultiDiscrete((4, 4)), each entry masked on its own: PPO's factorised policy per seat."""
+    env = MultiAgentMaskedActions(factors=2)
+    agent = IPPO(env, **PROBE)
+    assert agent.team_env.action_space.space == eqxrl.envs.MultiDiscrete((4, 4))
+    state, _ = eqxrl.train(agent, getkey(), 4_096, progress=False)
+    counts, best = _illegal_actions(agent, state, getkey())
+    assert not any(counts.values()), counts
+    assert best >= 0.8, best
 
 
 @pytest.mark.slow

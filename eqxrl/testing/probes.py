@@ -310,15 +310,17 @@ class MultiAgentMaskedActions(AbstractMultiAgentEnv):
     an agent that ignores its mask, or acts on a stale one or another agent's, learns to take
     illegal actions. With `masks=False` the observation is `{"legal": ...}` alone (no mask:
     nothing stops the illegal actions). The episode never ends; `state.illegal` counts each
-    agent's illegal actions since `reset`.
+    agent's illegal actions since `reset`. With `factors=k > 1` every agent's action is
+    `MultiDiscrete((num_actions,) * k)`, each entry masked on its own (as `MaskedActions`).
     """
 
     team_size: int = eqx.field(static=True, default=2)
     num_actions: int = eqx.field(static=True, default=4)
     masks: bool = eqx.field(static=True, default=True)
+    factors: int = eqx.field(static=True, default=1)
 
     def __check_init__(self):
-        for name, least in (("team_size", 1), ("num_actions", 2)):
+        for name, least in (("team_size", 1), ("num_actions", 2), ("factors", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"MultiAgentMaskedActions({name}) must be an int >= {least}, got {value!r}")
@@ -328,16 +330,21 @@ class MultiAgentMaskedActions(AbstractMultiAgentEnv):
         return tuple(f"agent_{i}" for i in range(self.team_size))
 
     @property
-    def agent_observation_space(self) -> Dict:
-        legal = Box(0.0, 1.0, (self.num_actions,))
-        return Dict({ACTION_MASK: MultiBinary(self.num_actions), "legal": legal} if self.masks else {"legal": legal})
+    def single(self) -> MaskedActions:
+        """One agent's `MaskedActions` (its spaces, masks and rewards)."""
+        return MaskedActions(self.num_actions, self.factors)
 
     @property
-    def agent_action_space(self) -> Discrete:
-        return Discrete(self.num_actions)
+    def agent_observation_space(self) -> Dict:
+        space = self.single.observation_space
+        return space if self.masks else Dict({"legal": space.spaces["legal"]})
+
+    @property
+    def agent_action_space(self) -> Discrete | MultiDiscrete:
+        return self.single.action_space
 
     def _draw(self, key) -> Array:
-        return MaskedActions(self.num_actions).draw_masks(key, (self.team_size,))
+        return self.single.draw_masks(key, (self.team_size,))
 
     def _obs(self, mask) -> dict:
         legal = mask.astype(jnp.float32)
@@ -349,10 +356,11 @@ class MultiAgentMaskedActions(AbstractMultiAgentEnv):
         return MaskedState(mask, jnp.zeros((self.team_size,), jnp.int32)), ts
 
     def step(self, key, state, action):
-        legal = jnp.take_along_axis(state.mask, action[:, None], axis=1)[:, 0] > 0
-        best = MaskedActions(self.num_actions).best_action(state.mask)
-        rewards = jnp.where(legal, jnp.where(action == best, 1.0, 0.0), 2.0).astype(jnp.float32)
+        single = self.single
+        legal = single.legal(state.mask, action)  # (team, factors)
+        best = single.best_action(state.mask).reshape(legal.shape) == jnp.asarray(action).reshape(legal.shape)
+        rewards = jnp.mean(jnp.where(legal, jnp.where(best, 1.0, 0.0), 2.0), axis=-1).astype(jnp.float32)
         mask = self._draw(key)
-        new = MaskedState(mask, state.illegal + (~legal).astype(jnp.int32))
+        new = MaskedState(mask, state.illegal + jnp.sum((~legal).astype(jnp.int32), axis=-1))
         ts = TimeStep(self._obs(mask), jnp.sum(rewards), jnp.zeros((), bool), jnp.zeros((), bool), {"agent_rewards": rewards})
         return new, ts
