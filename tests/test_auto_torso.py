@@ -221,6 +221,7 @@ def test_dqn_builds_the_automatic_torso_and_trains():
     _run(agent)
 
 
+@pytest.mark.slow
 def test_a_named_torso_still_replaces_the_automatic_one():
     torso = MultiInputTorso({"grid": EmbeddingTorso(4, 4, MLPTorso((8,)))}, default=IdentityTorso(), hidden_sizes=(8,))
     agent = PPO(GridAndImage(), num_envs=2, rollout_length=8, actor_torso=torso, critic_torso=MLPTorso((8,)))

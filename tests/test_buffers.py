@@ -436,6 +436,7 @@ def _tree_and_descent(buffer, priorities, fractions):
     ).filter(lambda p: any(x > 0 for x in p)),
     alpha=st.sampled_from([0.0, 0.6, 1.0]),
 )
+@pytest.mark.slow
 def test_per_descent_inverts_the_cdf_of_p_alpha(fanout, priorities, alpha):
     """For every fan-out, the slot a cumulative mass falls in is that of `P(i) = p_i^alpha / sum p^alpha`:
     on a fine grid of targets over [0, total), the share of targets landing on slot `i` is `P(i)` up to
@@ -476,6 +477,7 @@ def test_per_descent_inverts_the_cdf_of_p_alpha(fanout, priorities, alpha):
         max_size=8,
     ),
 )
+@pytest.mark.slow
 def test_per_tree_sums_stay_consistent_under_adds_and_updates(shape, ops):
     """Random adds (wrapping around) and updates (duplicates, unwritten slots): every internal
     node stays the sum of its children, and the leaves match a model of the priorities."""

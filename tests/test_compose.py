@@ -287,6 +287,7 @@ def test_ppo_logs_a_loss_terms_metrics_of_any_dtype_and_shape():
     np.testing.assert_array_equal(metrics["updates_applied"], [4, 4])
 
 
+@pytest.mark.slow
 def test_a_loss_term_moves_an_off_policy_update_by_its_gradient():
     # One DQN update with plain SGD (lr 1): the term adds exactly -lr * 2 * coef * w to every weight.
     base = DQN("CartPole-v1", critic_optimizer=optax.sgd(1.0), **TINY_OFF)
@@ -401,6 +402,7 @@ def test_config_round_trip_of_module_fields():
         agent_from_config(config)
 
 
+@pytest.mark.slow
 def test_cnn_torso_convolutions_match_xla():
     """The torso's slice-and-matmul convolutions compute XLA's 'VALID' convolution (strided too)."""
     torso = CNNTorso((4, 6), (3, 2), (1, 2), (8,)).make((10, 9, 3), key=jax.random.key(0))

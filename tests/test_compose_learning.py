@@ -27,6 +27,9 @@ def _uniform(state):
                        (jnp.zeros_like(state.actor.out.weight), jnp.zeros_like(state.actor.out.bias)))  # fmt: skip
 
 
+# Exhaustive tier (91 s on 2 loaded cores): in CI a CNN learns in test_auto_torso.py (PPO's automatic torso,
+# a CNN and an embedding per Dict entry); benchmarks/ppo_minatar_cnn.py has the longer MinAtar comparison.
+@pytest.mark.exhaustive
 @pytest.mark.slow
 @pytest.mark.learning
 def test_cnn_ppo_beats_random_on_breakout_minatar():

@@ -247,6 +247,7 @@ def _array_leaves(state):
     return [np.asarray(x) for x in jax.tree.leaves(jax.tree.map(data, eqx.filter(state, eqx.is_array)))]
 
 
+@pytest.mark.slow
 @pytest.mark.bitwise
 def test_a_custom_agents_init_is_one_compiled_program_with_the_same_weights():
     agent = CountedInit(eqxrl.envs.make(ENV))

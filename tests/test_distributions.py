@@ -129,6 +129,7 @@ def masks(draw, shape):
     return mask
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data(), batch=batch_shapes, n=st.sampled_from([1, 2, 5]), seed=st.integers(0, 2**16))
 def test_masked_categorical_is_the_categorical_of_the_legal_actions(data, batch, n, seed):
@@ -392,6 +393,7 @@ def test_distributions_are_pytrees_under_jit_and_vmap():
     np.testing.assert_allclose(per_row, dist.entropy())
 
 
+@pytest.mark.slow
 def test_log_prob_gradients_are_finite():
     def loss(loc):
         dist = TanhNormal(loc, jnp.full((3, 2), 0.5), 0.0, 2.0)

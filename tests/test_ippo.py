@@ -67,6 +67,7 @@ def test_a_seat_outside_ippos_vmap_is_agent_0_with_every_agent_taking_its_action
     np.testing.assert_array_equal(ts.reward, team_ts.info["agent_rewards"][0])
 
 
+@pytest.mark.slow
 def test_seats_under_the_agent_axis_step_one_team_env_with_the_joint_action():
     team = make(SPREAD)
     seat = seats.AgentSeat(team)
@@ -209,6 +210,7 @@ def _illegal_actions(agent, state, key, steps=64):
     return counts, best
 
 
+@pytest.mark.slow
 def test_untrained_ippo_acts_legally_on_dict_observations_with_masks(getkey):
     env = MultiAgentMaskedActions()
     for share in (True, False):

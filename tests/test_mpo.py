@@ -554,6 +554,7 @@ def test_discrete_actions(getkey):
         assert np.all((np.asarray(action) >= 0) & (np.asarray(action) < 2))
 
 
+@pytest.mark.slow
 def test_discrete_mode_honours_action_masks(getkey):
     """On `MaskedActions` (an illegal action pays 2, more than any legal one): no illegal action
     in warm-up or training, none from `act` (sampled or greedy), and finite losses.

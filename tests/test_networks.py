@@ -131,6 +131,7 @@ def test_orthogonal_names_a_bad_shape(shape):
         orthogonal(jax.random.key(0), shape, 1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.bitwise
 def test_batched_orthogonal_under_vmap_and_nested():
     keys = jax.random.split(jax.random.key(1), 3)
@@ -143,6 +144,7 @@ def test_batched_orthogonal_under_vmap_and_nested():
     assert batched_orthogonal(lambda x: calls.append(x) or x + 1)(1) == 2 and calls == [1]
 
 
+@pytest.mark.slow
 @pytest.mark.bitwise
 def test_a_nested_jit_traced_inside_batched_orthogonal_keeps_real_weights():
     # JAX caches the inner program's trace, made during the outer function's first run: it must
@@ -157,6 +159,7 @@ def test_a_nested_jit_traced_inside_batched_orthogonal_keeps_real_weights():
     assert all(np.linalg.norm(w) > 0.1 for w in (layer.weight, *(x.weight for x in mlp.layers)))
 
 
+@pytest.mark.slow
 @pytest.mark.bitwise
 def test_batched_orthogonal_draws_one_by_one_without_partitionable_threefry():
     # Without partitionable threefry a prefix of a longer draw is not the shorter draw: no batching.

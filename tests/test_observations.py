@@ -185,7 +185,8 @@ def test_multi_input_torso_bad_inputs_are_named():
 # ----------------------------------------------------------------- agents
 @pytest.mark.slow
 @pytest.mark.bitwise
-@pytest.mark.parametrize("agent_cls", [PPO, DQN, MPO])
+# (MPO's off-policy path is DQN's: its run is in the exhaustive tier, 15 s.)
+@pytest.mark.parametrize("agent_cls", [PPO, DQN, pytest.param(MPO, marks=pytest.mark.exhaustive)])
 def test_a_dict_observation_trains_exactly_as_its_flat_vector(agent_cls):
     """CartPole split into a Dict `{"a", "b"}` is stored as the flat observation: the same run
     (bit for bit under the suite's settings for comparing differently structured programs)."""
@@ -208,6 +209,7 @@ def test_a_dict_observation_trains_exactly_as_its_flat_vector(agent_cls):
     )
 
 
+@pytest.mark.slow
 def test_an_agent_that_ignores_its_masks_is_caught_by_the_masked_probe(monkeypatch):
     """The seeded bug: PPO acting without its masks (the layout hands back none) takes
     illegal actions on `MaskedActions`, which counts them."""

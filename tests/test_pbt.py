@@ -509,6 +509,7 @@ def test_bad_pbt_arguments(kwargs, match):
         PBT(tiny_ppo(), **args)
 
 
+@pytest.mark.slow
 def test_bad_pbt_agent_and_budget(getkey):
     space = {"learning_rate": LogUniform(1e-4, 1e-2)}
     with pytest.raises(ValueError, match=r"PBT\(agent\) must be one eqxrl agent"):

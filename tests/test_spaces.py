@@ -211,6 +211,7 @@ def _check_samples(space, seed, batch_shape):
 # ----------------------------------------------------------------------------- MultiDiscrete
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)  # (each example compiles its sampling: ~0.5 s)
 @given(space=est.multi_discretes(max_n=6), batch_shape=est.batch_shapes(), seed=st.integers(0, 2**16))
 def test_multi_discrete_samples_are_in_range(space, batch_shape, seed):
@@ -320,6 +321,7 @@ def _grid_space():
     return Dict({"step": Discrete(10), "grid": Box(0.0, 1.0, (3, 3, 2)), "more": Dict({"b": MultiBinary(2), "a": MultiDiscrete((3, 2))})})
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)  # (each example compiles its sampling: ~0.5 s)
 @given(space=est.dicts(), batch_shape=est.batch_shapes(), seed=st.integers(0, 2**16))
 def test_dict_samples_are_contained_dicts_of_the_declared_shapes(space, batch_shape, seed):

@@ -37,11 +37,13 @@ def test_spaces_and_time_limit():
     assert make("pgx/backgammon").observation_space.spaces["observation"].high.max() == np.inf  # an int32 observation
 
 
+@pytest.mark.slow
 @needs_pgx
 def test_breakout_check_env_steps():
     check_env_steps(make("pgx/minatar-breakout"), num_steps=200, num_envs=2)
 
 
+@pytest.mark.slow
 @needs_pgx
 def test_tic_tac_toe_check_env_steps():
     check_env_steps(make("pgx/tic_tac_toe"), num_steps=100, num_envs=2)

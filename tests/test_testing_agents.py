@@ -107,6 +107,7 @@ def test_a_plain_float_hyperparameter_is_named():
         check_agent(Plain(eqxrl.envs.make("CartPole-v1"), num_envs=2, rollout_length=8))
 
 
+@pytest.mark.slow
 def test_a_run_that_depends_on_the_chunking_is_named():
     class Counting(A2C):
         """Reads the iteration from a global Python counter: each compiled chunk bakes in its own."""
@@ -121,6 +122,7 @@ def test_a_run_that_depends_on_the_chunking_is_named():
         check_agent(Counting(eqxrl.envs.make("CartPole-v1"), num_envs=2, rollout_length=8))
 
 
+@pytest.mark.slow
 def test_a_run_that_differs_in_a_stack_is_named():
     class Peeking(A2C):
         """Adds to its loss the size of what a host callback sees: the whole population in a stack."""

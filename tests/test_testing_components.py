@@ -378,6 +378,7 @@ def test_transitions_discount_by_gamma_unless_terminated(transition):
     assert set(np.unique(np.asarray(transition.discount))) <= {0.0, np.float32(0.9)}
 
 
+@pytest.mark.slow
 def test_strategies_without_hypothesis_name_the_extra(monkeypatch):
     real_import = builtins.__import__
 
