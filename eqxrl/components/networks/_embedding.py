@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ...core import Key, is_positive_int
-from ._mlp import ObsShape, as_obs_shape, is_entries
+from ._mlp import ObsShape, as_obs_shape, refuse_entries
 from ._torsos import AbstractTorso, CNNTorso, Encoder, as_torso
 
 
@@ -75,12 +75,7 @@ class EmbeddingTorso(AbstractTorso):
         return self.make(obs_shape, key=key).net
 
     def make(self, obs_shape: ObsShape, *, key: Key) -> Encoder:
-        if is_entries(obs_shape):
-            names = [name for name, _ in obs_shape]
-            raise ValueError(
-                f"EmbeddingTorso needs one integer grid (H, W, C), (H, W) or (n,), got a Dict observation with entries "
-                f"{names}; give the grid entry its own: MultiInputTorso({{{names[0]!r}: EmbeddingTorso(...)}})"
-            )
+        refuse_entries("EmbeddingTorso", "one integer grid (H, W, C), (H, W) or (n,)", obs_shape)
         obs_shape = as_obs_shape(obs_shape)
         if len(obs_shape) not in (1, 2, 3) or math.prod(obs_shape) == 0:
             raise ValueError(

@@ -47,6 +47,18 @@ def is_entries(obs_shape: Any) -> bool:
     )
 
 
+def refuse_entries(owner: str, needs: str, obs_shape: Any) -> None:
+    """Raise the one-line ValueError of a one-array torso (`owner`, which `needs` e.g. "image
+    observations (H, W, C) or (H, W)") given a `Dict` observation's entries: it names them and
+    the `MultiInputTorso` that gives one entry this torso."""
+    if is_entries(obs_shape):
+        names = [name for name, _ in obs_shape]
+        raise ValueError(
+            f"{owner} needs {needs}, got a Dict observation with entries {names}; give the entry its own: "
+            f"MultiInputTorso({{{names[0]!r}: {owner}(...)}})"
+        )
+
+
 def as_obs_shape(obs_shape: Any) -> Any:
     """**Returns:** `obs_shape` as a tuple of ints, or (for a `Dict` observation) as a tuple of
     `(name, tuple of ints)` entries: hashable, as a static field needs."""

@@ -24,7 +24,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ...core import Key, is_positive_int
-from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, is_entries, obs_size_of
+from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, is_entries, obs_size_of, refuse_entries
 from ._recurrent import AbstractRecurrentTorso
 
 Activation = str | Callable[[Array], Array]
@@ -211,12 +211,7 @@ class CNNTorso(AbstractTorso):
         return cls((32, 64, 64), (8, 4, 3), (4, 2, 1), (512,), activation)
 
     def build(self, obs_shape: Any, *, key: Key) -> _CNNBody:
-        if is_entries(obs_shape):
-            names = [name for name, _ in obs_shape]
-            raise ValueError(
-                f"CNNTorso needs image observations (H, W, C) or (H, W), got a Dict observation with entries "
-                f"{names}; give each image entry its own: MultiInputTorso({{{names[0]!r}: CNNTorso(...)}})"
-            )
+        refuse_entries("CNNTorso", "image observations (H, W, C) or (H, W)", obs_shape)
         if len(obs_shape) not in (2, 3):
             raise ValueError(
                 f"CNNTorso needs image observations (H, W, C) or (H, W), got observation shape {obs_shape}"
