@@ -290,17 +290,23 @@ class MaskedActions(AbstractEnv):
         mask, action = self._factored(mask, action)
         return jnp.take_along_axis(mask, action[..., None], axis=-1)[..., 0] > 0
 
+    def pay(self, mask, action) -> tuple[Array, Array]:
+        """**Returns:** `(reward, illegal)` of `action` under `mask` (any leading axes): the
+        entries' rewards averaged (1 for the best legal, 0 for another legal, 2 for an illegal
+        choice), and the number of illegal entries."""
+        legal = self.legal(mask, action)
+        best = self.best_action(mask).reshape(legal.shape) == jnp.asarray(action).reshape(legal.shape)
+        reward = jnp.mean(jnp.where(legal, jnp.where(best, 1.0, 0.0), 2.0), axis=-1).astype(jnp.float32)
+        return reward, jnp.sum((~legal).astype(jnp.int32), axis=-1)
+
     def reset(self, key):
         mask = self.draw_masks(key)
         return MaskedState(mask, jnp.zeros((), jnp.int32)), first_timestep(self.observation(mask))
 
     def step(self, key, state, action):
-        legal = self.legal(state.mask, action)
-        best = self._factored(state.mask, self.best_action(state.mask))[1] == self._factored(state.mask, action)[1]
-        reward = jnp.mean(jnp.where(legal, jnp.where(best, 1.0, 0.0), 2.0))
+        reward, illegal = self.pay(state.mask, action)
         mask = self.draw_masks(key)
-        new = MaskedState(mask, state.illegal + jnp.sum((~legal).astype(jnp.int32)))
-        return new, _ts(self.observation(mask), reward, False)
+        return MaskedState(mask, state.illegal + illegal), _ts(self.observation(mask), reward, False)
 
 class MultiAgentMaskedActions(AbstractMultiAgentEnv):
     """`MaskedActions` for a team of `team_size` agents (`eqxrl.envs.AbstractMultiAgentEnv`):
@@ -356,11 +362,8 @@ class MultiAgentMaskedActions(AbstractMultiAgentEnv):
         return MaskedState(mask, jnp.zeros((self.team_size,), jnp.int32)), ts
 
     def step(self, key, state, action):
-        single = self.single
-        legal = single.legal(state.mask, action)  # (team, factors)
-        best = single.best_action(state.mask).reshape(legal.shape) == jnp.asarray(action).reshape(legal.shape)
-        rewards = jnp.mean(jnp.where(legal, jnp.where(best, 1.0, 0.0), 2.0), axis=-1).astype(jnp.float32)
+        rewards, illegal = self.single.pay(state.mask, action)  # (team,) each
         mask = self._draw(key)
-        new = MaskedState(mask, state.illegal + jnp.sum((~legal).astype(jnp.int32), axis=-1))
+        new = MaskedState(mask, state.illegal + illegal)
         ts = TimeStep(self._obs(mask), jnp.sum(rewards), jnp.zeros((), bool), jnp.zeros((), bool), {"agent_rewards": rewards})
         return new, ts
