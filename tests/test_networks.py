@@ -22,6 +22,7 @@ from eqxrl.components import (
     Ensemble,
     GaussianHead,
     Linear,
+    MultiCategoricalHead,
     Normal,
     TanhGaussianHead,
     TanhNormal,
@@ -29,6 +30,7 @@ from eqxrl.components import (
 )
 from eqxrl.components.networks import ACTIVATIONS, batched_orthogonal, get_activation, orthogonal
 from eqxrl.components.networks import _init as init_module
+from typecheck import no_runtime_typecheck
 
 HIDDEN = (8,)
 # Few distinct shapes: every new shape is a new compilation.
@@ -605,3 +607,13 @@ def test_ensemble_is_differentiable_per_member():
     w = grads.members.torso.net.layers[0].weight
     assert w.shape == (2, 4, 8)
     assert float(jnp.abs(w[0]).sum()) > 0 and float(jnp.abs(w[1]).sum()) == 0
+
+
+def test_multi_categorical_head_gives_a_factorised_categorical_and_names_a_bad_nvec():
+    head = MultiCategoricalHead(3, (4, 2), key=jax.random.key(0))
+    dist = head(jnp.zeros((5, 3)))
+    assert dist.logits.shape == (5, 6) and dist.nvec == (4, 2) and dist.sample(jax.random.key(1)).shape == (5, 2)
+    with no_runtime_typecheck():
+        for nvec in ((), (3, 0), 4):
+            with pytest.raises(ValueError, match=rf"^MultiCategoricalHead\(nvec\) must be a non-empty sequence of positive ints, got {re.escape(repr(nvec))}$"):
+                MultiCategoricalHead(3, nvec, key=jax.random.key(0))

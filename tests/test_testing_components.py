@@ -41,6 +41,7 @@ from eqxrl.testing import (
     probes,
 )
 from eqxrl.testing import strategies as st
+from typecheck import no_runtime_typecheck
 
 KEY = jax.random.key(0)
 
@@ -396,3 +397,15 @@ def test_strategies_without_hypothesis_name_the_extra(monkeypatch):
         monkeypatch.delitem(sys.modules, module)
     testing = importlib.import_module("eqxrl.testing")
     assert callable(testing.check_agent) and testing.probes.TimeLimitBootstrap().max_episode_steps == 1
+
+
+def test_masked_probes_bad_arguments():
+    with no_runtime_typecheck():
+        for make, name, value, least in (
+            (probes.MaskedActions, "num_actions", 1, 2),
+            (probes.MaskedActions, "factors", 0, 1),
+            (probes.MultiAgentMaskedActions, "team_size", 0, 1),
+            (probes.MultiAgentMaskedActions, "factors", True, 1),
+        ):
+            with pytest.raises(ValueError, match=rf"^{make.__name__}\({name}\) must be an int >= {least}, got {value!r}$"):
+                make(**{name: value})
