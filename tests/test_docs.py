@@ -124,7 +124,7 @@ def test_environments_page_spaces_run():
     """The Spaces section of docs/components/environments.md (the rest of the page builds and
     steps gymnax envs, so only its blocks compile): its examples run and say what they claim."""
     text = (DOCS / "components" / "environments.md").read_text()
-    section = text[text.index("\n## Spaces\n") : text.index("\n## Dict observations and action masks\n")]
+    section = text[text.index("\n## Spaces\n") : text.index("\n## Dict and Tuple observations and action masks\n")]
     blocks = BLOCK.findall(section)
     assert len(blocks) == 3
     namespace = {"__name__": "docs_environments_spaces"}
@@ -137,7 +137,7 @@ def test_environments_page_spaces_run():
 def test_environments_page_masks_run():
     """The masks section of docs/components/environments.md: PPO on `MaskedActions` takes no illegal action."""
     text = (DOCS / "components" / "environments.md").read_text()
-    section = text[text.index("\n## Dict observations and action masks\n") : text.index("\n## Adapters\n")]
+    section = text[text.index("\n## Dict and Tuple observations and action masks\n") : text.index("\n## Adapters\n")]
     blocks = BLOCK.findall(section)
     assert len(blocks) == 1
     namespace = {"__name__": "docs_environments_masks"}

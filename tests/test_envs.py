@@ -12,15 +12,19 @@ import pytest
 from gymnax.environments import spaces as gymnax_spaces
 from gymnax.environments.classic_control.cartpole import CartPole
 
+import eqxrl
 import eqxrl.envs
 from eqxrl.envs import (
     AbstractEnv,
     BraxEnv,
     Box,
+    Dict,
     Discrete,
     GymnaxEnv,
     TimeLimit,
     TimeStep,
+    Tuple,
+    check_env,
     first_timestep,
     make,
     register,
@@ -129,16 +133,48 @@ def test_every_gymnax_env_resets_and_steps_under_jit(name):
     assert first.reward.dtype == jnp.float32 and first.terminated.dtype == jnp.bool_
 
 
-def test_gymnax_env_with_a_dict_space_fails_clearly():
-    class DictObsCartPole(CartPole):
-        def observation_space(self, params):
-            return gymnax_spaces.Dict({"x": gymnax_spaces.Box(-1.0, 1.0, (2,))})
+class _SplitCartPole(CartPole):
+    """gymnax's CartPole observing `{"cart": (x, x_dot), "pole": ((theta,), (theta_dot,))}`: a
+    gymnax Dict of a Box and a Tuple."""
 
-    env = GymnaxEnv(DictObsCartPole())
+    def get_obs(self, state, params=None, key=None):
+        obs = super().get_obs(state, params, key)
+        return {"cart": obs[:2], "pole": (obs[2:3], obs[3:])}
+
+    def observation_space(self, params):
+        box = super().observation_space(params)
+        pole = gymnax_spaces.Tuple([gymnax_spaces.Box(box.low[i : i + 1], box.high[i : i + 1], (1,)) for i in (2, 3)])
+        return gymnax_spaces.Dict({"cart": gymnax_spaces.Box(box.low[:2], box.high[:2], (2,)), "pole": pole})
+
+
+def test_gymnax_dict_and_tuple_spaces_become_eqxrl_ones_and_an_agent_trains_on_them():
+    env = GymnaxEnv(_SplitCartPole())
+    flat = make("CartPole-v1")
+    box = flat.observation_space
+    assert env.observation_space == Dict(
+        {"cart": Box(box.low[:2], box.high[:2], (2,)), "pole": Tuple((Box(box.low[2:3], box.high[2:3], (1,)), Box(box.low[3:], box.high[3:], (1,))))}
+    )
+    check_env(env)
+    state, ts = env.reset(jax.random.key(0))
+    flat_state, flat_ts = flat.reset(jax.random.key(0))
+    np.testing.assert_array_equal(jnp.concatenate([ts.obs["cart"], *ts.obs["pole"]]), flat_ts.obs)
+    assert bool(env.observation_space.contains(ts.obs))
+    agent = eqxrl.agents.PPO(env, num_envs=2, rollout_length=8, num_minibatches=1, num_epochs=1, hidden_sizes=(8,))
+    assert agent.obs_shape == (("cart", (2,)), ("pole.0", (1,)), ("pole.1", (1,)))
+    _, metrics = eqxrl.train(agent, jax.random.key(1), total_steps=32, progress=False)
+    assert np.all(np.isfinite(metrics["loss"]))
+
+
+def test_gymnax_env_with_an_unknown_space_fails_clearly():
+    class OddCartPole(CartPole):
+        def observation_space(self, params):
+            return "odd"
+
+    env = GymnaxEnv(OddCartPole())
     assert isinstance(env.action_space, Discrete)
     with pytest.raises(
         ValueError,
-        match=r"gymnax env 'CartPole-v1' has a Dict observation space; eqxrl supports Discrete and Box spaces",
+        match=r"^gymnax env 'CartPole-v1' has a str observation space; eqxrl supports Discrete, Box, Dict and Tuple spaces$",
     ):
         env.observation_space
 

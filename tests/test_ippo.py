@@ -44,7 +44,7 @@ def test_ippo_names_bad_configuration(kwargs, match):
 
 def test_agent_ids_need_flat_box_or_dict_observations():
     with no_runtime_typecheck():
-        with pytest.raises(ValueError, match=r"^IPPO\(agent_ids=True\) needs 1-D Box or Dict observations per agent"):
+        with pytest.raises(ValueError, match=r"^IPPO\(agent_ids=True\) needs 1-D Box, MultiDiscrete, 1-D MultiBinary, Dict or Tuple observations per agent"):
             seats.seat_space(eqxrl.envs.Discrete(3), 2, True)
         taken = eqxrl.envs.Dict({"agent_id": eqxrl.envs.Discrete(2)})
         with pytest.raises(ValueError, match=r"^IPPO\(agent_ids=True\) adds an 'agent_id' entry, and the observations have one already$"):
@@ -52,6 +52,12 @@ def test_agent_ids_need_flat_box_or_dict_observations():
     assert seats.seat_space(eqxrl.envs.Discrete(3), 2, False) == eqxrl.envs.Discrete(3)
     agent = MultiAgentMaskedActions().agent_observation_space
     assert seats.seat_space(agent, 2, True).spaces == {**agent.spaces, "agent_id": eqxrl.envs.Box(0.0, 1.0, (2,))}
+    pair = eqxrl.envs.Tuple((eqxrl.envs.Box(-1.0, 1.0, (3,)), eqxrl.envs.Discrete(4)))
+    assert seats.seat_space(pair, 2, True) == eqxrl.envs.Tuple((*pair.spaces, eqxrl.envs.Box(0.0, 1.0, (2,))))
+    high = np.array([1.0, 2.0, 1.0, 1.0], np.float32)  # MultiDiscrete entries as floats, then the id
+    assert seats.seat_space(eqxrl.envs.MultiDiscrete((2, 3)), 2, True) == eqxrl.envs.Box(0.0, high, (4,))
+    ids = seats.with_agent_ids((jnp.zeros((5, 3)), jnp.ones((5,), jnp.int32)), 1, 2, (5,))
+    assert len(ids) == 3 and np.array_equal(ids[2], np.tile([0.0, 1.0], (5, 1)))
 
 
 def test_a_seat_outside_ippos_vmap_is_agent_0_with_every_agent_taking_its_action():
@@ -227,7 +233,7 @@ def test_untrained_ippo_acts_legally_on_dict_observations_with_masks(getkey):
     with no_runtime_typecheck():
         with pytest.raises(ValueError, match=r"^IPPO: obs\['legal'\] must have shape \(\*batch, 2, 4\), got \(64, 4\)$"):
             agent.act(state, {**obs, "legal": obs["legal"][:, 0]}, getkey())
-        with pytest.raises(ValueError, match=r"^IPPO: obs must be a dict with the entries \['legal', 'action_mask'\]"):
+        with pytest.raises(ValueError, match=r"^IPPO: obs must be a dict or tuple with the entries \['legal', 'action_mask'\]"):
             agent.act(state, {"legal": obs["legal"]}, getkey())
 
 

@@ -10,6 +10,7 @@ import pytest
 from typecheck import no_runtime_typecheck
 
 import eqxrl
+from eqxrl.agents import IPPO
 from eqxrl.core import foreign_promotion
 from eqxrl.envs import (
     ACTION_MASK,
@@ -20,9 +21,12 @@ from eqxrl.envs import (
     JaxMARLEnv,
     MultiAgentSpace,
     MultiBinary,
+    MultiDiscrete,
     TimeStep,
+    Tuple,
     agent_names,
     agent_rewards,
+    check_env,
     flatten_space,
     is_multi_agent,
     make,
@@ -69,6 +73,14 @@ def test_multi_agent_space_of_dicts_stacks_every_entry():
     assert not bool(space.contains({**x, "obs": x["obs"][:1]}))  # one agent's row missing
     assert not bool(space.contains({**x, "obs": x["obs"] * 3.0}))  # outside the Box
     assert not bool(space.contains({"obs": x["obs"]})) and not bool(space.contains(x["obs"]))
+
+
+def test_multi_agent_space_of_tuples_stacks_every_entry():
+    space = MultiAgentSpace(Tuple((Box(-1.0, 1.0, (5,)), MultiDiscrete((2, 3)))), 4)
+    assert space.shape == ((4, 5), (4, 2))
+    x = space.sample(jax.random.key(0))
+    assert isinstance(x, tuple) and bool(space.contains(x))
+    assert not bool(space.contains((x[0],))) and not bool(space.contains((x[0], x[1][:2])))
 
 
 def test_agent_rewards_split_a_wrappers_change_equally():
@@ -204,22 +216,34 @@ def test_envs_with_legal_actions_observe_them_as_action_masks():
 
 def test_action_masks_are_refused_where_jaxmarl_has_no_legal_actions():
     with no_runtime_typecheck():
-        with pytest.raises(ValueError, match=r"^JaxMARLEnv\(action_masks=True\) needs an env with get_avail_actions and Discrete actions, 'MPE_simple_spread_v3' has no get_avail_actions$"):
+        with pytest.raises(ValueError, match=r"^JaxMARLEnv\(action_masks=True\) needs an env with get_avail_actions \(or get_legal_moves\) and Discrete actions, 'MPE_simple_spread_v3' has neither$"):
             JaxMARLEnv("MPE_simple_spread_v3", action_masks=True)
         with pytest.raises(ValueError, match=r"^JaxMARLEnv\(action_masks\) must be None, True or False, got 1$"):
             JaxMARLEnv("MPE_simple_spread_v3", action_masks=1)
 
 
+def _hanabi(**kwargs):
+    return make("jaxmarl/hanabi", truncation=False, **kwargs)
+
+
+def test_hanabi_observes_its_legal_moves_as_action_masks():
+    env = _hanabi()
+    assert env.legal_actions == "get_legal_moves" and env.agents == ("agent_0", "agent_1")
+    assert env.observation_space == MultiAgentSpace(Dict({"obs": Box(-np.inf, np.inf, (658,)), ACTION_MASK: MultiBinary(21)}), 2)
+    assert _hanabi(action_masks=False).observation_space == MultiAgentSpace(Box(-np.inf, np.inf, (658,)), 2)
+
+
 @pytest.mark.slow
-def test_action_masks_are_jaxmarls_own_available_actions():
-    env = _smax()
+@pytest.mark.parametrize("build, method", [(_smax, "get_avail_actions"), (_hanabi, "get_legal_moves")], ids=["SMAX", "hanabi"])
+def test_action_masks_are_jaxmarls_own_legal_actions(build, method):
+    env = build()
     raw = env.jaxmarl_env
     key = jax.random.key(5)
     state, ts = jax.jit(lambda k: env.reset(k))(key)
     step = jax.jit(lambda k, s, a: env.step(k, s, a))
     with foreign_promotion():
         raw_obs, raw_state = jax.jit(raw.reset)(key)
-        raw_step, avail = jax.jit(raw.step_env), jax.jit(raw.get_avail_actions)
+        raw_step, avail = jax.jit(raw.step_env), jax.jit(getattr(raw, method))
     seen = set()
     for t in range(12):
         with foreign_promotion():
@@ -230,9 +254,31 @@ def test_action_masks_are_jaxmarls_own_available_actions():
             seen.add(tuple(np.asarray(want[a]).tolist()))
         assert ts.obs[ACTION_MASK].dtype == jnp.int32 and bool(env.observation_space.contains(ts.obs))
         k = jax.random.fold_in(key, t)
-        # A legal action of every agent (the last legal one: attacks once the enemies are in range).
-        action = jnp.argmax(jnp.cumsum(ts.obs[ACTION_MASK], axis=-1), axis=-1).astype(jnp.int32)
+        # A legal action of every agent: the last legal one (SMAX: attacks once the enemies are in
+        # range), or a random one (Hanabi: a game that goes on).
+        mask = ts.obs[ACTION_MASK]
+        if method == "get_legal_moves":
+            mask = mask.astype(jnp.float32) * jax.random.uniform(k, mask.shape)
+            action = jnp.argmax(mask, axis=-1).astype(jnp.int32)
+        else:
+            action = jnp.argmax(jnp.cumsum(mask, axis=-1), axis=-1).astype(jnp.int32)
         state, ts = step(k, state, action)
         with foreign_promotion():
             raw_obs, raw_state, _, _, _ = raw_step(k, raw_state, {a: action[i] for i, a in enumerate(env.agents)})
-    assert len(seen) > 1  # the masks change as the units move and fight
+    assert len(seen) > 2  # the masks change as the game goes
+
+
+def test_switch_riddle_observes_a_multi_discrete_space_per_agent():
+    env = make("jaxmarl/switch_riddle", truncation=False)
+    assert env.observation_space == MultiAgentSpace(MultiDiscrete((2, 2)), 3) and env.action_space.space == Discrete(3)
+    check_env(env)
+    raw = env.jaxmarl_env
+    state, ts = env.reset(jax.random.key(2))
+    with foreign_promotion():
+        raw_obs, _ = raw.reset(jax.random.key(2))
+    assert ts.obs.dtype == jnp.int32 and bool(env.observation_space.contains(ts.obs))
+    np.testing.assert_array_equal(ts.obs, np.stack([raw_obs[a] for a in env.agents]))
+    # IPPO takes it (with its agents' one-hot ids after their entries: test_ippo's seat_space test).
+    agent = IPPO(env, num_envs=6, rollout_length=4, num_minibatches=1, num_epochs=1, hidden_sizes=(8,))
+    _, metrics = eqxrl.train(agent, jax.random.key(0), total_steps=48, progress=False)
+    assert all(np.all(np.isfinite(metrics[name])) for name in ("policy_loss", "value_loss"))

@@ -21,6 +21,7 @@ from eqxrl.envs import (
     Discrete,
     MultiBinary,
     ObservationLayout,
+    Tuple,
     innermost_state,
     make,
     sample_batch,
@@ -54,6 +55,29 @@ class DictCartPole(AbstractWrapper):
         if "final_obs" in ts.info:
             ts.info["final_obs"] = {"a": ts.info["final_obs"][:2], "b": ts.info["final_obs"][2:]}
         return state, ts
+
+
+class TupleCartPole(DictCartPole):
+    """CartPole observing `((x, x_dot), {"theta": (theta, theta_dot)})`: stored as the flat
+    observation in its original order (a Tuple's entries in position order)."""
+
+    def _pack(self, obs):
+        return (obs[:2], {"theta": obs[2:]})
+
+    def _split(self, ts):
+        return eqx.tree_at(lambda t: t.obs, ts, self._pack(ts.obs))
+
+    @property
+    def observation_space(self):
+        box = self.env.observation_space
+        return Tuple((Box(box.low[:2], box.high[:2], (2,)), Dict({"theta": Box(box.low[2:], box.high[2:], (2,))})))
+
+    def step(self, key, state, action):
+        state, ts = self.env.step(key, state, action)
+        info = dict(ts.info)
+        if "final_obs" in info:
+            info["final_obs"] = self._pack(info["final_obs"])
+        return state, eqx.tree_at(lambda t: (t.obs, t.info), ts, (self._pack(ts.obs), info))
 
 
 class DictPendulum(DictCartPole):
@@ -106,6 +130,16 @@ def test_layout_of_a_dict_concatenates_its_entries_in_key_order_and_puts_the_mas
     np.testing.assert_array_equal(mask, [[False, True, False]])
 
 
+def test_layout_of_a_tuple_concatenates_its_entries_in_position_order():
+    space = Tuple((Box(0.0, 1.0, (2,)), Dict({"b": Box(0.0, 1.0, (1,)), "a": Discrete(4)})))
+    layout = ObservationLayout.of(space, Discrete(3))
+    assert layout.torso_shape == (("0", (2,)), ("1.a", ()), ("1.b", (1,))) and (layout.size, layout.mask_size) == (4, 0)
+    x = layout.flatten((jnp.array([[5.0, 6.0]]), {"a": jnp.array([3]), "b": jnp.array([[7.0]])}), "T")
+    np.testing.assert_array_equal(x, [[5.0, 6.0, 3.0, 7.0]])
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=r"^T: obs must be a dict or tuple with the entries \['0', '1.a', '1.b'\], got a tuple$"):
+        layout.flatten((jnp.zeros(2),), "T")
+
+
 def test_normalisation_leaves_the_mask_alone_and_an_empty_mask_counts_as_all_legal():
     layout = ObservationLayout.of(MaskedActions().observation_space, Discrete(4))
     stats = eqxrl.components.RunningMeanStd((4,)).update(jnp.full((3, 4), 7.0))
@@ -136,16 +170,16 @@ def test_observations_that_do_not_match_the_layout_are_named():
     layout = ObservationLayout.of(Dict({"a": Box(0.0, 1.0, (2,)), "b": Box(0.0, 1.0, (3,))}))
     with pytest.raises(ValueError, match=r"T: obs\['b'\] must have shape \(5, 3\), got \(5, 2\)"):
         layout.flatten({"a": jnp.zeros((5, 2)), "b": jnp.zeros((5, 2))}, "T")
-    with pytest.raises(ValueError, match=r"T: obs must be a dict with the entries \['a', 'b'\], got \['a'\]"):
+    with pytest.raises(ValueError, match=r"T: obs must be a dict or tuple with the entries \['a', 'b'\], got \['a'\]"):
         layout.flatten({"a": jnp.zeros((2,))}, "T")
 
 
 @pytest.mark.slow
 @settings(max_examples=8, deadline=None)
-@given(space=st.dicts(), batch=st.batch_shapes(max_dims=2, max_side=3), seed=hs.integers(0, 2**16))
-def test_any_dict_observation_flattens_and_a_buffer_stores_and_samples_it(space, batch, seed):
-    """Property: every random `Dict` space's batch flattens to `(*batch, size)`, and a replay
-    buffer stores the raw dict observations and samples them back, leaf by leaf."""
+@given(space=hs.one_of(st.dicts(), st.tuples()), batch=st.batch_shapes(max_dims=2, max_side=3), seed=hs.integers(0, 2**16))
+def test_any_dict_or_tuple_observation_flattens_and_a_buffer_stores_and_samples_it(space, batch, seed):
+    """Property: every random `Dict` (`Tuple`) space's batch flattens to `(*batch, size)`, and a
+    replay buffer stores the raw observations and samples them back, leaf by leaf."""
     layout = ObservationLayout.of(space)
     obs = sample_batch(space, jax.random.key(seed), batch)
     assert layout.flatten(obs, "T").shape == batch + (layout.size,)
@@ -186,16 +220,21 @@ def test_multi_input_torso_bad_inputs_are_named():
 @pytest.mark.slow
 @pytest.mark.bitwise
 # (MPO's off-policy path is DQN's: its run is in the exhaustive tier, 15 s.)
-@pytest.mark.parametrize("agent_cls", [PPO, DQN, pytest.param(MPO, marks=pytest.mark.exhaustive)])
-def test_a_dict_observation_trains_exactly_as_its_flat_vector(agent_cls):
-    """CartPole split into a Dict `{"a", "b"}` is stored as the flat observation: the same run
-    (bit for bit under the suite's settings for comparing differently structured programs)."""
+@pytest.mark.parametrize(
+    "agent_cls, wrapper",
+    [(PPO, DictCartPole), (DQN, DictCartPole), (PPO, TupleCartPole), pytest.param(MPO, DictCartPole, marks=pytest.mark.exhaustive)],
+)
+def test_a_dict_or_tuple_observation_trains_exactly_as_its_flat_vector(agent_cls, wrapper):
+    """CartPole split into a Dict `{"a", "b"}` (a Tuple `((x, x_dot), {"theta": ...})`) is
+    stored as the flat observation: the same run (bit for bit under the suite's settings for
+    comparing differently structured programs)."""
     kwargs = dict(num_envs=4, rollout_length=16) if agent_cls is PPO else dict(learning_starts=64, batch_size=32)
     if agent_cls is MPO:  # (its discrete mode; smaller networks: the defaults' take a minute here)
         kwargs.update(hidden_sizes=(32,), target_update_period=10)
     flat = agent_cls(make("CartPole-v1"), **kwargs)
-    split = agent_cls(DictCartPole(make("CartPole-v1")), **kwargs)
-    assert split.obs_shape == (("a", (2,)), ("b", (2,)))
+    split = agent_cls(wrapper(make("CartPole-v1")), **kwargs)
+    entries = (("a", (2,)), ("b", (2,))) if wrapper is DictCartPole else (("0", (2,)), ("1.theta", (2,)))
+    assert split.obs_shape == entries
     ours, our_metrics = eqxrl.train(split, jax.random.key(3), total_steps=640, progress=False)
     theirs, their_metrics = eqxrl.train(flat, jax.random.key(3), total_steps=640, progress=False)
     nets = (lambda s: (s.actor, s.critic)) if agent_cls is PPO else (lambda s: s.learner)
@@ -283,6 +322,27 @@ def test_normalize_observation_normalises_a_dict_entry_by_entry_and_leaves_the_m
     assert abs(legal.mean()) < 0.3 and 0.5 < legal.std() < 1.5  # the Box entry normalised
     mask_stats, legal_stats = state.stats  # (leaves in sorted key order)
     assert mask_stats is None and legal_stats.mean.shape == (4,)
+
+
+def test_normalize_observation_normalises_a_tuple_entry_by_entry_as_a_dict():
+    """The Tuple `((x, x_dot), {"theta": ...})` and the Dict `{"a": (x, x_dot), "b": ...}` of
+    CartPole's observation: the same statistics per entry, the same normalised values."""
+    runs = []
+    for env in (
+        eqxrl.envs.NormalizeObservation(eqxrl.envs.VectorEnv(TupleCartPole(make("CartPole-v1")), 16)),
+        eqxrl.envs.NormalizeObservation(eqxrl.envs.VectorEnv(DictCartPole(make("CartPole-v1")), 16)),
+        eqxrl.envs.VectorEnv(TupleCartPole(make("CartPole-v1")), 16),  # (the raw observations)
+    ):
+        state, ts = env.reset(jax.random.key(0))
+        for k in jax.random.split(jax.random.key(1), 12):
+            state, ts = env.step(k, state, jax.random.randint(k, (16,), 0, 2))
+        runs.append((ts.obs, getattr(state, "stats", None)))
+    (tuple_obs, tuple_stats), (dict_obs, dict_stats), (raw, _) = runs
+    assert isinstance(tuple_obs, tuple) and [s.mean.shape for s in tuple_stats] == [(2,), (2,)]
+    np.testing.assert_allclose(tuple_obs[0], tuple_stats[0].normalize(raw[0], 10.0), rtol=1e-6)
+    np.testing.assert_array_equal(tuple_obs[0], dict_obs["a"])
+    np.testing.assert_array_equal(tuple_obs[1]["theta"], dict_obs["b"])
+    np.testing.assert_array_equal(tuple_stats[1].mean, dict_stats[1].mean)
 
 
 @pytest.mark.slow

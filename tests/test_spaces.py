@@ -16,6 +16,7 @@ from eqxrl.envs import (
     Discrete,
     MultiBinary,
     MultiDiscrete,
+    Tuple,
     flatten_space,
     sample_batch,
 )
@@ -402,6 +403,66 @@ def test_dict_equality_and_repr():
 def test_dict_rejects_bad_spaces(spaces, message):
     with pytest.raises(ValueError, match=message):
         Dict(spaces)
+
+
+# ----------------------------------------------------------------------------- Tuple
+
+
+def _tuple_space():
+    return Tuple((Box(0.0, 1.0, (2, 2)), Dict({"b": MultiBinary(2), "a": Discrete(3)}), Tuple((MultiDiscrete((3, 2)),))))
+
+
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None)  # (each example compiles its sampling)
+@given(space=est.tuples(), batch_shape=est.batch_shapes(), seed=st.integers(0, 2**16))
+def test_tuple_samples_are_contained_tuples_of_the_declared_shapes(space, batch_shape, seed):
+    samples = _check_samples(space, seed, batch_shape)
+    assert isinstance(samples, tuple) and len(samples) == len(space.spaces)
+    assert space.dtype == _dtypes(samples)
+
+
+def test_tuple_shape_dtype_names_and_leaf_order():
+    space = _tuple_space()
+    assert space.shape == ((2, 2), {"a": (), "b": (2,)}, ((2,),))
+    assert space.dtype == (jnp.float32, {"a": jnp.int32, "b": jnp.int32}, (jnp.int32,))
+    assert list(space.named_spaces()) == ["0", "1", "2"]
+    leaves, treedef = flatten_space(space)
+    assert leaves == [Box(0.0, 1.0, (2, 2)), Discrete(3), MultiBinary(2), MultiDiscrete((3, 2))]
+    element = space.sample(jax.random.key(0))
+    assert isinstance(element, tuple) and jax.tree.structure(element) == treedef
+    keys = jax.random.split(jax.random.key(0), 3)  # entry i draws with sub-key i
+    np.testing.assert_array_equal(element[0], Box(0.0, 1.0, (2, 2)).sample(keys[0]))
+    batch = jax.vmap(space.sample)(jax.random.split(jax.random.key(1), 4))
+    assert bool(eqx.filter_jit(lambda s, x: jax.vmap(s.contains)(x))(space, batch).all())
+
+
+def test_tuple_contains_equality_and_repr():
+    space = _tuple_space()
+    x = space.sample(jax.random.key(1))
+    assert bool(space.contains(x)) and bool(space.contains(list(x)))
+    assert not bool(space.contains(x[:2]))  # an entry missing
+    assert not bool(space.contains((*x, x[0])))  # one too many
+    assert not bool(space.contains((x[0] + 2.0, *x[1:])))  # an entry outside its space
+    assert not bool(space.contains((x[0][0], *x[1:])))  # a wrong shape
+    assert not bool(space.contains((x[0], x[0], x[2])))  # an array where a dict belongs
+    assert not bool(space.contains({"0": x[0]}))  # not a tuple
+    assert Tuple((Discrete(2),)) == Tuple([Discrete(2)]) != Tuple((Discrete(3),))
+    assert repr(Tuple((Discrete(2),))) == "Tuple((Discrete(n=2),))"
+    assert repr(Tuple((Discrete(2), MultiBinary(1)))) == "Tuple((Discrete(n=2), MultiBinary(n=1)))"
+
+
+@pytest.mark.parametrize(
+    "spaces, message",
+    [
+        ((), r"^Tuple\(spaces\) must be a non-empty tuple or list of eqxrl spaces, got \(\)$"),
+        (Discrete(2), r"^Tuple\(spaces\) must be a non-empty tuple or list of eqxrl spaces, got Discrete\(n=2\)$"),
+        ({"a": Discrete(2)}, r"^Tuple\(spaces\) must be a non-empty tuple or list of eqxrl spaces, got \{"),
+        ((Discrete(2), 3), r"^Tuple\(spaces\)\[1\] must be an eqxrl space \(such as Box or Discrete\), got 3$"),
+    ],
+)
+def test_tuple_rejects_bad_spaces(spaces, message):
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=message):
+        Tuple(spaces)
 
 
 # ----------------------------------------------------------------------------- flatten_space, sample_batch

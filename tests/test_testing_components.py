@@ -352,8 +352,8 @@ def test_strategies_name_what_they_cannot_draw():
         def contains(self, x):
             return jnp.asarray(True)
 
-    with pytest.raises(ValueError, match=r"^batches\(space\) must be a Box, Discrete, MultiDiscrete, MultiBinary or "
-                       r"Dict space, got .*Odd\(\)$"):  # fmt: skip
+    with pytest.raises(ValueError, match=r"^batches\(space\) must be a Box, Discrete, MultiDiscrete, MultiBinary, "
+                       r"Dict or Tuple space, got .*Odd\(\)$"):  # fmt: skip
         st.batches(Odd(), (2,))
 
 

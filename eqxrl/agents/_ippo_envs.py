@@ -31,6 +31,9 @@ from ..envs import (
     AutoReset,
     Box,
     Dict,
+    MultiBinary,
+    MultiDiscrete,
+    Tuple,
     TimeStep,
     VectorEnv,
     agent_rewards,
@@ -69,10 +72,13 @@ def _first_lane_key(key: Key) -> Key:
 
 def with_agent_ids(obs: Any, index: Array | int, num_agents: int, lead: tuple[int, ...]) -> Any:
     """`[obs, one_hot(index, num_agents)]` along the last axis, for observations with leading
-    axes `lead`; a dict observation gets the one-hot id as its `AGENT_ID` entry instead."""
+    axes `lead`; a dict observation gets the one-hot id as its `AGENT_ID` entry instead, a
+    tuple one as its last entry."""
     one_hot = jnp.broadcast_to(jax.nn.one_hot(index, num_agents, dtype=jnp.float32), (*lead, num_agents))
     if isinstance(obs, dict):
         return {**obs, AGENT_ID: one_hot}
+    if isinstance(obs, (tuple, list)):
+        return (*obs, one_hot)
     return jnp.concatenate([obs.astype(jnp.float32), one_hot], axis=-1)
 
 
@@ -83,18 +89,29 @@ def agent_rows(obs: Any, index: Any) -> Any:
 
 def seat_space(agent_space: AbstractSpace, num_agents: int, agent_ids: bool) -> AbstractSpace:
     """One agent's observation space, with room for its one-hot id when `agent_ids` (a `Dict`
-    one: an `AGENT_ID` entry)."""
+    one: an `AGENT_ID` entry; a `Tuple` one: a last entry)."""
     if not agent_ids:
         return agent_space
     if isinstance(agent_space, Dict):
         if AGENT_ID in agent_space.spaces:
             raise ValueError(f"IPPO(agent_ids=True) adds an {AGENT_ID!r} entry, and the observations have one already")
         return Dict({**agent_space.spaces, AGENT_ID: Box(0.0, 1.0, (num_agents,))})
-    if not (isinstance(agent_space, Box) and len(agent_space.shape) == 1):
-        raise ValueError(f"IPPO(agent_ids=True) needs 1-D Box or Dict observations per agent, got {agent_space!r}")
-    low = np.concatenate([np.asarray(agent_space.low), np.zeros(num_agents, np.float32)])
-    high = np.concatenate([np.asarray(agent_space.high), np.ones(num_agents, np.float32)])
-    return Box(low, high, (agent_space.shape[0] + num_agents,))
+    if isinstance(agent_space, Tuple):
+        return Tuple((*agent_space.spaces, Box(0.0, 1.0, (num_agents,))))
+    if isinstance(agent_space, Box) and len(agent_space.shape) == 1:
+        low, high = np.asarray(agent_space.low), np.asarray(agent_space.high)
+    elif isinstance(agent_space, MultiDiscrete):  # (its entries as floats, the id after them)
+        low, high = np.zeros(len(agent_space.nvec), np.float32), np.asarray(agent_space.nvec, np.float32) - 1.0
+    elif isinstance(agent_space, MultiBinary) and len(agent_space.shape) == 1:
+        low, high = np.zeros(agent_space.shape, np.float32), np.ones(agent_space.shape, np.float32)
+    else:
+        raise ValueError(
+            "IPPO(agent_ids=True) needs 1-D Box, MultiDiscrete, 1-D MultiBinary, Dict or Tuple observations per agent, "
+            f"got {agent_space!r}"
+        )
+    low = np.concatenate([low, np.zeros(num_agents, np.float32)])
+    high = np.concatenate([high, np.ones(num_agents, np.float32)])
+    return Box(low, high, (low.shape[0],))
 
 
 class ClipAgentActions(AbstractWrapper):

@@ -35,12 +35,14 @@ from ._navix import NavixEnv as NavixEnv
 from ._playground import PlaygroundEnv as PlaygroundEnv
 from ._point import Point2D as Point2D
 from ._point import PointState as PointState
+from ._spaces import AbstractCompositeSpace as AbstractCompositeSpace
 from ._spaces import AbstractSpace as AbstractSpace
 from ._spaces import Box as Box
 from ._spaces import Dict as Dict
 from ._spaces import Discrete as Discrete
 from ._spaces import MultiBinary as MultiBinary
 from ._spaces import MultiDiscrete as MultiDiscrete
+from ._spaces import Tuple as Tuple
 from ._spaces import flatten_space as flatten_space
 from ._spaces import sample_batch as sample_batch
 from ._wrappers import AutoReset as AutoReset

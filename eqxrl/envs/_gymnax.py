@@ -9,7 +9,7 @@ from jaxtyping import Array, PyTree
 
 from ..core import EnvState, Key
 from ._base import AbstractEnv, TimeStep, first_timestep
-from ._spaces import AbstractSpace, Box, Discrete
+from ._spaces import AbstractSpace, Box, Dict, Discrete, Tuple, as_element, flatten_space
 from ..core import foreign_promotion as _foreign_promotion
 from ._static import StaticHandle
 
@@ -21,9 +21,13 @@ def _convert_space(space: Any, what: str, env_name: str) -> AbstractSpace:
         return Discrete(int(space.n))
     if isinstance(space, spaces.Box):
         return Box(space.low, space.high, tuple(space.shape))
+    if isinstance(space, spaces.Dict):  # (nested spaces are converted entry by entry)
+        return Dict({name: _convert_space(sub, what, env_name) for name, sub in space.spaces.items()})
+    if isinstance(space, spaces.Tuple):
+        return Tuple([_convert_space(sub, what, env_name) for sub in space.spaces])
     raise ValueError(
         f"gymnax env {env_name!r} has a {type(space).__name__} {what} space; "
-        "eqxrl supports Discrete and Box spaces"
+        "eqxrl supports Discrete, Box, Dict and Tuple spaces"
     )
 
 
@@ -93,7 +97,17 @@ class GymnaxEnv(AbstractEnv):
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
         with _foreign_promotion():
             obs, state = self.gymnax_env.reset_env(key, self.params)
-        return state, first_timestep(jnp.asarray(obs, jnp.float32))
+        return state, first_timestep(self._obs(obs))
+
+    def _obs(self, obs: Any) -> Any:
+        """A single-array observation as float32 (as always); a structured one (a gymnax `Dict` or
+        `Tuple` space) as an element of `observation_space`: each leaf in its space's dtype."""
+        if not isinstance(obs, (dict, tuple, list)):
+            return jnp.asarray(obs, jnp.float32)
+        space = self.observation_space
+        leaves, treedef = flatten_space(space)
+        values = treedef.flatten_up_to(as_element(space, obs))
+        return treedef.unflatten([jnp.asarray(x, leaf.dtype) for x, leaf in zip(values, leaves)])
 
     def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
         env = self.gymnax_env
@@ -101,7 +115,7 @@ class GymnaxEnv(AbstractEnv):
             obs, state, reward, terminated, _ = env.step_env(key, state, action, self.params)
             truncated = env.is_truncated(state, self.params)
         ts = TimeStep(
-            obs=jnp.asarray(obs, jnp.float32),
+            obs=self._obs(obs),
             reward=jnp.asarray(reward, jnp.float32),
             terminated=jnp.asarray(terminated, bool),
             truncated=jnp.asarray(truncated, bool),

@@ -10,11 +10,14 @@ by its time limit (`done = step >= max_steps`, tested before the step counter mo
 an episode has `max_steps + 1` transitions): for MPE the done is a truncation.
 
 Action masks: a JaxMARL env that implements `get_avail_actions(state)` (SMAX,
-HeuristicEnemySMAX) gives every agent a `Dict` observation `{"obs": <its features>,
-"action_mask": <its legal actions, 1 = legal>}`, the mask being `get_avail_actions` of the
-state the observation is of, so IPPO (like PPO on a single-agent env with masks) only ever
-takes legal actions. `action_masks=False` keeps the plain `Box` observation; envs without
-`get_avail_actions` (the MPE scenarios) keep it always.
+HeuristicEnemySMAX) or `get_legal_moves(state)` (Hanabi) gives every agent a `Dict`
+observation `{"obs": <its observation>, "action_mask": <its legal actions, 1 = legal>}`, the
+mask being the legal actions of the state the observation is of, so IPPO (like PPO on a
+single-agent env with masks) only ever takes legal actions. `action_masks=False` keeps the
+plain observation; envs without either method (the MPE scenarios) keep it always.
+
+Spaces: JaxMARL's Discrete, MultiDiscrete (switch_riddle's observations), Box, Dict and Tuple
+become eqxrl's.
 """
 
 import io
@@ -30,7 +33,7 @@ from ..core import EnvState, Key
 from ..core import foreign_promotion as _foreign_promotion
 from ._base import ACTION_MASK, TimeStep
 from ._multi_agent import AbstractMultiAgentEnv
-from ._spaces import AbstractSpace, Box, Dict, Discrete, MultiBinary
+from ._spaces import AbstractSpace, Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple, as_element, flatten_space
 from ._static import StaticHandle
 
 PREFIX = "jaxmarl/"
@@ -61,64 +64,95 @@ def jaxmarl_ids() -> list[str]:
 
 
 def _space(space: Any, what: str, name: str) -> AbstractSpace:
+    """A JaxMARL space (Discrete, MultiDiscrete, Box, Dict, Tuple; nested) as eqxrl's."""
     kind = type(space).__name__
     if kind == "Discrete":
         return Discrete(int(space.n))
+    if kind == "MultiDiscrete":
+        return MultiDiscrete(np.asarray(space.num_categories).tolist())
     if kind == "Box":
-        return Box(np.asarray(space.low, np.float32), np.asarray(space.high, np.float32), tuple(space.shape))
-    raise ValueError(f"JaxMARL env {name!r} has a {kind} {what} space; eqxrl supports Discrete and Box spaces")
+        shape = (int(space.shape),) if np.ndim(space.shape) == 0 else tuple(space.shape)  # (Hanabi's is an int)
+        return Box(np.asarray(space.low, np.float32), np.asarray(space.high, np.float32), shape)
+    if kind == "Dict":
+        return Dict({key: _space(sub, what, name) for key, sub in space.spaces.items()})
+    if kind == "Tuple":
+        return Tuple([_space(sub, what, name) for sub in space.spaces])
+    raise ValueError(
+        f"JaxMARL env {name!r} has a {kind} {what} space; eqxrl supports Discrete, MultiDiscrete, Box, Dict and Tuple spaces"
+    )
 
 
 def _same(a: AbstractSpace, b: AbstractSpace) -> bool:
-    if isinstance(a, Discrete) and isinstance(b, Discrete):
-        return a.n == b.n
-    if isinstance(a, Box) and isinstance(b, Box):
-        return a.shape == b.shape and bool(np.all(a.low == b.low) and np.all(a.high == b.high))
-    return False
+    """Whether two spaces are equal (a Box's bounds compared by value)."""
+    leaves_a, tree_a = flatten_space(a)
+    leaves_b, tree_b = flatten_space(b)
+    if tree_a != tree_b or len(leaves_a) != len(leaves_b):
+        return False
+    for x, y in zip(leaves_a, leaves_b):
+        if isinstance(x, Box) and isinstance(y, Box):
+            if x.shape != y.shape or not (np.all(x.low == y.low) and np.all(x.high == y.high)):
+                return False
+        elif isinstance(x, Box) or isinstance(y, Box) or x != y:
+            return False
+    return True
 
 
-def _has_avail_actions(env: Any, jaxmarl: Any) -> bool:
-    """Whether `env` implements `get_avail_actions` (the base class's raises NotImplementedError)."""
-    return type(env).get_avail_actions is not jaxmarl.environments.MultiAgentEnv.get_avail_actions
+def _padded(spaces: list[AbstractSpace]) -> bool:
+    """Whether the agents' observations are 1-D `Box`es, observed as one unbounded `Box` of the
+    largest size (smaller ones padded with zeros), as they always were."""
+    return all(isinstance(s, Box) and len(s.shape) == 1 for s in spaces)
 
 
-def _check_masks(env: Any, jaxmarl: Any, name: str, action_masks: Any, action_space: AbstractSpace) -> bool:
-    """**Returns:** whether the adapter gives `env`'s agents action masks (see the module's description)."""
+def _legal_actions_method(env: Any, jaxmarl: Any) -> str | None:
+    """The method that gives `env`'s legal actions per agent: `get_avail_actions` (SMAX; the base
+    class's raises NotImplementedError), else Hanabi's `get_legal_moves`; None without one."""
+    if type(env).get_avail_actions is not jaxmarl.environments.MultiAgentEnv.get_avail_actions:
+        return "get_avail_actions"
+    return "get_legal_moves" if callable(getattr(env, "get_legal_moves", None)) else None
+
+
+def _check_masks(env: Any, jaxmarl: Any, name: str, action_masks: Any, action_space: AbstractSpace) -> str | None:
+    """**Returns:** the method whose legal actions become the agents' action masks, or None (no
+    masks; see the module's description)."""
     if action_masks is not None and not isinstance(action_masks, bool):
         raise ValueError(f"JaxMARLEnv(action_masks) must be None, True or False, got {action_masks!r}")
-    available = _has_avail_actions(env, jaxmarl) and isinstance(action_space, Discrete)
+    method = _legal_actions_method(env, jaxmarl)
+    available = method is not None and isinstance(action_space, Discrete)
     if action_masks and not available:
-        has = repr(action_space) if _has_avail_actions(env, jaxmarl) else "no get_avail_actions"
+        has = repr(action_space) if method is not None else "neither"
         raise ValueError(
-            f"JaxMARLEnv(action_masks=True) needs an env with get_avail_actions and Discrete actions, {name!r} has {has}"
+            "JaxMARLEnv(action_masks=True) needs an env with get_avail_actions (or get_legal_moves) and Discrete "
+            f"actions, {name!r} has {has}"
         )
     if not (available if action_masks is None else action_masks):
-        return False
+        return None
     import jax
 
     with _foreign_promotion():
-        avail = jax.eval_shape(lambda k: env.get_avail_actions(env.reset(k)[1]), jax.random.key(0))
+        avail = jax.eval_shape(lambda k: getattr(env, method)(env.reset(k)[1]), jax.random.key(0))
     shapes = {a: tuple(avail[a].shape) for a in env.agents}
     if any(shape != (action_space.n,) for shape in shapes.values()):
-        raise ValueError(f"JaxMARLEnv: {name!r}'s get_avail_actions must give ({action_space.n},) per agent, got {shapes}")
-    return True
+        raise ValueError(f"JaxMARLEnv: {name!r}'s {method} must give ({action_space.n},) per agent, got {shapes}")
+    return method
 
 
 class JaxMARLEnv(AbstractMultiAgentEnv):
     """A JaxMARL environment behind eqxrl's multi-agent protocol.
 
-    Observations of different sizes (MPE's adversaries and good agents) are padded with
-    zeros to the largest, so that they stack; every agent must have the same action space.
-    With `action_masks` an agent's observation is `{"obs": <features>, "action_mask": <legal actions>}`.
+    JaxMARL's Discrete, MultiDiscrete, Box, Dict and Tuple spaces become eqxrl's. 1-D `Box`
+    observations are observed as one unbounded `Box` of the largest size, those of different
+    sizes (MPE's adversaries and good agents) padded with zeros, so that they stack; otherwise every agent must have the same observation
+    space (any space: its leaves stack along the agent axis), and every agent the same action
+    space. With `action_masks` an agent's observation is
+    `{"obs": <its observation>, "action_mask": <legal actions>}`.
     """
 
     handle: StaticHandle = eqx.field(static=True)
     truncation: bool = eqx.field(static=True)
     env_name: str = eqx.field(static=True)
     agent_list: tuple[str, ...] = eqx.field(static=True)
-    obs_sizes: tuple[int, ...] = eqx.field(static=True)
-    _action_space: AbstractSpace
-    action_masks: bool = eqx.field(static=True)
+    obs_sizes: tuple[int, ...] | None = eqx.field(static=True)  # (1-D Box observations padded to the largest)
+    legal_actions: str | None = eqx.field(static=True)
 
     def __init__(self, env: Any, *, truncation: Any = None, action_masks: Any = None, key: Any = None, **kwargs: Any):
         """**Arguments:**
@@ -129,8 +163,9 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
           Default: True for the MPE scenarios, which end only by their time limit; other
           envs must say.
         - `action_masks`: whether every agent's observation is a `Dict` with its legal actions
-          (JaxMARL's `get_avail_actions`) as an `"action_mask"` entry. Default (None): when the
-          env implements `get_avail_actions` and has Discrete actions (SMAX); True demands it.
+          (JaxMARL's `get_avail_actions`, or Hanabi's `get_legal_moves`) as an `"action_mask"`
+          entry. Default (None): when the env implements one of them and has Discrete actions
+          (SMAX, Hanabi); True demands it.
         - `key`: a value identifying `env` for the compilation cache (default: the id and
           `kwargs`, or the instance itself).
         - `**kwargs`: the JaxMARL constructor's keywords (with an id only).
@@ -170,18 +205,21 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
         with _foreign_promotion():
             obs = [_space(env.observation_space(a), "observation", name) for a in agents]
             acts = [_space(env.action_space(a), "action", name) for a in agents]
-        if not all(isinstance(s, Box) and len(s.shape) == 1 for s in obs):
-            raise ValueError(f"JaxMARLEnv: {name!r} needs 1-D Box observations for every agent, got {obs}")
+        if not (_padded(obs) or all(_same(obs[0], o) for o in obs)):
+            spaces = {a: s for a, s in zip(agents, obs)}
+            raise ValueError(
+                f"JaxMARLEnv: every agent of {name!r} must have the same observation space (or 1-D Box ones, "
+                f"padded to the largest), got {spaces}"
+            )
         if not all(_same(acts[0], a) for a in acts):
             spaces = {a: s for a, s in zip(agents, acts)}
             raise ValueError(f"JaxMARLEnv: every agent of {name!r} must have the same action space, got {spaces}")
-        self.action_masks = _check_masks(env, jaxmarl, name, action_masks, acts[0])
+        self.legal_actions = _check_masks(env, jaxmarl, name, action_masks, acts[0])
         self.handle = StaticHandle(env, env if key is None else key)
         self.truncation = truncation
         self.env_name = name
         self.agent_list = agents
-        self.obs_sizes = tuple(int(s.shape[0]) for s in obs)
-        self._action_space = acts[0]
+        self.obs_sizes = tuple(int(s.shape[0]) for s in obs) if _padded(obs) else None
 
     @property
     def jaxmarl_env(self) -> Any:
@@ -195,12 +233,34 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
     def agents(self) -> tuple[str, ...]:
         return self.agent_list
 
+    def _converted(self, which: str) -> AbstractSpace:
+        # (Built from the JaxMARL env when asked, not held in a field: a Box's bounds are
+        # arrays, and a module holding one could not be hashed by `jax.jit(env.step)`.)
+        with _foreign_promotion():
+            space = getattr(self.jaxmarl_env, which)(self.agent_list[0])
+        return _space(space, which, self.env_name)
+
+    @property
+    def _observation_space(self) -> AbstractSpace:
+        if self.obs_sizes:
+            return Box(-np.inf, np.inf, (max(self.obs_sizes),))
+        return self._converted("observation_space")
+
+    @property
+    def _action_space(self) -> AbstractSpace:
+        return self._converted("action_space")
+
+    @property
+    def action_masks(self) -> bool:
+        """Whether every agent's observation carries its legal actions (`legal_actions` names
+        the JaxMARL method they come from)."""
+        return self.legal_actions is not None
+
     @property
     def agent_observation_space(self) -> AbstractSpace:
-        features = Box(-np.inf, np.inf, (max(self.obs_sizes),))
         if not self.action_masks:
-            return features
-        return Dict({"obs": features, ACTION_MASK: MultiBinary(self._action_space.n)})
+            return self._observation_space
+        return Dict({"obs": self._observation_space, ACTION_MASK: MultiBinary(self._action_space.n)})
 
     @property
     def agent_action_space(self) -> AbstractSpace:
@@ -214,14 +274,21 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
             return int(steps) + 1
         return None
 
-    def _stack(self, obs: dict[str, Array], state: Any) -> Any:
-        size = max(self.obs_sizes)
-        rows = [jnp.asarray(obs[a], jnp.float32) for a in self.agent_list]
-        features = jnp.stack([jnp.pad(r, (0, size - r.shape[0])) for r in rows])
+    def _stack(self, obs: dict[str, Any], state: Any) -> Any:
+        if self.obs_sizes:
+            size = max(self.obs_sizes)
+            rows = [jnp.asarray(obs[a], jnp.float32) for a in self.agent_list]
+            features = jnp.stack([jnp.pad(r, (0, size - r.shape[0])) for r in rows])
+        else:  # (one space for every agent: each leaf stacked in its space's dtype)
+            leaves, treedef = flatten_space(self._observation_space)
+            per_agent = [treedef.flatten_up_to(as_element(self._observation_space, obs[a])) for a in self.agent_list]
+            features = treedef.unflatten(
+                [jnp.stack([jnp.asarray(row[i], leaf.dtype) for row in per_agent]) for i, leaf in enumerate(leaves)]
+            )
         if not self.action_masks:
             return features
         with _foreign_promotion():
-            avail = self.jaxmarl_env.get_avail_actions(state)
+            avail = getattr(self.jaxmarl_env, self.legal_actions)(state)
         mask = jnp.stack([jnp.asarray(avail[a]) for a in self.agent_list]).astype(jnp.int32)
         return {"obs": features, ACTION_MASK: mask}
 

@@ -4,7 +4,8 @@ An agent's rollouts and replay buffers hold one flat float32 vector per observat
 single-array observation (a `Box`, `Discrete`, `MultiDiscrete` or `MultiBinary` space) that is
 the array flattened, as always. For a `Dict` observation it is every entry but the action mask
 flattened and concatenated in the `Dict`'s (sorted) key order, followed by the action mask
-(`ACTION_MASK`) as 0/1 floats when the env has one. Keeping the mask in the stored vector keeps
+(`ACTION_MASK`) as 0/1 floats when the env has one; a `Tuple` observation's entries likewise, in
+position order (a `Tuple` has no mask: it lives in a `Dict`). Keeping the mask in the stored vector keeps
 it beside the observation it belongs to everywhere an observation goes (a PPO rollout, a
 replay buffer's `obs` and `next_obs`, a stack's members), so the action chosen or valued at an
 observation is always masked by that observation's own mask, never by a stale one.
@@ -22,15 +23,15 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
 from ._base import ACTION_MASK
-from ._spaces import AbstractSpace, Dict, Discrete, MultiBinary, MultiDiscrete
+from ._spaces import AbstractCompositeSpace, AbstractSpace, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple
 
 Entry = tuple[str, tuple[int, ...]]
 
 
-def _entries(space: AbstractSpace, prefix: str = "") -> list[Entry]:
+def _entries(space: AbstractCompositeSpace, prefix: str = "") -> list[Entry]:
     out: list[Entry] = []
-    for name, sub in space.spaces.items():
-        if isinstance(sub, Dict):
+    for name, sub in space.named_spaces().items():
+        if isinstance(sub, AbstractCompositeSpace):
             out += _entries(sub, f"{prefix}{name}.")
         else:
             out.append((prefix + name, tuple(int(d) for d in sub.shape)))
@@ -51,7 +52,8 @@ class ObservationLayout(eqx.Module):
     """How one observation of a space is stored as a flat float32 vector (see the module docs).
 
     - `entries`: `((name, shape), ...)` of the features, in storage order; `name` is `""` for a
-      single-array observation, the key (`"grid"`, or `"outer.inner"` in a nested `Dict`) for a `Dict`.
+      single-array observation, the entry's name for a `Dict` or `Tuple` one (`"grid"`, a
+      position `"0"`, or `"outer.inner"` in a nested space).
     - `mask_size`: the length of the action mask stored after the features (0: no mask).
     """
 
@@ -62,6 +64,8 @@ class ObservationLayout(eqx.Module):
     def of(space: AbstractSpace, action_space: AbstractSpace | None = None, owner: str = "ObservationLayout") -> "ObservationLayout":
         """**Returns:** the layout of observations of `space`. An `ACTION_MASK` entry of a `Dict`
         is the mask; it must be a `MultiBinary` of the size `action_space` needs, when given."""
+        if isinstance(space, Tuple):  # (a Tuple has no mask: it lives in a Dict's ACTION_MASK entry)
+            return ObservationLayout(tuple(_entries(space)))
         if not isinstance(space, Dict):
             return ObservationLayout((("", tuple(int(d) for d in space.shape)),))
         spaces = space.spaces
@@ -87,7 +91,7 @@ class ObservationLayout(eqx.Module):
         return ObservationLayout(tuple(_entries(Dict(features))), mask_size)
 
     @property
-    def is_dict(self) -> bool:
+    def structured(self) -> bool:
         return self.entries[0][0] != ""
 
     @property
@@ -104,12 +108,12 @@ class ObservationLayout(eqx.Module):
     def torso_shape(self) -> Any:
         """What a torso is built for: the shape of a single-array observation, or the
         `((name, shape), ...)` entries of a `Dict` one (`MultiInputTorso` splits by them)."""
-        return self.entries[0][1] if not self.is_dict else self.entries
+        return self.entries[0][1] if not self.structured else self.entries
 
     def flatten(self, obs: Any, owner: str) -> Float[Array, "*batch stored"]:
         """**Returns:** observations `obs` (leading axes `*batch`) as stored vectors
         `(*batch, stored_size)`. Raises a ValueError naming `owner` when `obs` does not match."""
-        if not self.is_dict:
+        if not self.structured:
             shape = self.entries[0][1]
             obs = jnp.asarray(obs) if eqx.is_array_like(obs) else obs
             lead = getattr(obs, "ndim", -1) - len(shape)
@@ -152,8 +156,11 @@ class ObservationLayout(eqx.Module):
 def _lookup(obs: Any, name: str, owner: str, names: list[str]) -> Array:
     value = obs
     for part in name.split("."):
-        if not isinstance(value, dict) or part not in value:
-            got = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
-            raise ValueError(f"{owner}: obs must be a dict with the entries {names}, got {got}")
-        value = value[part]
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, (tuple, list)) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            got = sorted(obs) if isinstance(obs, dict) else f"a {type(obs).__name__}"
+            raise ValueError(f"{owner}: obs must be a dict or tuple with the entries {names}, got {got}")
     return jnp.asarray(value)

@@ -19,7 +19,6 @@ a wrapper that changes the team reward without touching `info["agent_rewards"]`
 """
 
 import abc
-from collections.abc import Mapping
 from typing import Any
 
 import equinox as eqx
@@ -29,13 +28,13 @@ from jaxtyping import Array, Bool, Float
 
 from ..core import Key, is_positive_int
 from ._base import AbstractEnv, TimeStep
-from ._spaces import AbstractSpace, Dict
+from ._spaces import AbstractCompositeSpace, AbstractSpace
 
 
 class MultiAgentSpace(AbstractSpace):
     """The joint space of `num_agents` agents that each use `space`: elements have shape
-    `(num_agents, *space.shape)`, one row per agent. For a `Dict` `space` an element is a dict
-    of the same keys, every entry stacked along a leading agent axis (`shape` is the dict of
+    `(num_agents, *space.shape)`, one row per agent. For a `Dict` (`Tuple`) `space` an element is a dict
+    (tuple) of the same entries, every entry stacked along a leading agent axis (`shape` is the dict (tuple) of
     the entries' `(num_agents, *entry_shape)`); `flatten_space` gives one
     `MultiAgentSpace(entry_space, num_agents)` leaf per entry."""
 
@@ -52,12 +51,13 @@ class MultiAgentSpace(AbstractSpace):
 
     @property
     def shape(self) -> Any:
-        if isinstance(self.space, Dict):
-            return {name: MultiAgentSpace(sub, self.num_agents).shape for name, sub in self.space.spaces.items()}
+        if isinstance(self.space, AbstractCompositeSpace):
+            stacked = [MultiAgentSpace(sub, self.num_agents).shape for sub in self.space.named_spaces().values()]
+            return self.space.from_entries(stacked)
         return (self.num_agents, *self.space.shape)
 
     def element_tree(self) -> Any:
-        if not isinstance(self.space, Dict):
+        if not isinstance(self.space, AbstractCompositeSpace):
             return self
         stacked = lambda s: MultiAgentSpace(s, self.num_agents)  # noqa: E731
         return jax.tree.map(stacked, self.space.element_tree(), is_leaf=lambda s: isinstance(s, AbstractSpace))
@@ -71,9 +71,9 @@ class MultiAgentSpace(AbstractSpace):
         return jax.vmap(self.space.sample)(jax.random.split(key, self.num_agents))
 
     def contains(self, x: Any) -> Bool[Array, ""]:
-        if isinstance(self.space, Dict):
+        if isinstance(self.space, AbstractCompositeSpace):
             leaves = jax.tree.leaves(x)
-            if not isinstance(x, Mapping) or not all(eqx.is_array_like(v) for v in leaves):
+            if self.space.entries_of(x) is None or not all(eqx.is_array_like(v) for v in leaves):
                 return jnp.asarray(False)
             x = jax.tree.map(jnp.asarray, x)
         else:

@@ -1,5 +1,6 @@
 """Action and observation spaces: one-array spaces (`Discrete`, `Box`, `MultiDiscrete`,
-`MultiBinary`) and `Dict`, a dict of spaces whose elements are dicts (pytrees)."""
+`MultiBinary`) and the composite `Dict` and `Tuple`, whose elements are dicts and tuples of
+their entries' elements (pytrees)."""
 
 import abc
 import math
@@ -236,9 +237,69 @@ class MultiBinary(AbstractSpace):
         return jnp.all((x == 0) | (x == 1))
 
 
-class Dict(AbstractSpace):
+class AbstractCompositeSpace(AbstractSpace):
+    """A space made of entry spaces (`Dict`, `Tuple`): an element is a container (a dict, a
+    tuple) holding one element of each entry's space. Entries are named by strings, in the
+    order `jax.tree.leaves` visits an element's entries (a `Dict`'s sorted keys, a `Tuple`'s
+    positions `"0"`, `"1"`, ...): the names `ObservationLayout` and the automatic torsos give
+    entries (`"outer.inner"` in a nested space)."""
+
+    @abc.abstractmethod
+    def named_spaces(self) -> dict[str, AbstractSpace]:
+        """The entries' spaces by name, in element order."""
+
+    @abc.abstractmethod
+    def from_entries(self, values: list[Any]) -> Any:
+        """An element (a dict, a tuple) holding `values`, one per entry in element order."""
+
+    @abc.abstractmethod
+    def entries_of(self, x: Any) -> list[Any] | None:
+        """`x`'s entries in element order when `x` is a container of this space's kind with
+        exactly its entries; None otherwise."""
+
+    @property
+    def shape(self) -> Any:
+        return self.from_entries([space.shape for space in self.named_spaces().values()])
+
+    @property
+    def dtype(self) -> Any:
+        return self.from_entries([space.dtype for space in self.named_spaces().values()])
+
+    def element_tree(self) -> Any:
+        return self.from_entries([space.element_tree() for space in self.named_spaces().values()])
+
+    def sample(self, key: Key) -> Any:
+        """One sub-key per entry (in element order): samples are deterministic per key and the
+        entries independent."""
+        spaces = list(self.named_spaces().values())
+        keys = jax.random.split(key, len(spaces))
+        return self.from_entries([space.sample(k) for space, k in zip(spaces, keys)])
+
+    def contains(self, x: Any) -> Bool[Array, ""]:
+        """False (not an error) when `x` is not a container of exactly these entries, or an
+        entry is not an array of its space's shape (a traced element is checked by its
+        structure, which is static)."""
+        values = self.entries_of(x)
+        if values is None:
+            return jnp.asarray(False)
+        inside = []
+        for space, value in zip(self.named_spaces().values(), values):
+            if not isinstance(space, AbstractCompositeSpace):  # (a nested one checks its own entries)
+                if not (eqx.is_array_like(value) and jnp.shape(value) == tuple(space.shape)):
+                    return jnp.asarray(False)
+                value = jnp.asarray(value)
+            inside.append(jnp.asarray(space.contains(value)))
+        return jnp.all(jnp.stack(inside))
+
+
+def _check_entry(owner: str, where: str, space: Any) -> None:
+    if not isinstance(space, AbstractSpace):
+        raise ValueError(f"{owner}{where} must be an eqxrl space (such as Box or Discrete), got {space!r}")
+
+
+class Dict(AbstractCompositeSpace):
     """A dict of spaces: elements are dicts with the same keys, each entry an element of
-    its space (`Dict` spaces nest).
+    its space (`Dict` and `Tuple` spaces nest).
 
     Keys are strings and are kept **sorted** (`Dict({"b": ..., "a": ...}).spaces` iterates
     `"a"` first), because JAX flattens a dict in sorted key order: an element's leaves
@@ -258,14 +319,13 @@ class Dict(AbstractSpace):
 
     def __init__(self, spaces: Any):
         """**Arguments:** `spaces`: a non-empty mapping from str keys to eqxrl spaces
-        (`Box`, `Discrete`, `MultiDiscrete`, `MultiBinary`, `Dict`, ...)."""
+        (`Box`, `Discrete`, `MultiDiscrete`, `MultiBinary`, `Dict`, `Tuple`, ...)."""
         if not isinstance(spaces, Mapping) or not spaces:
             raise ValueError(f"Dict(spaces) must be a non-empty mapping from str keys to eqxrl spaces, got {spaces!r}")
         for name, space in spaces.items():
             if not isinstance(name, str):
                 raise ValueError(f"Dict(spaces) must have str keys, got the key {name!r}")
-            if not isinstance(space, AbstractSpace):
-                raise ValueError(f"Dict(spaces)[{name!r}] must be an eqxrl space (such as Box or Discrete), got {space!r}")
+            _check_entry("Dict(spaces)", f"[{name!r}]", space)
         # Keys (static) and spaces (pytree children) in two tuples, not one dict: a dict field
         # would make the space unhashable, and `jax.jit(space.contains)` hashes it.
         self._names = tuple(sorted(spaces))
@@ -276,41 +336,69 @@ class Dict(AbstractSpace):
         """The entries' spaces, by key (in sorted key order)."""
         return dict(zip(self._names, self._spaces))
 
-    @property
-    def shape(self) -> dict[str, Any]:
-        return {name: space.shape for name, space in self.spaces.items()}
+    def named_spaces(self) -> dict[str, AbstractSpace]:
+        return self.spaces
 
-    @property
-    def dtype(self) -> dict[str, Any]:
-        return {name: space.dtype for name, space in self.spaces.items()}
+    def from_entries(self, values: list[Any]) -> dict[str, Any]:
+        return dict(zip(self._names, values))
 
-    def element_tree(self) -> dict[str, Any]:
-        return {name: space.element_tree() for name, space in self.spaces.items()}
+    def entries_of(self, x: Any) -> list[Any] | None:
+        if not isinstance(x, Mapping) or set(x) != set(self._names):
+            return None
+        return [x[name] for name in self._names]
 
     def __repr__(self) -> str:
         return f"Dict({{{', '.join(f'{name!r}: {space!r}' for name, space in self.spaces.items())}}})"
 
-    def sample(self, key: Key) -> dict[str, Any]:
-        keys = jax.random.split(key, len(self.spaces))
-        return {name: space.sample(k) for (name, space), k in zip(self.spaces.items(), keys)}
 
-    def contains(self, x: Any) -> Bool[Array, ""]:
-        if not isinstance(x, Mapping) or set(x) != set(self.spaces):
-            return jnp.asarray(False)
-        inside = []
-        for name, space in self.spaces.items():
-            value = x[name]
-            if not isinstance(space, Dict):  # (a nested Dict checks its own entries)
-                if not (eqx.is_array_like(value) and jnp.shape(value) == tuple(space.shape)):
-                    return jnp.asarray(False)
-                value = jnp.asarray(value)
-            inside.append(jnp.asarray(space.contains(value)))
-        return jnp.all(jnp.stack(inside))
+class Tuple(AbstractCompositeSpace):
+    """A tuple of spaces: elements are tuples of the same length, entry `i` an element of
+    `spaces[i]` (`Tuple` and `Dict` spaces nest). Its entries are named `"0"`, `"1"`, ... where
+    a name is needed (`ObservationLayout`, `MultiInputTorso`'s keys, `flatten_space`'s order is
+    the positions'). `shape` and `dtype` are tuples of the entries' shapes and dtypes (use
+    `flatten_space` to walk the leaf spaces). `contains(x)` is False (not an error) when `x`
+    is not a tuple (or list) of the right length."""
+
+    spaces: tuple[AbstractSpace, ...]
+
+    def __init__(self, spaces: Any):
+        """**Arguments:** `spaces`: a non-empty sequence (tuple or list) of eqxrl spaces."""
+        if not isinstance(spaces, (tuple, list)) or not spaces:
+            raise ValueError(f"Tuple(spaces) must be a non-empty tuple or list of eqxrl spaces, got {spaces!r}")
+        for i, space in enumerate(spaces):
+            _check_entry("Tuple(spaces)", f"[{i}]", space)
+        self.spaces = tuple(spaces)
+
+    def named_spaces(self) -> dict[str, AbstractSpace]:
+        return {str(i): space for i, space in enumerate(self.spaces)}
+
+    def from_entries(self, values: list[Any]) -> tuple[Any, ...]:
+        return tuple(values)
+
+    def entries_of(self, x: Any) -> list[Any] | None:
+        if not isinstance(x, (tuple, list)) or len(x) != len(self.spaces):
+            return None
+        return list(x)
+
+    def __repr__(self) -> str:
+        return f"Tuple(({', '.join(map(repr, self.spaces))}{',' if len(self.spaces) == 1 else ''}))"
+
+
+def as_element(space: AbstractSpace, x: Any) -> Any:
+    """`x` (an observation from a foreign suite) in the container types of `space`'s elements:
+    a list where a `Tuple` is becomes a tuple, a mapping where a `Dict` is a dict, recursively;
+    the leaves as they are."""
+    if isinstance(space, AbstractCompositeSpace):
+        entries = space.entries_of(x)
+        if entries is None:
+            raise ValueError(f"as_element: an observation of {space!r} must have its entries, got {type(x).__name__} {x!r}")
+        return space.from_entries([as_element(sub, v) for sub, v in zip(space.named_spaces().values(), entries)])
+    return x
 
 
 def flatten_space(space: AbstractSpace) -> tuple[list[AbstractSpace], PyTreeDef]:
     """**Returns:** `(leaves, treedef)`: the leaf spaces of `space` (`space.element_tree()`'s
-    leaves: every space but a `Dict`, or a `MultiAgentSpace` of one, is one leaf) in the order `jax.tree.leaves` gives the leaves of an element, and the
+    leaves: every space but a `Dict` or `Tuple`, or a `MultiAgentSpace` of one, is one leaf) in the order `jax.tree.leaves` gives the leaves of an element, and the
     tree structure of an element, so that `treedef.unflatten([f(leaf) for leaf in leaves])`
     builds a tree shaped like an element (`[space]` and a bare leaf for a flat space).
     """

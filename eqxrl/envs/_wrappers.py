@@ -11,7 +11,7 @@ from jaxtyping import Array, Float, Int
 from ..components import RunningMeanStd
 from ..core import EnvState, Key, check_positive_int, tree_select
 from ._base import ACTION_MASK, AbstractEnv, AbstractWrapper, TimeStep
-from ._spaces import AbstractSpace, Box, Dict
+from ._spaces import AbstractCompositeSpace, AbstractSpace, Box, Dict
 
 
 class TimeLimitState(eqx.Module):
@@ -134,17 +134,19 @@ class NormalizeState(eqx.Module):
     stats: Any  # a RunningMeanStd, or (a Dict observation) a tuple of them, None for a leaf left alone
 
 
-def _normalized_leaves(space: AbstractSpace) -> tuple[tuple[int, ...] | None, ...] | None:
-    """For a `Dict` space: per leaf (in `jax.tree.leaves` order) the shape of the statistics of a
-    `Box` entry, None for an entry left as it is (the action mask, integer entries); None otherwise."""
-    if not isinstance(space, Dict):
+def _normalized_leaves(space: AbstractSpace, top: bool = True) -> tuple[tuple[int, ...] | None, ...] | None:
+    """For a `Dict` or `Tuple` space: per leaf (in `jax.tree.leaves` order) the shape of the
+    statistics of a `Box` entry, None for an entry left as it is (a `Dict`'s action mask,
+    integer entries); None otherwise."""
+    if not isinstance(space, AbstractCompositeSpace):
         return None
     out = []
-    for name, sub in space.spaces.items():
-        if isinstance(sub, Dict):
-            out += list(_normalized_leaves(sub))
+    for name, sub in space.named_spaces().items():
+        if isinstance(sub, AbstractCompositeSpace):
+            out += list(_normalized_leaves(sub, top=False))
         else:
-            out.append(tuple(sub.shape) if isinstance(sub, Box) and name != ACTION_MASK else None)
+            mask = top and isinstance(space, Dict) and name == ACTION_MASK
+            out.append(tuple(sub.shape) if isinstance(sub, Box) and not mask else None)
     return tuple(out)
 
 
@@ -153,7 +155,7 @@ class NormalizeObservation(AbstractWrapper):
 
     Works on a single or a batched (`VectorEnv`) environment: every leading
     axis beyond the observation shape counts as samples. `info["final_obs"]`
-    is normalised with the same statistics. A `Dict` observation is normalised
+    is normalised with the same statistics. A `Dict` (or `Tuple`) observation is normalised
     entry by entry: every `Box` entry by statistics of its own, the action mask
     (`ACTION_MASK`) and the integer entries left as they are. Agents that must act
     from a saved policy (inference) should prefer their own `normalize_observations`

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from ..agents import AbstractAgent
 from ..components import Transition
 from ..core import set_paths
-from ..envs import AbstractSpace, Box, Dict, Discrete, MultiBinary, MultiDiscrete, flatten_space
+from ..envs import AbstractCompositeSpace, AbstractSpace, Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple, flatten_space
 
 # Unbounded sides of a Box are drawn within this (elements far out are no better a test).
 _FAR = 1e3
@@ -109,29 +109,45 @@ def multi_binaries(*, max_dims: int = 2) -> hs.SearchStrategy[MultiBinary]:
 @hs.composite
 def dicts(draw, *, max_entries: int = 3, max_depth: int = 2) -> Dict:
     """`Dict` spaces of 1 to `max_entries` entries (short lowercase keys), each an array
-    space of `spaces()` or, up to `max_depth` levels deep, another `Dict`."""
-    entry = spaces() if max_depth <= 1 else hs.one_of(spaces(), dicts(max_entries=max_entries, max_depth=max_depth - 1))
+    space of `spaces()` or, up to `max_depth` levels deep, another `Dict` or a `Tuple`."""
+    entry = _entries(max_entries, max_depth)
     names = draw(hs.lists(hs.text("abcdefgh", min_size=1, max_size=3), min_size=1, max_size=max_entries, unique=True))
     return _build(Dict, {name: draw(entry) for name in names})
 
 
 @_random_kept
+@hs.composite
+def tuples(draw, *, max_entries: int = 3, max_depth: int = 2) -> Tuple:
+    """`Tuple` spaces of 1 to `max_entries` entries, each an array space of `spaces()` or, up
+    to `max_depth` levels deep, another `Tuple` or a `Dict`."""
+    entry = _entries(max_entries, max_depth)
+    return _build(Tuple, draw(hs.lists(entry, min_size=1, max_size=max_entries)))
+
+
+def _entries(max_entries: int, max_depth: int) -> hs.SearchStrategy[AbstractSpace]:
+    if max_depth <= 1:
+        return spaces()
+    inner = dict(max_entries=max_entries, max_depth=max_depth - 1)
+    return hs.one_of(spaces(), dicts(**inner), tuples(**inner))
+
+
+@_random_kept
 def spaces(*, structured: bool = False) -> hs.SearchStrategy[AbstractSpace]:
     """Spaces whose elements are one array: `Box` (bounded or not), `Discrete`, `MultiDiscrete`
-    and `MultiBinary`; with `structured=True`, `Dict`s of them (nested) too, whose elements
-    are dicts. (`hs.one_of(boxes(), discretes())` draws the spaces every built-in agent acts in.)"""
+    and `MultiBinary`; with `structured=True`, `Dict`s and `Tuple`s of them (nested) too,
+    whose elements are dicts and tuples. (`hs.one_of(boxes(), discretes())` draws the spaces every built-in agent acts in.)"""
     flat = hs.one_of(boxes(), discretes(), multi_discretes(), multi_binaries())
-    return hs.one_of(flat, dicts()) if structured else flat
+    return hs.one_of(flat, dicts(), tuples()) if structured else flat
 
 
 @_random_kept
 def batches(space: AbstractSpace, batch_shape: tuple[int, ...] | None = None) -> hs.SearchStrategy[Any]:
     """Batches of elements of `space` with leading axes `batch_shape` (default: drawn by
     `batch_shapes()`): arrays of shape `(*batch_shape, *space.shape)` and the space's dtype;
-    for a `Dict`, a dict of such arrays, one per leaf space (same batch shape)."""
+    for a `Dict` (`Tuple`), a dict (tuple) of such arrays, one per leaf space (same batch shape)."""
     if batch_shape is None:
         return batch_shapes().flatmap(lambda shape: batches(space, shape))
-    if isinstance(space, Dict):
+    if isinstance(space, AbstractCompositeSpace):
         leaves, treedef = flatten_space(space)
         return hs.tuples(*(batches(leaf, batch_shape) for leaf in leaves)).map(treedef.unflatten)
     shape = tuple(batch_shape) + tuple(space.shape)
@@ -148,13 +164,13 @@ def batches(space: AbstractSpace, batch_shape: tuple[int, ...] | None = None) ->
         unit = hnp.arrays(np.float32, shape, elements=hs.floats(0.0, 1.0, width=32))
         return unit.map(lambda u: np.clip(low + u * (high - low), low, high).astype(np.float32))
     raise ValueError(
-        f"batches(space) must be a Box, Discrete, MultiDiscrete, MultiBinary or Dict space, got {space!r}"
+        f"batches(space) must be a Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple space, got {space!r}"
     )
 
 
 @_random_kept
 def elements(space: AbstractSpace) -> hs.SearchStrategy[Any]:
-    """One element of `space` (shape `space.shape`; a dict of arrays for a `Dict`)."""
+    """One element of `space` (shape `space.shape`; a dict (tuple) of arrays for a `Dict` (`Tuple`))."""
     return batches(space, ())
 
 
@@ -223,7 +239,7 @@ def transitions(
     `batch_shape` (default: drawn): `discount` is `gamma`, or 0 where the step terminated
     (at random). Spaces of one array only (a `Transition` holds arrays)."""
     for name, space in (("obs_space", obs_space), ("action_space", action_space)):
-        if isinstance(space, Dict):
+        if isinstance(space, AbstractCompositeSpace):
             raise ValueError(f"transitions({name}) must be a space of one array (Transition holds arrays), got {space!r}")
     return _transitions(obs_space, action_space, batch_shape, gamma)
 

@@ -1,10 +1,10 @@
 """`auto_torso`: the torso an agent builds when it is given none, chosen from its observation space.
 
 The components floor does not import `eqxrl.envs`, so spaces are read by what they have:
-a `Dict` by its `spaces` mapping, a `Box` by its `low` and `high` bounds, any space by its `shape`.
+a `Dict` or `Tuple` by its `named_spaces()` (entries by name), a `Box` by its `low` and `high` bounds, any space by its `shape`.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,14 +19,18 @@ MIN_SIDE = 3  # `CNNTorso.minatar()`'s kernel: a smaller grid is flattened
 NATURE_SIDE = 36  # from this height and width on, `CNNTorso.nature()` (its three convolutions fit)
 
 
+def _composite(space: Any) -> bool:
+    return callable(getattr(space, "named_spaces", None))
+
+
 def _leaves(space: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """`(name, leaf space)` of a Dict's entries, named as `ObservationLayout` names them
-    (`"outer.inner"`), the top-level action mask left out."""
+    """`(name, leaf space)` of a Dict's or Tuple's entries, named as `ObservationLayout` names
+    them (`"outer.inner"`, `"0"`), the top-level action mask left out."""
     out = []
-    for name, sub in space.spaces.items():
+    for name, sub in space.named_spaces().items():
         if not prefix and name == ACTION_MASK:
             continue
-        if isinstance(getattr(sub, "spaces", None), Mapping):
+        if _composite(sub):
             out += _leaves(sub, f"{prefix}{name}.")
         else:
             out.append((prefix + name, sub))
@@ -74,7 +78,7 @@ def auto_torso(
     when they are given none (their `hidden_sizes` and `activation`).
 
     - A single-array observation (`Box`, `Discrete`, ...): `MLPTorso(hidden_sizes, activation)`.
-    - A `Dict` observation: each entry (named `"outer.inner"` in a nested `Dict`; the
+    - A `Dict` or `Tuple` observation: each entry (named `"outer.inner"` in a nested space, `"0"`, `"1"`, ... in a `Tuple`; the
       `"action_mask"` is never an entry) gets
         - an `EmbeddingTorso(max(high) + 1, 16, cnn)` when it is an **integer grid**: a rank-2
           `(H, W)` or rank-3 `(H, W, C)` `Box` with finite integral bounds, `low >= 0` and
@@ -100,7 +104,7 @@ def auto_torso(
     hidden_sizes = tuple(hidden_sizes)
     if not hasattr(observation_space, "shape"):
         raise ValueError(f"auto_torso(observation_space) must be an eqxrl space (Box, Dict, ...), got {observation_space!r}")
-    if not isinstance(getattr(observation_space, "spaces", None), Mapping):
+    if not _composite(observation_space):
         return MLPTorso(hidden_sizes, activation)
     chosen = {name: torso for name, leaf in _leaves(observation_space) if (torso := entry_torso(leaf, normalized)) is not None}
     if not chosen:

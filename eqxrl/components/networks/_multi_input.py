@@ -30,13 +30,13 @@ class _MultiInputBody(eqx.Module):
 
 
 class MultiInputTorso(AbstractTorso):
-    """A torso for `Dict` observations: each entry through a torso of its own, the features
+    """A torso for `Dict` (and `Tuple`) observations: each entry through a torso of its own, the features
     concatenated, then optional dense layers (`hidden_sizes`, `activation`).
 
     `MultiInputTorso({"grid": CNNTorso.minatar()}, hidden_sizes=(64,))` runs the `"grid"`
     entry through a CNN and every other entry through `default` (the entry flattened, as is,
     by default), concatenates, and adds one 64-unit layer. Entries are named by their keys
-    (`"outer.inner"` in a nested `Dict`); the action mask is never an entry (see
+    (`"outer.inner"` in a nested `Dict`; a `Tuple`'s by position, `"0"`, `"1"`, ...); the action mask is never an entry (see
     `eqxrl.envs.ObservationLayout`). An agent given no torso builds `auto_torso` of its
     observation space: a `MultiInputTorso` when a `Dict` has image or integer-grid entries,
     else an MLP over the entries concatenated as one flat vector.
