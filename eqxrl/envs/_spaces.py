@@ -306,12 +306,10 @@ class Dict(AbstractCompositeSpace):
     (`jax.tree.leaves(x)`), a jitted function's dict output and `flatten_space(space)`'s
     leaf spaces all come in that order whatever order the dict was written in.
 
-    `shape` and `dtype` are dicts of the entries' shapes and dtypes (note that a shape is
-    a tuple, itself a pytree: use `flatten_space` to walk the leaf spaces). `sample(key)`
-    splits `key` into one sub-key per entry, in sorted key order, so samples are
-    deterministic per key and the entries independent. `contains(x)` is False (not an
-    error) when `x` is not a dict of exactly these keys, or an entry is not an array of its
-    space's shape (a traced dict is checked by its structure, which is static).
+    `shape` and `dtype` are dicts of the entries' shapes and dtypes (a shape is a tuple,
+    itself a pytree: use `flatten_space` to walk the leaf spaces). `sample(key)` draws entry
+    `i` (in sorted key order) with sub-key `i`; `contains(x)` is False (not an error) when `x`
+    is not a dict of exactly these keys or an entry is not an array of its space's shape.
     """
 
     _names: tuple[str, ...] = eqx.field(static=True)
