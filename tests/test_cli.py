@@ -19,6 +19,7 @@ from cli_calls import main_captured
 import eqxrl
 from eqxrl import cli, rundir
 from eqxrl.agents import PPO
+from tiers import ci_subset
 
 # 2 envs x 64 steps = 128 steps per iteration, 8 iterations.
 TINY = [
@@ -300,7 +301,11 @@ OFF_POLICY_TINY = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, env", [("dqn", "CartPole-v1"), ("sac", "Pendulum-v1"), ("sac", "CartPole-v1"), ("td3", None), ("ddpg", None)])
+@pytest.mark.parametrize(
+    "name, env",
+    [("dqn", "CartPole-v1"), ("sac", "Pendulum-v1")]
+    + [pytest.param(*p, marks=pytest.mark.exhaustive) for p in [("sac", "CartPole-v1"), ("td3", None), ("ddpg", None)]],  # (tests/tiers.py)
+)
 def test_off_policy_agents_train_and_reload(name, env, tmp_path):
     run_dir = tmp_path / name
     env_flags = ["--env", env] if env else []  # td3 and ddpg: their default env, Pendulum-v1

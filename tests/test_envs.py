@@ -109,8 +109,14 @@ def test_abstract_env_defaults():
 # ----------------------------------------------------------------------------- gymnax
 
 
+# CI steps a third of gymnax's envs (classic control, MinAtar, misc and bsuite ones); the
+# exhaustive tier every one (tests/tiers.py).
+GYMNAX_CI = {"CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCarContinuous-v0", "Breakout-MinAtar",
+             "SpaceInvaders-MinAtar", "FourRooms-misc", "MetaMaze-misc", "Catch-bsuite", "BernoulliBandit-misc"}  # fmt: skip
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", GYMNAX_IDS)
+@pytest.mark.parametrize("name", [n if n in GYMNAX_CI else pytest.param(n, marks=pytest.mark.exhaustive) for n in GYMNAX_IDS])
 def test_every_gymnax_env_resets_and_steps_under_jit(name):
     try:
         env = make(name)
@@ -412,8 +418,17 @@ def test_brax_reset_and_step_are_traced_once_per_program(monkeypatch):
 SWIMMER = pytest.mark.xfail(raises=TypeError, strict=False, reason="brax's swimmer calls jnp.clip(a_min=)")
 
 
+def _brax_build_param(name):
+    """CI builds three brax envs (a locomotion one, the humanoid, the swimmer's known failure);
+    the exhaustive tier every one (tests/tiers.py)."""
+    marks = [SWIMMER] if name == "brax/swimmer" else []
+    if name not in ("brax/ant", "brax/humanoid", "brax/swimmer"):
+        marks.append(pytest.mark.exhaustive)
+    return pytest.param(name, marks=marks)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=SWIMMER) if n == "brax/swimmer" else n for n in BRAX_IDS])
+@pytest.mark.parametrize("name", [_brax_build_param(n) for n in BRAX_IDS])
 def test_every_brax_env_builds(name):
     env = make(name)
     assert isinstance(env, TimeLimit) and isinstance(env.unwrapped, BraxEnv)

@@ -154,7 +154,7 @@ def test_ippo_learns_simple_spread_well_above_random():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("share", [True, False])
+@pytest.mark.parametrize("share", [True, pytest.param(False, marks=pytest.mark.exhaustive)])  # (tests/tiers.py)
 def test_recurrent_ippo_trains_and_evaluates_carrying_every_agents_memory(share, getkey):
     from eqxrl.components import GRUTorso
 

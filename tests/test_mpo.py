@@ -598,7 +598,7 @@ def test_discrete_probes(getkey, num_critics=1):
 
 # ----------------------------------------------------------------------- seeds, sweeps, compile once
 @pytest.mark.slow
-@pytest.mark.parametrize("discrete", [False, True])
+@pytest.mark.parametrize("discrete", [False, pytest.param(True, marks=pytest.mark.exhaustive)])  # (tests/tiers.py)
 def test_seeds_and_sweeps(discrete, getkey):
     env = ConstantReward(discrete_actions=discrete)
     agents = [MPO(env, **{**LOOP, "policy_learning_rate": lr}) for lr in (1e-3, 3e-3)]

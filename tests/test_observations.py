@@ -292,8 +292,8 @@ SMALL = dict(learning_starts=32, batch_size=16, hidden_sizes=(16,))
 @pytest.mark.parametrize(
     "build",
     [
-        lambda: TD3(DictPendulum(make("Pendulum-v1")), learning_starts=32, batch_size=16),
-        lambda: MPO(DictPendulum(make("Pendulum-v1")), num_action_samples=4, **SMALL),
+        pytest.param(lambda: TD3(DictPendulum(make("Pendulum-v1")), learning_starts=32, batch_size=16), marks=pytest.mark.exhaustive),
+        pytest.param(lambda: MPO(DictPendulum(make("Pendulum-v1")), num_action_samples=4, **SMALL), marks=pytest.mark.exhaustive),
         lambda: DADS(DictPendulum(make("Pendulum-v1")), descriptor="observation", dynamics_hidden_sizes=(16,), **SMALL),
     ],
     ids=["TD3", "MPO", "DADS"],

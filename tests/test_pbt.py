@@ -38,6 +38,7 @@ from eqxrl.pbt import (
 )
 from eqxrl.pbt import RunDirectory, checkpoint_generations, load_checkpoint, save_checkpoint
 from eqxrl.runs import CheckpointError
+from tiers import ci_subset
 
 pbt_checkpoint_module = importlib.import_module("eqxrl.pbt._checkpoint")
 
@@ -270,7 +271,7 @@ AGENTS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(AGENTS))
+@pytest.mark.parametrize("name", ci_subset(list(AGENTS)))
 def test_pbt_runs_every_agent_unchanged(name, getkey):
     make, space = AGENTS[name]
     agent = make()
@@ -524,6 +525,10 @@ def test_bad_pbt_agent_and_budget(getkey):
 # ----------------------------------------------------------------------- learning
 @pytest.mark.slow
 @pytest.mark.learning
+# The exhaustive tier (2 CPU-minutes, CI's most expensive test; tests/tiers.py): CI keeps PBT's
+# exploit/explore invariants, resume and every-agent runs, and DDPG's learning test covers the
+# deterministic actor-critic TD3 builds on.
+@pytest.mark.exhaustive
 def test_pbt_td3_beats_the_median_of_fixed_hyperparameters():
     # A learning-rate range with bad values at both ends: 1e-5 barely learns, 1e-1 diverges.
     # Four generations of 2,000 steps per member, small networks and batches, over 4 keys (one

@@ -25,6 +25,7 @@ checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")
 cli_train_module = importlib.import_module("eqxrl.cli._train")
 from eqxrl.agents import AbstractOffPolicyAgent, PPO
 from eqxrl.envs import AbstractWrapper, TimeStep
+from tiers import ci_subset
 
 TINY_PPO = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
 TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(8,))
@@ -85,7 +86,7 @@ def _interrupted_run(monkeypatch, run_dir, agent, after: int, **kw):
 
 # ----------------------------------------------------------------------- checkpoint and resume
 @pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ci_subset(NAMES, keep=("ppo", "dqn", "sac", "ippo")))  # (tests/tiers.py)
 def test_resume_continues_exactly_and_the_same_key_repeats_the_run(name, tmp_path, monkeypatch):
     agent = tiny(name)
     budget = 12 * agent.steps_per_iteration
@@ -255,7 +256,7 @@ class NaNReward(AbstractWrapper):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ci_subset(NAMES))
 def test_nan_guard_stops_at_the_first_nonfinite_iteration(name, getkey):
     env = eqxrl.envs.make(rundir.AGENTS[name].default_env)
     agent = tiny(name, env=NaNReward(env))

@@ -12,6 +12,7 @@ from eqxrl import rundir
 from eqxrl.agents import DQN, PPO, AbstractAgent
 from eqxrl.testing import ContractError, check_agent, check_learns_probes
 from tutorial_agent import load_tutorial_agent
+from tiers import ci_subset
 
 TUTORIAL = load_tutorial_agent()
 A2C = TUTORIAL["A2C"]
@@ -30,9 +31,14 @@ def tiny(name: str) -> AbstractAgent:
 FAST = ("ppo", "dqn")
 
 
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=() if n in FAST else pytest.mark.slow) for n in rundir.AGENTS if n != "ippo"]
-)
+def _check_agent_param(name):
+    """The fast tier: FAST; CI's slow tier: SAC; the exhaustive tier: every other (tests/tiers.py)."""
+    if name in FAST:
+        return pytest.param(name)
+    return pytest.param(name, marks=[pytest.mark.slow] + ([] if name == "sac" else [pytest.mark.exhaustive]))
+
+
+@pytest.mark.parametrize("name", [_check_agent_param(n) for n in rundir.AGENTS if n != "ippo"])
 def test_every_built_in_agent_passes_check_agent(name):
     check_agent(tiny(name))
 
@@ -202,7 +208,7 @@ PROBE_MPO = dict(LOOP, hidden_sizes=(32, 32), target_update_period=1, tau=0.05, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ddpg", "td3", "sac", "mpo"])
+@pytest.mark.parametrize("name", ci_subset(["ddpg", "td3", "sac", "mpo"]))
 def test_continuous_agents_learn_every_probe(name):
     cls = rundir.AGENTS[name]
     # SAC's critic learns the soft value: with a near-zero fixed temperature it is the plain return.

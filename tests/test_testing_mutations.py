@@ -209,7 +209,8 @@ def test_mpo_ignoring_its_masks_is_caught():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", [PPO, DQN, SAC, MPO])
+# (MPO's run in the exhaustive tier, tests/tiers.py: test_mpo_ignoring_its_masks_is_caught covers its check in CI.)
+@pytest.mark.parametrize("agent", [PPO, DQN, SAC, pytest.param(MPO, marks=pytest.mark.exhaustive)])
 def test_agents_that_honour_their_masks_pass_check_action_masks(agent):
     """(Discrete SAC's masked policy puts -1e9 on illegal logits: exactly 0 probability; discrete
     MPO's is a masked Categorical.)"""
