@@ -231,6 +231,7 @@ def test_a_named_torso_still_replaces_the_automatic_one():
 
 
 @pytest.mark.learning
+@pytest.mark.exhaustive  # (75 s of CI's 2 cores, tests/tiers.py: CI trains the automatic torso in the fast tier's tests)
 def test_ppo_with_the_automatic_torso_learns_to_read_an_integer_grid():
     """The reward needs the grid's centre tile (1/4 at random): PPO with the automatic torso
     (an embedding and a CNN) reads it."""
