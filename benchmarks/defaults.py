@@ -12,6 +12,7 @@ Tasks (`--tasks`, default all):
 
 - ``ppo``: PPO on CartPole-v1, greedy return >= 475, 3 of 4 seeds.
 - ``dqn``: DQN on CartPole-v1, >= 475, 3 of 4; ``dqn_1m``: the same at 1e6 steps (no late collapse).
+- ``pqn``: PQN on CartPole-v1, >= 475, 3 of 4.
 - ``sac_discrete``: SAC on CartPole-v1 (its Discrete defaults), >= 475, 3 of 4.
 - ``sac``, ``td3``, ``ddpg``: on Pendulum-v1, >= -250 on every seed; ``mpo`` likewise (its budget 1e5).
 - ``dads``: DADS on Point2D-v0: the mean distance between the skills' final positions >= 10 on
@@ -55,15 +56,16 @@ class Task:
 
 
 def _agents():
-    from eqxrl.agents import DADS, DDPG, DQN, IPPO, MPO, PPO, SAC, TD3
+    from eqxrl.agents import DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3
 
-    return DADS, DDPG, DQN, IPPO, MPO, PPO, SAC, TD3
+    return DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3
 
 
 def tasks() -> dict[str, Task]:
-    DADS, DDPG, DQN, IPPO, MPO, PPO, SAC, TD3 = _agents()
+    DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3 = _agents()
     out = {
         "ppo": Task(lambda: PPO("CartPole-v1"), 'PPO("CartPole-v1")', 475.0, 3),
+        "pqn": Task(lambda: PQN("CartPole-v1"), 'PQN("CartPole-v1")', 475.0, 3),
         "dqn": Task(lambda: DQN("CartPole-v1"), 'DQN("CartPole-v1")', 475.0, 3),
         "dqn_1m": Task(lambda: DQN("CartPole-v1"), 'DQN("CartPole-v1")', 475.0, 3, total_steps=1_000_000),
         "sac_discrete": Task(lambda: SAC("CartPole-v1"), 'SAC("CartPole-v1")', 475.0, 3),

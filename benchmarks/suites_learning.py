@@ -4,7 +4,8 @@ Arms (each ``--seeds`` seeds trained in one program through ``eqxrl.train``, key
 ``jax.random.key(--seed)``; the budget per seed is the arm's, or ``--steps``):
 
 - ``snake``: PPO on ``jumanji/Snake-v1`` (a Dict observation: a 12x12x5 grid, the step count and
-  an action mask), the default MLP over the concatenated entries, normalised observations, masks honoured;
+  an action mask) with its default (automatic) torso, a CNN on the grid, normalised observations,
+  masks honoured; ``snake-mlp``: the same with one MLP over the concatenated entries (the first record);
 - ``navix``: PPO on ``navix/Navix-Empty-5x5-v0`` (a 5x5x3 uint8 grid as floats);
 - ``xminigrid``: PPO on ``xminigrid/MiniGrid-Empty-5x5`` (a 7x7x2 symbolic view);
 - ``craftax``: PPO on ``craftax/Craftax-Classic-Symbolic-v1`` (1,345 features, 17 actions): a short
@@ -37,15 +38,17 @@ from eqxrl.agents import DQN, PPO
 from eqxrl.components import Categorical, MLPTorso
 from eqxrl.loop import episode_returns
 
-# The records of the snake and 2048 arms were taken with the agents' default torso of the time: one MLP over
-# the Dict's entries concatenated. The default for a Dict with image-like entries is now a CNN per such entry
-# (`eqxrl.components.auto_torso`); these arms name the MLP so that they reproduce their records.
+# The first snake records and the 2048 one were taken with the agents' default torso of the time: one MLP
+# over the Dict's entries concatenated. The default for a Dict with image-like entries is now a CNN per such
+# entry (`eqxrl.components.auto_torso`): the `snake` arm trains with it, `snake-mlp` and `2048` name the MLP
+# so that they reproduce their records.
 MLP_PPO = dict(actor_torso=MLPTorso((64, 64), "tanh"), critic_torso=MLPTorso((64, 64), "tanh"))
 PPO_GRID = dict(num_envs=32, rollout_length=64, num_epochs=4, num_minibatches=4, learning_rate=3e-4, ent_coef=0.01)
 ARMS = {
     # arm: (agent class, env name, env steps per seed, agent kwargs)
     # Snake's `step_count` entry runs to 4000: normalised observations (an MLP over the raw count did not learn).
-    "snake": (PPO, "jumanji/Snake-v1", 1_000_000, dict(PPO_GRID, normalize_observations=True, **MLP_PPO)),
+    "snake": (PPO, "jumanji/Snake-v1", 1_000_000, dict(PPO_GRID, normalize_observations=True)),
+    "snake-mlp": (PPO, "jumanji/Snake-v1", 1_000_000, dict(PPO_GRID, normalize_observations=True, **MLP_PPO)),
     "navix": (PPO, "navix/Navix-Empty-5x5-v0", 200_000, PPO_GRID),
     "xminigrid": (PPO, "xminigrid/MiniGrid-Empty-5x5", 200_000, PPO_GRID),
     "craftax": (PPO, "craftax/Craftax-Classic-Symbolic-v1", 1_000_000, dict(PPO_GRID, hidden_sizes=(256, 256))),

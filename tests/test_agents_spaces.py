@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from eqxrl.agents import DADS, DDPG, DQN, MPO, PPO, SAC, TD3, Clock
+from eqxrl.agents import DADS, DDPG, DQN, MPO, PPO, PQN, SAC, TD3, Clock
 from eqxrl.envs import ACTION_MASK, AbstractEnv, Box, Dict, Discrete, MultiBinary, MultiDiscrete, TimeStep
 from eqxrl.testing import strategies as st
 from typecheck import no_runtime_typecheck
@@ -28,6 +28,7 @@ SMALL_OFF = dict(num_envs=2, learning_starts=2, batch_size=4, buffer_size=32, hi
 AGENTS = {
     PPO: dict(num_envs=2, rollout_length=4, num_minibatches=2, num_epochs=1, hidden_sizes=(8,)),
     DQN: SMALL_OFF,
+    PQN: dict(num_envs=2, rollout_length=4, num_minibatches=2, num_epochs=1, hidden_sizes=(8,)),
     SAC: SMALL_OFF,
     TD3: SMALL_OFF,
     DDPG: SMALL_OFF,
@@ -38,7 +39,7 @@ AGENTS = {
 
 def takes(agent: type, action: str, masked: bool) -> bool:
     """The table of docs/components/environments.md: every agent takes any observation."""
-    actions = {PPO: {"Discrete", "MultiDiscrete", "Box"}, DQN: {"Discrete"}, SAC: {"Discrete", "Box"},
+    actions = {PPO: {"Discrete", "MultiDiscrete", "Box"}, DQN: {"Discrete"}, PQN: {"Discrete"}, SAC: {"Discrete", "Box"},
                MPO: {"Discrete", "Box"}}.get(agent, {"Box"})  # fmt: skip
     return action in actions and (not masked or action in ("Discrete", "MultiDiscrete"))
 

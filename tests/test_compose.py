@@ -389,7 +389,7 @@ def test_config_round_trip_of_module_fields():
         policy_loss_terms=(L2Penalty(1e-4),), max_grad_norm=float("inf"),
     )  # fmt: skip
     config = json.loads(json.dumps(run_config(agent, total_steps=100)))
-    assert config["agent_config"]["actor_torso"] == {"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8], "activation": "tanh"}
+    assert config["agent_config"]["actor_torso"] == {"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8], "activation": "tanh", "layer_norm": False}
     assert config["agent_config"]["critic_torso"]["module"] == {"type": f"{__name__}:UserTorso"}
     # A user's class in a config loads only from a trusted module (or once registered).
     with pytest.raises(ValueError, match=rf"the class of critic_torso.module names '{__name__}:UserTorso', whose module '{__name__}' is not trusted"):

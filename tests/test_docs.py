@@ -214,7 +214,7 @@ def _documented_default(text: str):
     return ast.literal_eval(text)
 
 
-@pytest.mark.parametrize("name", ["PPO", "DQN", "DDPG", "TD3", "SAC", "MPO", "DADS", "IPPO"])
+@pytest.mark.parametrize("name", ["PPO", "DQN", "PQN", "DDPG", "TD3", "SAC", "MPO", "DADS", "IPPO"])
 def test_agent_field_tables_match_the_code(name):
     """Each agent page lists every field of the dataclass, in order, with its default."""
     import eqxrl.agents

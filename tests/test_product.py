@@ -23,7 +23,7 @@ from eqxrl import cli, rundir
 train_run_module = importlib.import_module("eqxrl.runs._train_run")
 checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")
 cli_train_module = importlib.import_module("eqxrl.cli._train")
-from eqxrl.agents import AbstractOffPolicyAgent, PPO
+from eqxrl.agents import PPO, PQN, AbstractOffPolicyAgent
 from eqxrl.envs import AbstractWrapper, TimeStep
 from tiers import ci_subset
 
@@ -34,7 +34,7 @@ NAMES = list(rundir.AGENTS)
 
 def tiny(name: str, env=None, **kw):
     cls = rundir.AGENTS[name]
-    base = TINY_PPO if issubclass(cls, PPO) else TINY_OFF
+    base = TINY_PPO if issubclass(cls, (PPO, PQN)) else TINY_OFF  # (the on-policy agents' sizes)
     return cls(env if env is not None else cls.default_env, **{**base, **kw})
 
 

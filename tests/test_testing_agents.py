@@ -9,7 +9,7 @@ import pytest
 
 import eqxrl
 from eqxrl import rundir
-from eqxrl.agents import DQN, PPO, AbstractAgent
+from eqxrl.agents import DQN, PPO, PQN, AbstractAgent
 from eqxrl.testing import ContractError, check_agent, check_learns_probes
 from tutorial_agent import load_tutorial_agent
 from tiers import ci_subset
@@ -22,13 +22,14 @@ TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, lear
 
 def tiny(name: str) -> AbstractAgent:
     cls = rundir.AGENTS[name]
-    return cls(cls.default_env, **(TINY_PPO if issubclass(cls, PPO) else TINY_OFF))
+    on_policy = issubclass(cls, (PPO, PQN))
+    return cls(cls.default_env, **(TINY_PPO if on_policy else TINY_OFF))
 
 
 # ----------------------------------------------------------------------- check_agent
-# The fast tier checks one on-policy and one off-policy agent (8-15 s each on 2 loaded cores);
-# the others, whose programs take longer to compile (15-25 s), are in the slow tier.
-FAST = ("ppo", "dqn")
+# The fast tier checks the on-policy agents PPO and PQN and the off-policy DQN (8-15 s each on 2
+# loaded cores); the others, whose programs take longer to compile (15-25 s), are in the slow tier.
+FAST = ("ppo", "dqn", "pqn")
 
 
 def _check_agent_param(name):

@@ -9,6 +9,8 @@ from ._dads_report import SkillReport as SkillReport
 from ._dads_report import plot_skill_trajectories as plot_skill_trajectories
 from ._ppo import PPO as PPO
 from ._ppo import PPOState as PPOState
+from ._pqn import PQN as PQN
+from ._pqn import PQNState as PQNState
 from ._ippo import IPPO as IPPO
 from ._ddpg import DDPG as DDPG
 from ._deterministic import DeterministicLearner as DeterministicLearner

@@ -94,10 +94,11 @@ class _Packed(eqx.Module):
 
 
 def iteration_metrics(
-    ro: _Rollout, packed: _Packed, env_steps: Array, optimizer: AbstractOptimizer, progress: Array
+    ro: Any, packed: _Packed, env_steps: Array, optimizer: AbstractOptimizer, progress: Array
 ) -> Metrics:
     """**Returns:** an iteration's metrics: the update's means (`packed`: the minibatch steps'
-    metrics, stacked by the scans), the finished episodes' statistics."""
+    metrics, stacked by the scans), the finished episodes' statistics (`ro`: an on-policy
+    rollout with `terminated`, `truncated`, `episode_return` and `episode_length`: PPO's, PQN's)."""
     aux = packed.unpack()
     done = ro.terminated | ro.truncated
     num_done = jnp.sum(done.astype(jnp.float32))

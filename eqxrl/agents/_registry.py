@@ -12,11 +12,14 @@ from ._dqn import DQN
 from ._ippo import IPPO
 from ._mpo import MPO
 from ._ppo import PPO
+from ._pqn import PQN
 from ._sac import SAC
 from ._stack import Batch
 from ._td3 import TD3
 
-AGENTS: dict[str, type[AbstractAgent]] = {"ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "mpo": MPO, "dads": DADS, "ippo": IPPO}
+AGENTS: dict[str, type[AbstractAgent]] = {
+    "ppo": PPO, "dqn": DQN, "pqn": PQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "mpo": MPO, "dads": DADS, "ippo": IPPO
+}
 """The agents known by name (`"ppo"` → `PPO`); `register_agent` adds one."""
 
 

@@ -91,6 +91,7 @@ from .networks import DeterministicHead as DeterministicHead
 from .networks import DiscreteQHead as DiscreteQHead
 from .networks import Ensemble as Ensemble
 from .networks import GaussianHead as GaussianHead
+from .networks import LayerNorm as LayerNorm
 from .networks import Linear as Linear
 from .networks import TanhGaussianHead as TanhGaussianHead
 from .networks import ValueHead as ValueHead

@@ -16,6 +16,7 @@ from ._init import batched_orthogonal as batched_orthogonal
 from ._init import orthogonal as orthogonal
 from ._mlp import ACTIVATIONS as ACTIVATIONS
 from ._mlp import MLP as MLP
+from ._mlp import LayerNorm as LayerNorm
 from ._mlp import Linear as Linear
 from ._mlp import check_last_axis as check_last_axis
 from ._mlp import get_activation as get_activation

@@ -100,6 +100,27 @@ class Linear(eqx.Module):
         return x @ self.weight + self.bias
 
 
+class LayerNorm(eqx.Module):
+    """Layer normalisation over the last axis (Ba et al. 2016), any leading batch axes: each
+    feature vector centred and scaled to unit variance, then `x * weight + bias` (learned,
+    starting at ones and zeros)."""
+
+    weight: Float[Array, " size"]
+    bias: Float[Array, " size"]
+    eps: float = eqx.field(static=True, default=1e-5)
+
+    def __init__(self, size: int, eps: float = 1e-5):
+        size = check_positive_int("LayerNorm", "size", size)
+        self.weight = jnp.ones((size,), jnp.float32)
+        self.bias = jnp.zeros((size,), jnp.float32)
+        self.eps = eps
+
+    def __call__(self, x: Float[Array, "*batch size"]) -> Float[Array, "*batch size"]:
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + self.eps) * self.weight + self.bias
+
+
 class MLP(eqx.Module):
     """A multilayer perceptron torso: `Linear -> activation` per hidden width, then a `Linear` output."""
 

@@ -24,7 +24,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ...core import Key, is_positive_int
-from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, is_entries, obs_size_of, refuse_entries
+from ._mlp import LayerNorm, Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, is_entries, obs_size_of, refuse_entries
 from ._recurrent import AbstractRecurrentTorso
 
 Activation = str | Callable[[Array], Array]
@@ -100,33 +100,41 @@ class AbstractTorso(eqx.Module):
 class _MLPBody(eqx.Module):
     layers: tuple[Linear, ...]
     activation: Activation = eqx.field(static=True)
+    norms: tuple[LayerNorm, ...] | None = None  # (MLPTorso(layer_norm=True): one per layer)
 
     def __call__(self, x: Array) -> Array:
         act = get_activation(self.activation)
-        for layer in self.layers:
-            x = act(layer(x))
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            x = act(x if self.norms is None else self.norms[i](x))
         return x
 
 
 class MLPTorso(AbstractTorso):
-    """Fully connected layers, each followed by `activation` (orthogonal init, gain sqrt 2).
+    """Fully connected layers, each followed by `activation` (orthogonal init, gain sqrt 2);
+    with `layer_norm=True` each layer's output is layer-normalised before the activation
+    (`LayerNorm`: what PQN's Q-network uses; any agent can take it).
 
     An empty `hidden_sizes` is the identity (the flat observation is the feature vector).
     """
 
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
     activation: Activation = eqx.field(static=True, default="tanh")
+    layer_norm: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
         if not all(is_positive_int(h) for h in self.hidden_sizes):
             raise ValueError(f"MLPTorso(hidden_sizes) must be a tuple of positive ints, got {self.hidden_sizes!r}")
         get_activation(self.activation)
+        if not isinstance(self.layer_norm, bool):
+            raise ValueError(f"MLPTorso(layer_norm) must be True or False, got {self.layer_norm!r}")
 
     def build(self, obs_shape: Any, *, key: Key) -> _MLPBody:
         sizes = (_size(obs_shape), *self.hidden_sizes)
         keys = jax.random.split(key, max(len(sizes) - 1, 1))
         layers = tuple(Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys))
-        return _MLPBody(layers, self.activation)
+        norms = tuple(LayerNorm(o) for o in sizes[1:]) if self.layer_norm else None
+        return _MLPBody(layers, self.activation, norms)
 
     def make(self, obs_shape: ObsShape, *, key: Key) -> Encoder:
         obs_shape = as_obs_shape(obs_shape)
