@@ -41,17 +41,18 @@ def policy_head(
 
 
 class _Rollout(eqx.Module):
-    """One step of every env (stacked over time by `lax.scan`)."""
+    """One step of every env (stacked over time by `lax.scan`): PPO's, and PQN's (whose
+    epsilon-greedy actions have no `log_prob`: None)."""
 
     obs: Array
     action: Array
-    log_prob: Array
     reward: Array
     terminated: Array
     truncated: Array
     final_obs: Array
     episode_return: Array
     episode_length: Array
+    log_prob: Array | None = None
 
 
 def minibatch_step(grad_fn: Callable, optimizer: AbstractOptimizer, target_kl: Array, progress: Array) -> Callable:
@@ -94,11 +95,10 @@ class _Packed(eqx.Module):
 
 
 def iteration_metrics(
-    ro: Any, packed: _Packed, env_steps: Array, optimizer: AbstractOptimizer, progress: Array
+    ro: _Rollout, packed: _Packed, env_steps: Array, optimizer: AbstractOptimizer, progress: Array
 ) -> Metrics:
     """**Returns:** an iteration's metrics: the update's means (`packed`: the minibatch steps'
-    metrics, stacked by the scans), the finished episodes' statistics (`ro`: an on-policy
-    rollout with `terminated`, `truncated`, `episode_return` and `episode_length`: PPO's, PQN's)."""
+    metrics, stacked by the scans), the finished episodes' statistics."""
     aux = packed.unpack()
     done = ro.terminated | ro.truncated
     num_done = jnp.sum(done.astype(jnp.float32))

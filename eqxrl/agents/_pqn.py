@@ -41,7 +41,7 @@ from ..components import (
 from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
 from ..envs import AbstractEnv, AutoReset, Discrete, EpisodeStatistics, VectorEnv
 from ._base import AbstractAgent, Clock, as_env
-from ._ppo_update import _Packed, iteration_metrics
+from ._ppo_update import _Packed, _Rollout, iteration_metrics
 
 
 class PQNState(eqx.Module):
@@ -55,19 +55,6 @@ class PQNState(eqx.Module):
     key: Key
     env_steps: Int[Array, ""]
     iteration: Int[Array, ""]
-
-
-class _Rollout(eqx.Module):
-    """One step of every env (stacked over time by `lax.scan`)."""
-
-    obs: Array
-    action: Array
-    reward: Array
-    terminated: Array
-    truncated: Array
-    final_obs: Array
-    episode_return: Array
-    episode_length: Array
 
 
 class PQN(AbstractAgent):
