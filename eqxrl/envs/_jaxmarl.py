@@ -141,10 +141,10 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
 
     JaxMARL's Discrete, MultiDiscrete, Box, Dict and Tuple spaces become eqxrl's. 1-D `Box`
     observations are observed as one unbounded `Box` of the largest size, those of different
-    sizes (MPE's adversaries and good agents) padded with zeros, so that they stack; otherwise every agent must have the same observation
-    space (any space: its leaves stack along the agent axis), and every agent the same action
-    space. With `action_masks` an agent's observation is
-    `{"obs": <its observation>, "action_mask": <legal actions>}`.
+    sizes (MPE's adversaries and good agents) padded with zeros, so that they stack; otherwise
+    every agent must have the same observation space (any space: its leaves stack along the
+    agent axis). Every agent must have the same action space. With `action_masks` an agent's
+    observation is `{"obs": <its observation>, "action_mask": <legal actions>}`.
     """
 
     handle: StaticHandle = eqx.field(static=True)
