@@ -249,6 +249,22 @@ def test_a_dict_or_tuple_observation_trains_exactly_as_its_flat_vector(agent_cls
 
 
 @pytest.mark.slow
+@pytest.mark.bitwise
+def test_a_recurrent_ppo_on_a_dict_observation_trains_exactly_as_on_its_flat_vector():
+    """The recurrent preset's GRU carries its state over Dict observations as over the flat ones."""
+    runs = []
+    for env in (DictCartPole(make("CartPole-v1")), make("CartPole-v1")):
+        agent = PPO.from_preset("recurrent", env, num_envs=4, rollout_length=16)
+        state, metrics = eqxrl.train(agent, jax.random.key(3), total_steps=320, progress=False)
+        runs.append((state, metrics, eqxrl.evaluate(agent, state, jax.random.key(4), num_episodes=2)))
+    (ours, our_metrics, our_eval), (theirs, their_metrics, their_eval) = runs
+    for a, b in zip(jax.tree.leaves(ours.actor), jax.tree.leaves(theirs.actor)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(our_metrics["loss"], their_metrics["loss"])
+    np.testing.assert_array_equal(our_eval, their_eval)
+
+
+@pytest.mark.slow
 def test_an_agent_that_ignores_its_masks_is_caught_by_the_masked_probe(monkeypatch):
     """The seeded bug: PPO acting without its masks (the layout hands back none) takes
     illegal actions on `MaskedActions`, which counts them."""
