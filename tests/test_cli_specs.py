@@ -109,7 +109,7 @@ def test_flags_build_the_agent_and_reach_its_config(tmp_path):
     assert code == 0, err
     config = json.loads((run_dir / "config.json").read_text())["agent_config"]
     assert config["buffer"] == {"class": "eqxrl.components:PrioritizedReplayBuffer", "capacity": 100, "alpha": 0.7, "eps": 1e-06, "fanout": 8}
-    assert config["critic_torso"] == {"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8], "activation": "relu"}
+    assert config["critic_torso"] == {"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8], "activation": "relu", "layer_norm": False}
     assert config["learning_rate"] == {"class": "eqxrl.components:CosineSchedule", "init_value": 0.001, "alpha": 0.0}
     assert config["critic_loss_terms"] == [{"class": "eqxrl.components:L2Penalty", "coef": 0.01}]
     # The run directory rebuilds the same agent: evaluate it.

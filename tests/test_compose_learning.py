@@ -58,6 +58,8 @@ def _widths(encoder) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.learning
+# (The exhaustive tier, tests/tiers.py: in CI, SAC learns the probes and discrete SAC CartPole.)
+@pytest.mark.exhaustive
 def test_sac_with_torsos_of_different_widths_and_cosine_rates_learns_pendulum():
     agent = SAC(
         "Pendulum-v1", actor_torso=MLPTorso((32, 32)), critic_torso=MLPTorso((64, 64)), learning_starts=1000,

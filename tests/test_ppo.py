@@ -209,6 +209,8 @@ def test_ppo_learns_cartpole_three_of_four_seeds():
 
 @pytest.mark.slow
 @pytest.mark.learning
+# (The exhaustive tier, tests/tiers.py: CI trains PPO's Gaussian policy in its fast tests and DDPG learns Pendulum.)
+@pytest.mark.exhaustive
 def test_ppo_continuous_improves_on_pendulum():
     agent = PPO(
         eqxrl.envs.make("Pendulum-v1"),

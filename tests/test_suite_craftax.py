@@ -63,6 +63,7 @@ def test_missing_craftax_is_one_import_error_line(monkeypatch):
 
 @needs_craftax
 @pytest.mark.slow
+@pytest.mark.exhaustive  # (40 s of CI's 2 cores, tests/tiers.py: the other suites' episode tests run in CI)
 def test_classic_matches_craftax_auto_reset_env():
     """80 steps of Craftax-Classic with a 30-step limit through `AutoReset(make(...))` and through
     Craftax's own auto-resetting env (`step(key, state, action, params)`, which splits its key as
