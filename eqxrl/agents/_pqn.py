@@ -67,7 +67,7 @@ class PQN(AbstractAgent):
     episode's end bootstrapped through a truncation and not through a termination), then runs
     `num_epochs` epochs of `num_minibatches` minibatches of the squared error
     `0.5 (Q(s, a) - G)^2` (plus `critic_loss_terms`). Defaults are PQN's CartPole settings
-    (PureJaxQL `pqn_cartpole.yaml`) but for `eps_end` 0.05.
+    (PureJaxQL `pqn_cartpole.yaml`) but for `eps_end` 0.05 and Adam where PureJaxQL uses RAdam.
 
     Network: `critic_torso` (None: `MLPTorso(hidden_sizes, activation, layer_norm=layer_norm)`,
     or for a `Dict`/`Tuple` observation with image or grid entries the automatic torso) under a
