@@ -39,6 +39,14 @@ class DQNLearner(eqx.Module):
     opt_state: OptState
 
 
+def masked_q_values(layout: Any, q: Any, obs: Array) -> Array:
+    """**Returns:** `q`'s values at stored observations `obs` (of `layout`), an illegal action's
+    (where the env has action masks) the lowest float, so no max or argmax ever takes it (DQN's, PQN's)."""
+    features, mask = layout.split(obs)
+    values = q(features)
+    return values if mask is None else jnp.where(mask, values, jnp.finfo(values.dtype).min)
+
+
 class DQN(AbstractOffPolicyAgent):
     """Deep Q-learning for discrete actions.
 
@@ -126,9 +134,7 @@ class DQN(AbstractOffPolicyAgent):
     def q_values(self, q: Any, obs: Array) -> Float[Array, "*batch actions"]:
         """**Returns:** `q`'s values at stored observations `obs`, an illegal action's (where the
         env has action masks) the lowest float, so no max or argmax ever takes it."""
-        features, mask = self.layout.split(obs)
-        values = q(features)
-        return values if mask is None else jnp.where(mask, values, jnp.finfo(values.dtype).min)
+        return masked_q_values(self.layout, q, obs)
 
     def greedy(self, learner: DQNLearner, obs: Array) -> Int[Array, "*batch"]:
         return jnp.argmax(self.q_values(learner.q, obs), axis=-1).astype(jnp.int32)

@@ -41,6 +41,7 @@ from ..components import (
 from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
 from ..envs import AbstractEnv, AutoReset, Discrete, EpisodeStatistics, VectorEnv
 from ._base import AbstractAgent, Clock, as_env
+from ._dqn import masked_q_values
 from ._ppo_update import _Packed, _Rollout, iteration_metrics
 
 
@@ -171,9 +172,7 @@ class PQN(AbstractAgent):
     def q_values(self, q: DiscreteQHead, x: Array) -> Float[Array, "*batch actions"]:
         """**Returns:** `q`'s values at stored (normalised) observations `x`, an illegal action's
         (where the env has action masks) the lowest float, so no max or argmax takes it."""
-        features, mask = self.layout.split(x)
-        values = q(features)
-        return values if mask is None else jnp.where(mask, values, jnp.finfo(values.dtype).min)
+        return masked_q_values(self.layout, q, x)
 
     def _explore(self, q: DiscreteQHead, x: Array, key: Key, epsilon: Array) -> Int[Array, "*batch"]:
         coin_key, action_key = jax.random.split(key)
