@@ -13,6 +13,7 @@ from ._pqn import PQN as PQN
 from ._pqn import PQNState as PQNState
 from ._ippo import IPPO as IPPO
 from ._ddpg import DDPG as DDPG
+from ._deterministic import AbstractDeterministicAgent as AbstractDeterministicAgent
 from ._deterministic import DeterministicLearner as DeterministicLearner
 from ._dqn import DQN as DQN
 from ._dqn import DQNLearner as DQNLearner

@@ -1,16 +1,18 @@
-"""The deterministic actor-critic update shared by DDPG and TD3 (a function, not a base class)."""
+"""The deterministic actor-critic (TD3, Fujimoto et al. 2018) of which DDPG (Lillicrap et al. 2016)
+is one configuration: one critic, no policy delay, no target smoothing."""
+
+from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from typing import Any
-
-from ..core import Key, Metrics, tree_select
+from ..core import Key, Metrics, check_hyperparameter, check_positive_int, tree_select
 from ..components import (
     AbstractLossTerm,
     AbstractOptimizer,
+    AbstractSchedule,
     ContinuousQHead,
     DeterministicHead,
     Ensemble,
@@ -20,8 +22,10 @@ from ..components import (
     clipped_double_q_target,
     polyak,
     smoothed_target_action,
+    check_learning_rate,
 )
-from ._actor_critic import update_critics
+from ._actor_critic import AbstractActorCriticAgent, update_critics
+from ._off_policy import check_continuous
 
 
 class DeterministicLearner(eqx.Module):
@@ -35,43 +39,87 @@ class DeterministicLearner(eqx.Module):
     critic_opt: OptState
 
 
-def actor_critic_optimizers(agent: Any) -> tuple[AbstractOptimizer, AbstractOptimizer]:
-    """**Returns:** the actor's and the critic's optimizers of a DDPG or TD3 `agent`: its
-    slots, or Adam with its learning rates and shared clipping threshold."""
-    return (
-        agent.optimizer(agent.actor_optimizer, agent.actor_learning_rate),
-        agent.optimizer(agent.critic_optimizer, agent.critic_learning_rate),
-    )
+class AbstractDeterministicAgent(AbstractActorCriticAgent):
+    """A deterministic actor, `num_critics` Q-critics with clipped double-Q targets, the actor
+    and targets updated every `policy_delay` critic updates, target actions smoothed with
+    clipped Gaussian noise unless `target_noise` is None, and Gaussian exploration noise.
+    TD3 and DDPG are its two configurations."""
 
+    default_env: ClassVar[str] = "Pendulum-v1"
+    default_total_steps: ClassVar[int] = 50_000
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
+        "buffer": ("per_alpha",), "actor_optimizer": ("actor_learning_rate",), "critic_optimizer": ("critic_learning_rate",)
+    }
 
-def init_deterministic(agent: Any, num_critics: int, key: Key) -> DeterministicLearner:
-    """**Returns:** the networks and optimizer states of a DDPG or TD3 `agent`."""
-    actor_key, critic_key = jax.random.split(key)
-    obs_size, action_size = agent.obs_size, agent.action_size
-    actor = DeterministicHead(
-        obs_size, action_size, key=actor_key, torso=agent.torso(agent.actor_torso), obs_shape=agent.obs_shape
-    )
-    critic_torso = agent.torso(agent.critic_torso)
-    critic = Ensemble(
-        lambda k: ContinuousQHead(obs_size, action_size, key=k, torso=critic_torso), num_critics, key=critic_key
-    )
-    actor_opt, critic_opt = actor_critic_optimizers(agent)
-    return DeterministicLearner(
-        actor=actor,
-        target_actor=actor,
-        critic=critic,
-        target_critic=critic,
-        actor_opt=actor_opt.init(actor),
-        critic_opt=critic_opt.init(critic),
-    )
+    num_critics: eqx.AbstractVar[int]
+    policy_delay: eqx.AbstractVar[int]
+    target_update_interval: eqx.AbstractVar[int]
+    actor_learning_rate: eqx.AbstractVar[Float[Array, ""] | AbstractSchedule]
+    critic_learning_rate: eqx.AbstractVar[Float[Array, ""] | AbstractSchedule]
+    exploration_noise: eqx.AbstractVar[Float[Array, ""]]
+    target_noise: eqx.AbstractVar[Float[Array, ""] | None]
+    target_noise_clip: eqx.AbstractVar[Float[Array, ""] | None]
 
+    def __check_init__(self):
+        owner = type(self).__name__
+        check_continuous(self, owner)
+        for name in ("target_update_interval", "policy_delay", "num_critics"):
+            check_positive_int(owner, name, getattr(self, name))
+        for name in ("actor_learning_rate", "critic_learning_rate"):
+            check_learning_rate(owner, name, getattr(self, name))
+        for name in ("exploration_noise", "target_noise", "target_noise_clip"):
+            if getattr(self, name) is not None:
+                check_hyperparameter(owner, name, getattr(self, name), lambda v: v >= 0, ">= 0")
 
-def noisy_action(
-    learner: DeterministicLearner, obs: Array, key: Key, noise: Float[Array, ""]
-) -> Float[Array, "*batch action"]:
-    """Gaussian exploration noise around the deterministic action, clipped to [-1, 1]."""
-    action = learner.actor(obs)
-    return jnp.clip(action + noise * jax.random.normal(key, action.shape), -1.0, 1.0)
+    def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer]:
+        """**Returns:** the actor's and the critic's optimizers: the agent's slots, or Adam with
+        its learning rates and shared clipping threshold."""
+        return (
+            self.optimizer(self.actor_optimizer, self.actor_learning_rate),
+            self.optimizer(self.critic_optimizer, self.critic_learning_rate),
+        )
+
+    def init_learner(self, key: Key) -> DeterministicLearner:
+        actor_key, critic_key = jax.random.split(key)
+        obs_size, action_size = self.obs_size, self.action_size
+        actor = DeterministicHead(
+            obs_size, action_size, key=actor_key, torso=self.torso(self.actor_torso), obs_shape=self.obs_shape
+        )
+        critic_torso = self.torso(self.critic_torso)
+        critic = Ensemble(
+            lambda k: ContinuousQHead(obs_size, action_size, key=k, torso=critic_torso), self.num_critics, key=critic_key
+        )
+        actor_opt, critic_opt = self.optimizers()
+        return DeterministicLearner(
+            actor=actor,
+            target_actor=actor,
+            critic=critic,
+            target_critic=critic,
+            actor_opt=actor_opt.init(actor),
+            critic_opt=critic_opt.init(critic),
+        )
+
+    def greedy(self, learner: DeterministicLearner, obs: Array) -> Float[Array, "*batch action"]:
+        return learner.actor(obs)
+
+    def explore(
+        self, learner: DeterministicLearner, obs: Array, key: Key, progress: Float[Array, ""]
+    ) -> Float[Array, "*batch action"]:
+        """Gaussian exploration noise around the deterministic action, clipped to [-1, 1]."""
+        action = learner.actor(obs)
+        return jnp.clip(action + self.exploration_noise * jax.random.normal(key, action.shape), -1.0, 1.0)
+
+    def update(
+        self, learner: DeterministicLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]
+    ) -> tuple[DeterministicLearner, Float[Array, " batch"], Metrics]:
+        actor_opt, critic_opt = self.optimizers()
+        return deterministic_update(
+            learner, batch, key, updates,
+            actor_opt=actor_opt, critic_opt=critic_opt, progress=progress,
+            policy_loss_terms=self.policy_loss_terms, critic_loss_terms=self.critic_loss_terms, tau=self.tau,
+            policy_delay=self.policy_delay, target_noise=self.target_noise, target_noise_clip=self.target_noise_clip,
+            target_update_interval=self.target_update_interval,
+        )  # fmt: skip
 
 
 def deterministic_update(
