@@ -46,13 +46,13 @@ class _Rollout(eqx.Module):
 
     obs: Array
     action: Array
+    log_prob: Array | None  # (third, as it was before PQN shared the record: leaf order decides PPO's bits)
     reward: Array
     terminated: Array
     truncated: Array
     final_obs: Array
     episode_return: Array
     episode_length: Array
-    log_prob: Array | None = None
 
 
 def minibatch_step(grad_fn: Callable, optimizer: AbstractOptimizer, target_kl: Array, progress: Array) -> Callable:

@@ -219,7 +219,7 @@ class PQN(AbstractAgent):
             action = self._explore(state.q, self.layout.normalize(stats, x), act_key, epsilon)
             env_state, ts = env.step(env_key, env_state, action)
             out = _Rollout(
-                obs=x, action=action, reward=ts.reward, terminated=ts.terminated, truncated=ts.truncated,
+                obs=x, action=action, log_prob=None, reward=ts.reward, terminated=ts.terminated, truncated=ts.truncated,
                 final_obs=self.layout.flatten(ts.info["final_obs"], "PQN"),
                 episode_return=ts.info["episode_return"], episode_length=ts.info["episode_length"],
             )  # fmt: skip
