@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 
 from eqxrl.components import (
+    AbstractHead,
     MLP,
     Categorical,
     CategoricalHead,
@@ -617,3 +618,19 @@ def test_multi_categorical_head_gives_a_factorised_categorical_and_names_a_bad_n
         for nvec in ((), (3, 0), 4):
             with pytest.raises(ValueError, match=rf"^MultiCategoricalHead\(nvec\) must be a non-empty sequence of positive ints, got {re.escape(repr(nvec))}$"):
                 MultiCategoricalHead(3, nvec, key=jax.random.key(0))
+
+
+def test_a_users_head_on_abstract_head_runs_as_documented():
+    """docs/components/networks.md, "Your own head": a head of three fields and two calls
+    (`build_body`, `body_outputs`) builds, runs and names itself in the shape error."""
+    import pathlib
+
+    page = pathlib.Path(__file__).parents[1] / "docs" / "components" / "networks.md"
+    section = page.read_text().split("## Your own head", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    ns = {"__name__": "docs_networks_own_head"}
+    exec(compile(block, "docs/components/networks.md [Your own head]", "exec"), ns)
+    head = ns["head"]
+    assert isinstance(head, AbstractHead)
+    with pytest.raises(ValueError, match="BoundedValueHead"):
+        head(jnp.ones((8, 3)))

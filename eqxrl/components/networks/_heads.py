@@ -18,37 +18,50 @@ from ._torsos import AbstractTorso, Encoder, torso_or_mlp
 Activation = str | Callable[[Array], Array]
 
 
-def _body(
-    owner: str,
-    in_shape: ObsShape,
-    out_size: int,
-    hidden_sizes: Sequence[int],
-    activation: Activation,
-    torso: AbstractTorso | None,
-    key: Key,
-    final_scale: float,
-) -> tuple[Encoder, Linear]:
-    """A head's torso (the given spec, or the MLP of `hidden_sizes` and `activation`)
-    and its output layer (orthogonal init with gain `final_scale`)."""
-    if torso is None:
-        hidden_sizes = tuple(hidden_sizes)
-        if not all(is_positive_int(h) for h in hidden_sizes):
-            raise ValueError(f"{owner}(hidden_sizes) must be positive ints, got {hidden_sizes!r}")
-        get_activation(activation)
-    elif not isinstance(torso, AbstractTorso):
-        raise ValueError(f"{owner}(torso) must be an eqxrl AbstractTorso (MLPTorso, CNNTorso, ...), got {torso!r}")
-    torso_key, out_key = jax.random.split(key)
-    encoder = torso_or_mlp(torso, hidden_sizes, activation).make(as_obs_shape(in_shape), key=torso_key)
-    return encoder, Linear(encoder.features, out_size, key=out_key, scale=final_scale)
+class AbstractHead(eqx.Module):
+    """A torso (`Encoder`) and an output layer whose outputs mean something: every head.
 
+    A head declares `torso`, `out` and `obs_size` as fields, builds them in its `__init__` with
+    `build_body` and reads its raw outputs with `body_outputs`, which checks the observation's
+    last axis first."""
 
-def _in_shape(owner: str, obs_size: int, obs_shape: ObsShape | None) -> Any:
-    if obs_shape is None:
-        return (obs_size,)
-    shape = as_obs_shape(obs_shape)
-    if obs_size_of(shape) != obs_size:
-        raise ValueError(f"{owner}(obs_shape={shape}) must have obs_size={obs_size} elements")
-    return shape
+    torso: eqx.AbstractVar[Encoder]
+    out: eqx.AbstractVar[Linear]
+    obs_size: eqx.AbstractVar[int]
+
+    def build_body(
+        self,
+        out_size: int,
+        hidden_sizes: Sequence[int],
+        activation: Activation,
+        torso: AbstractTorso | None,
+        key: Key,
+        final_scale: float,
+        obs_shape: ObsShape | None = None,
+        in_shape: ObsShape | None = None,
+    ) -> None:
+        """Set `torso` (the given spec, or the MLP of `hidden_sizes` and `activation`, over
+        `obs_shape`, or over `in_shape` where the input is not the observation alone) and `out`
+        (`out_size` outputs, orthogonal init with gain `final_scale`)."""
+        owner = type(self).__name__
+        if torso is None:
+            hidden_sizes = tuple(hidden_sizes)
+            if not all(is_positive_int(h) for h in hidden_sizes):
+                raise ValueError(f"{owner}(hidden_sizes) must be positive ints, got {hidden_sizes!r}")
+            get_activation(activation)
+        elif not isinstance(torso, AbstractTorso):
+            raise ValueError(f"{owner}(torso) must be an eqxrl AbstractTorso (MLPTorso, CNNTorso, ...), got {torso!r}")
+        if in_shape is None:
+            in_shape = (self.obs_size,) if obs_shape is None else as_obs_shape(obs_shape)
+            if obs_size_of(in_shape) != self.obs_size:
+                raise ValueError(f"{owner}(obs_shape={in_shape}) must have obs_size={self.obs_size} elements")
+        torso_key, out_key = jax.random.split(key)
+        self.torso = torso_or_mlp(torso, hidden_sizes, activation).make(as_obs_shape(in_shape), key=torso_key)
+        self.out = Linear(self.torso.features, out_size, key=out_key, scale=final_scale)
+
+    def body_outputs(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch out"]:
+        check_last_axis(obs, self.obs_size, "obs", type(self).__name__)
+        return self.out(self.torso(obs))
 
 
 def _bounds(low, high, size: int, owner: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -61,7 +74,7 @@ def _bounds(low, high, size: int, owner: str) -> tuple[tuple[float, ...], tuple[
     return tuple(float(v) for v in lo), tuple(float(v) for v in hi)
 
 
-class CategoricalHead(eqx.Module):
+class CategoricalHead(AbstractHead):
     """`obs -> Categorical(logits)` over `num_actions` discrete actions."""
 
     torso: Encoder
@@ -85,17 +98,13 @@ class CategoricalHead(eqx.Module):
         (orthogonal gain 0.01)."""
         self.obs_size = check_positive_int("CategoricalHead", "obs_size", obs_size)
         self.num_actions = check_positive_int("CategoricalHead", "num_actions", num_actions)
-        owner = type(self).__name__
-        self.torso, self.out = _body(
-            owner, _in_shape(owner, self.obs_size, obs_shape), self.num_actions, hidden_sizes, activation, torso, key, 0.01
-        )
+        self.build_body(self.num_actions, hidden_sizes, activation, torso, key, 0.01, obs_shape)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Categorical:
-        check_last_axis(obs, self.obs_size, "obs", "CategoricalHead")
-        return Categorical(self.out(self.torso(obs)))
+        return Categorical(self.body_outputs(obs))
 
 
-class MultiCategoricalHead(eqx.Module):
+class MultiCategoricalHead(AbstractHead):
     """`obs -> MultiCategorical(logits, nvec)`: a factorised categorical policy over a
     `MultiDiscrete(nvec)` action, one output per choice of every factor (`sum(nvec)`)."""
 
@@ -122,17 +131,13 @@ class MultiCategoricalHead(eqx.Module):
         if not isinstance(nvec, tuple) or not nvec or not all(is_positive_int(n) for n in nvec):
             raise ValueError(f"MultiCategoricalHead(nvec) must be a non-empty sequence of positive ints, got {nvec!r}")
         self.nvec = tuple(int(n) for n in nvec)
-        owner = type(self).__name__
-        self.torso, self.out = _body(
-            owner, _in_shape(owner, self.obs_size, obs_shape), sum(self.nvec), hidden_sizes, activation, torso, key, 0.01
-        )
+        self.build_body(sum(self.nvec), hidden_sizes, activation, torso, key, 0.01, obs_shape)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> MultiCategorical:
-        check_last_axis(obs, self.obs_size, "obs", "MultiCategoricalHead")
-        return MultiCategorical(self.out(self.torso(obs)), self.nvec)
+        return MultiCategorical(self.body_outputs(obs), self.nvec)
 
 
-class GaussianHead(eqx.Module):
+class GaussianHead(AbstractHead):
     """`obs -> Normal(mean, std)`, with a state-dependent or a state-independent (learned vector) std."""
 
     torso: Encoder
@@ -173,10 +178,7 @@ class GaussianHead(eqx.Module):
         self.state_dependent_std = bool(state_dependent_std)
         self.min_std = float(min_std)
         out = 2 * self.action_size if self.state_dependent_std else self.action_size
-        owner = type(self).__name__
-        self.torso, self.out = _body(
-            owner, _in_shape(owner, self.obs_size, obs_shape), out, hidden_sizes, activation, torso, key, 0.01
-        )
+        self.build_body(out, hidden_sizes, activation, torso, key, 0.01, obs_shape)
         if self.state_dependent_std:
             self.log_std = None
             # softplus(raw + offset) = init_std at raw = 0
@@ -186,8 +188,7 @@ class GaussianHead(eqx.Module):
             self._offset = 0.0
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Normal:
-        check_last_axis(obs, self.obs_size, "obs", "GaussianHead")
-        out = self.out(self.torso(obs))
+        out = self.body_outputs(obs)
         if self.log_std is None:
             mean, raw = jnp.split(out, 2, axis=-1)
             std = jax.nn.softplus(raw + self._offset) + self.min_std
@@ -197,7 +198,7 @@ class GaussianHead(eqx.Module):
         return Normal(mean, std)
 
 
-class TanhGaussianHead(eqx.Module):
+class TanhGaussianHead(AbstractHead):
     """`obs -> TanhNormal(mean, std)` on `[low, high]` (SAC's policy), state-dependent std."""
 
     torso: Encoder
@@ -232,23 +233,19 @@ class TanhGaussianHead(eqx.Module):
             raise ValueError(
                 f"TanhGaussianHead needs log_std_min < log_std_max, got {log_std_min} and {log_std_max}"
             )
-        owner = type(self).__name__
-        self.torso, self.out = _body(
-            owner, _in_shape(owner, self.obs_size, obs_shape), 2 * self.action_size, hidden_sizes, activation, torso, key, 0.01
-        )
+        self.build_body(2 * self.action_size, hidden_sizes, activation, torso, key, 0.01, obs_shape)
         self.low, self.high = _bounds(low, high, self.action_size, type(self).__name__)
         self.log_std_min = float(log_std_min)
         self.log_std_max = float(log_std_max)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> TanhNormal:
-        check_last_axis(obs, self.obs_size, "obs", "TanhGaussianHead")
-        mean, raw = jnp.split(self.out(self.torso(obs)), 2, axis=-1)
+        mean, raw = jnp.split(self.body_outputs(obs), 2, axis=-1)
         # Smoothly squash the log-std into its range (no dead gradient as with a hard clip).
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw) + 1.0)
         return TanhNormal(mean, jnp.exp(log_std), jnp.asarray(self.low), jnp.asarray(self.high))
 
 
-class DeterministicHead(eqx.Module):
+class DeterministicHead(AbstractHead):
     """`obs -> action` in `[low, high]` through a `tanh` output (DDPG and TD3 actors)."""
 
     torso: Encoder
@@ -275,20 +272,16 @@ class DeterministicHead(eqx.Module):
         `activation`, `key`, and the action bounds `low`, `high`."""
         self.obs_size = check_positive_int("DeterministicHead", "obs_size", obs_size)
         self.action_size = check_positive_int("DeterministicHead", "action_size", action_size)
-        owner = type(self).__name__
-        self.torso, self.out = _body(
-            owner, _in_shape(owner, self.obs_size, obs_shape), self.action_size, hidden_sizes, activation, torso, key, 0.01
-        )
+        self.build_body(self.action_size, hidden_sizes, activation, torso, key, 0.01, obs_shape)
         self.low, self.high = _bounds(low, high, self.action_size, type(self).__name__)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch action_size"]:
-        check_last_axis(obs, self.obs_size, "obs", "DeterministicHead")
-        y = jnp.tanh(self.out(self.torso(obs)))
+        y = jnp.tanh(self.body_outputs(obs))
         low, high = jnp.asarray(self.low), jnp.asarray(self.high)
         return low + (y + 1.0) * (high - low) / 2.0
 
 
-class ValueHead(eqx.Module):
+class ValueHead(AbstractHead):
     """`obs -> V(obs)`, one scalar per observation."""
 
     torso: Encoder
@@ -307,17 +300,13 @@ class ValueHead(eqx.Module):
     ):
         """**Arguments:** `obs_size`, torso `hidden_sizes` and `activation`, `key`."""
         self.obs_size = check_positive_int("ValueHead", "obs_size", obs_size)
-        owner = type(self).__name__
-        self.torso, self.out = _body(
-            owner, _in_shape(owner, self.obs_size, obs_shape), 1, hidden_sizes, activation, torso, key, 1.0
-        )
+        self.build_body(1, hidden_sizes, activation, torso, key, 1.0, obs_shape)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch"]:
-        check_last_axis(obs, self.obs_size, "obs", "ValueHead")
-        return self.out(self.torso(obs))[..., 0]
+        return self.body_outputs(obs)[..., 0]
 
 
-class DiscreteQHead(eqx.Module):
+class DiscreteQHead(AbstractHead):
     """`obs -> Q(obs, a)` for every discrete action `a` (DQN)."""
 
     torso: Encoder
@@ -339,17 +328,13 @@ class DiscreteQHead(eqx.Module):
         """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and `activation`, `key`."""
         self.obs_size = check_positive_int("DiscreteQHead", "obs_size", obs_size)
         self.num_actions = check_positive_int("DiscreteQHead", "num_actions", num_actions)
-        owner = type(self).__name__
-        self.torso, self.out = _body(
-            owner, _in_shape(owner, self.obs_size, obs_shape), self.num_actions, hidden_sizes, activation, torso, key, 1.0
-        )
+        self.build_body(self.num_actions, hidden_sizes, activation, torso, key, 1.0, obs_shape)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch num_actions"]:
-        check_last_axis(obs, self.obs_size, "obs", "DiscreteQHead")
-        return self.out(self.torso(obs))
+        return self.body_outputs(obs)
 
 
-class ContinuousQHead(eqx.Module):
+class ContinuousQHead(AbstractHead):
     """`(obs, action) -> Q(obs, action)`, one scalar per pair (DDPG, TD3, SAC critics)."""
 
     torso: Encoder
@@ -371,9 +356,7 @@ class ContinuousQHead(eqx.Module):
         self.obs_size = check_positive_int("ContinuousQHead", "obs_size", obs_size)
         self.action_size = check_positive_int("ContinuousQHead", "action_size", action_size)
         # The critic's torso maps the concatenated flat (observation, action) vector.
-        self.torso, self.out = _body(
-            type(self).__name__, (self.obs_size + self.action_size,), 1, hidden_sizes, activation, torso, key, 1.0
-        )
+        self.build_body(1, hidden_sizes, activation, torso, key, 1.0, in_shape=(self.obs_size + self.action_size,))
 
     def __call__(
         self, obs: Float[Array, "*batch obs"], action: Float[Array, "*batch action"]
