@@ -1,20 +1,18 @@
 """Adapter from brax environments to the eqxrl protocol."""
 
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array
 
-from ..core import EnvState, Key
-from ._base import AbstractEnv, TimeStep, first_timestep
 from ._spaces import Box
 from ..core import foreign_promotion
-from ._static import StaticHandle, brax_style_reset, brax_style_step
+from ._static import StaticHandle
+from ._suite import AbstractBraxStyleEnv
 
 
-class BraxEnv(AbstractEnv):
+class BraxEnv(AbstractBraxStyleEnv):
     """A brax environment behind the eqxrl protocol (no time limit of its own).
 
     brax's `done` is natural termination; `eqxrl.envs.make("brax/...")` adds a
@@ -25,6 +23,8 @@ class BraxEnv(AbstractEnv):
     handle: StaticHandle = eqx.field(static=True)
     obs_size: int = eqx.field(static=True)
     action_size: int = eqx.field(static=True)
+    prefix: ClassVar[str] = "brax/"
+    brax_env = AbstractBraxStyleEnv.suite_env
 
     def __init__(self, env_name: str, backend: str | None = None, **kwargs: Any):
         """**Arguments:**
@@ -55,33 +55,9 @@ class BraxEnv(AbstractEnv):
         self.action_size = action_size
 
     @property
-    def brax_env(self) -> Any:
-        return self.handle.obj
-
-    @property
-    def name(self) -> str:
-        return f"brax/{self.handle.key[1]}"
+    def env_name(self) -> str:
+        return self.handle.key[1]  # (the handle's key is `("brax", env_name, kwargs)`)
 
     @property
     def observation_space(self) -> Box:
         return Box(-jnp.inf, jnp.inf, (self.obs_size,))
-
-    @property
-    def action_space(self) -> Box:
-        return Box(-1.0, 1.0, (self.action_size,))
-
-    def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
-        state = brax_style_reset(self.handle, key)
-        return state, first_timestep(state.obs)
-
-    def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
-        del key  # brax dynamics are deterministic
-        state = brax_style_step(self.handle, state, action)
-        ts = TimeStep(
-            obs=state.obs,
-            reward=jnp.asarray(state.reward, jnp.float32),
-            terminated=state.done > 0.5,
-            truncated=jnp.zeros((), bool),
-            info={},
-        )
-        return state, ts

@@ -8,10 +8,9 @@ Classic: lava too; full Craftax: the final boss beaten) and its time limit
 (`params.max_timesteps`); the adapter tells them apart.
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PyTree
@@ -22,6 +21,7 @@ from ._base import AbstractEnv, TimeStep
 from ._make import register_suite
 from ._spaces import Box, Discrete
 from ._static import StaticHandle
+from ._suite import AbstractSuiteEnv, import_suite
 
 PREFIX = "craftax/"
 CRAFTAX_IDS = ("Craftax-Classic-Symbolic-v1", "Craftax-Symbolic-v1", "Craftax-Classic-Pixels-v1", "Craftax-Pixels-v1")
@@ -30,11 +30,7 @@ _NO_LIMIT = 2**31 - 1  # a `max_timesteps` no episode reaches: what is left of `
 
 def import_craftax(name: str = "<id>") -> Any:
     """`import craftax.craftax_env`, or the one-line `ImportError` that says how to install it."""
-    try:
-        import craftax.craftax_env as craftax_env
-    except ImportError as e:
-        raise ImportError(f"make('{PREFIX}{name}') needs the craftax suite: pip install 'eqxrl[craftax]'") from e
-    return craftax_env
+    return import_suite("craftax.craftax_env", f"make('{PREFIX}{name}')", "craftax")
 
 
 def craftax_ids() -> list[str]:
@@ -53,7 +49,7 @@ def _achievements(env: Any, state: Any, done: Any) -> dict[str, Array]:
     return {k: jnp.asarray(v, jnp.float32) for k, v in info_fn(state, done).items()}
 
 
-class CraftaxEnv(AbstractEnv):
+class CraftaxEnv(AbstractSuiteEnv):
     """A Craftax environment behind the eqxrl protocol.
 
     Observation: Craftax's float32 `Box` in [0, 1] (Classic symbolic: 1,345 entries, full
@@ -72,6 +68,8 @@ class CraftaxEnv(AbstractEnv):
     handle: StaticHandle = eqx.field(static=True)
     env_name: str = eqx.field(static=True)
     params: PyTree
+    prefix: ClassVar[str] = PREFIX
+    craftax_env = AbstractSuiteEnv.suite_env
 
     def __init__(self, name: str, **kwargs: Any):
         """**Arguments:**
@@ -95,14 +93,6 @@ class CraftaxEnv(AbstractEnv):
         self.handle = StaticHandle(env, (PREFIX, name))
         self.env_name = name
         self.params = params
-
-    @property
-    def craftax_env(self) -> Any:
-        return self.handle.obj
-
-    @property
-    def name(self) -> str:
-        return PREFIX + self.env_name
 
     @property
     def max_episode_steps(self) -> int | None:

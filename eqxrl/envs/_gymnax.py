@@ -1,6 +1,6 @@
 """Adapter from gymnax environments to the eqxrl protocol."""
 
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -8,10 +8,11 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..core import EnvState, Key
-from ._base import AbstractEnv, TimeStep, first_timestep
+from ._base import TimeStep, first_timestep
 from ._spaces import AbstractSpace, Box, Dict, Discrete, Tuple, as_element, flatten_space
 from ..core import foreign_promotion as _foreign_promotion
 from ._static import StaticHandle
+from ._suite import AbstractSuiteEnv
 
 
 def _convert_space(space: Any, what: str, env_name: str) -> AbstractSpace:
@@ -31,7 +32,7 @@ def _convert_space(space: Any, what: str, env_name: str) -> AbstractSpace:
     )
 
 
-class GymnaxEnv(AbstractEnv):
+class GymnaxEnv(AbstractSuiteEnv):
     """A gymnax environment behind the eqxrl protocol.
 
     Steps with gymnax's `step_env` (no auto-reset: that is the `AutoReset`
@@ -41,6 +42,8 @@ class GymnaxEnv(AbstractEnv):
 
     handle: StaticHandle = eqx.field(static=True)
     params: PyTree
+    prefix: ClassVar[str] = ""  # (`make` knows gymnax's envs by their own ids)
+    gymnax_env = AbstractSuiteEnv.suite_env
 
     def __init__(self, env: Any, params: Any = None, *, key: Any = None):
         """**Arguments:**
@@ -66,11 +69,7 @@ class GymnaxEnv(AbstractEnv):
         self.params = params
 
     @property
-    def gymnax_env(self) -> Any:
-        return self.handle.obj
-
-    @property
-    def name(self) -> str:
+    def env_name(self) -> str:
         return self.gymnax_env.name
 
     @property

@@ -22,7 +22,7 @@ become eqxrl's.
 
 import io
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -34,7 +34,8 @@ from ..core import foreign_promotion as _foreign_promotion
 from ._base import ACTION_MASK, TimeStep
 from ._multi_agent import AbstractMultiAgentEnv
 from ._spaces import AbstractSpace, Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple, as_element, flatten_space
-from ._static import StaticHandle
+from ._static import StaticHandle, hashable_or
+from ._suite import AbstractSuiteEnv
 
 PREFIX = "jaxmarl/"
 
@@ -136,7 +137,7 @@ def _check_masks(env: Any, jaxmarl: Any, name: str, action_masks: Any, action_sp
     return method
 
 
-class JaxMARLEnv(AbstractMultiAgentEnv):
+class JaxMARLEnv(AbstractMultiAgentEnv, AbstractSuiteEnv):
     """A JaxMARL environment behind eqxrl's multi-agent protocol.
 
     JaxMARL's Discrete, MultiDiscrete, Box, Dict and Tuple spaces become eqxrl's. 1-D `Box`
@@ -153,6 +154,8 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
     agent_list: tuple[str, ...] = eqx.field(static=True)
     obs_sizes: tuple[int, ...] | None = eqx.field(static=True)  # (1-D Box observations padded to the largest)
     legal_actions: str | None = eqx.field(static=True)
+    prefix: ClassVar[str] = PREFIX
+    jaxmarl_env = AbstractSuiteEnv.suite_env
 
     def __init__(self, env: Any, *, truncation: Any = None, action_masks: Any = None, key: Any = None, **kwargs: Any):
         """**Arguments:**
@@ -180,11 +183,8 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
             with _foreign_promotion():
                 env = jaxmarl.make(name, **kwargs)
             if key is None:
-                key = (name, tuple(sorted(kwargs.items())))
-                try:
-                    hash(key)
-                except TypeError:  # an argument of arrays (SMAX's scenario): compare by the instance
-                    key = None
+                # (an argument of arrays, SMAX's scenario: compare by the instance)
+                key = hashable_or((name, tuple(sorted(kwargs.items()))), None)
         else:
             if kwargs:
                 raise ValueError(f"JaxMARLEnv: keyword arguments {sorted(kwargs)} need an env id, not an instance")
@@ -220,14 +220,6 @@ class JaxMARLEnv(AbstractMultiAgentEnv):
         self.env_name = name
         self.agent_list = agents
         self.obs_sizes = tuple(int(s.shape[0]) for s in obs) if _padded(obs) else None
-
-    @property
-    def jaxmarl_env(self) -> Any:
-        return self.handle.obj
-
-    @property
-    def name(self) -> str:
-        return PREFIX + self.env_name
 
     @property
     def agents(self) -> tuple[str, ...]:

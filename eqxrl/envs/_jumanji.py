@@ -12,7 +12,7 @@ reports a last step at `state.step_count >= time_limit` as truncated for them.
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -25,7 +25,8 @@ from ..core import foreign_promotion as _foreign_promotion
 from ._base import ACTION_MASK, AbstractEnv, TimeStep
 from ._make import register_suite
 from ._spaces import AbstractSpace, Box, Dict, Discrete, MultiBinary, MultiDiscrete
-from ._static import StaticHandle
+from ._static import StaticHandle, hashable_or
+from ._suite import AbstractSuiteEnv, import_suite
 
 PREFIX = "jumanji/"
 
@@ -38,11 +39,7 @@ _LOWER = {("TSP", "position"): -1.0}  # TSP's reset position is -1 (no city yet)
 
 def import_jumanji(name: str = "<id>") -> Any:
     """`import jumanji`, or the one-line `ImportError` that says how to install it."""
-    try:
-        import jumanji
-    except ImportError as e:
-        raise ImportError(f"make('{PREFIX}{name}') needs the jumanji suite: pip install 'eqxrl[jumanji]'") from e
-    return jumanji
+    return import_suite("jumanji", f"make('{PREFIX}{name}')", "jumanji")
 
 
 def jumanji_ids() -> list[str]:
@@ -97,7 +94,7 @@ def _convert(value: Any) -> Any:
     return {name: _convert(sub) for name, sub in fields.items()}
 
 
-class JumanjiEnv(AbstractEnv):
+class JumanjiEnv(AbstractSuiteEnv):
     """A jumanji environment behind the eqxrl protocol.
 
     Observations: jumanji's observation (a named tuple) becomes a `Dict` keyed by its field
@@ -129,6 +126,8 @@ class JumanjiEnv(AbstractEnv):
     nvec: tuple[int, ...] = eqx.field(static=True)  # () for a Discrete action
     time_limit: int | None = eqx.field(static=True)
     counts_steps: bool = eqx.field(static=True)  # whether jumanji's state has `step_count`
+    prefix: ClassVar[str] = PREFIX
+    jumanji_env = AbstractSuiteEnv.suite_env
 
     def __init__(self, env: Any, *, key: Any = None, **kwargs: Any):
         """**Arguments:**
@@ -151,11 +150,8 @@ class JumanjiEnv(AbstractEnv):
                     raise ValueError(f"make('{PREFIX}{name}') got keyword arguments {sorted(kwargs)} that jumanji's "
                                      f"constructor refuses: {e}") from None  # fmt: skip
             if key is None:
-                key = (PREFIX, name, tuple(sorted(kwargs.items())))
-                try:
-                    hash(key)
-                except TypeError:  # an unhashable keyword value: the instance identifies the env
-                    key = env
+                # (an unhashable keyword value: the instance identifies the env)
+                key = hashable_or((PREFIX, name, tuple(sorted(kwargs.items()))), env)
         else:
             if kwargs:
                 raise ValueError(f"JumanjiEnv: keyword arguments {sorted(kwargs)} need a jumanji id, not an instance")
@@ -196,14 +192,6 @@ class JumanjiEnv(AbstractEnv):
                 raise ValueError(f"{refuse}: eqxrl does not know its action mask of shape {mask_shape}")
             return ("none" if mask_shape is None else "discrete"), ()
         raise ValueError(f"{refuse}; eqxrl supports DiscreteArray and MultiDiscreteArray actions")
-
-    @property
-    def jumanji_env(self) -> Any:
-        return self.handle.obj
-
-    @property
-    def name(self) -> str:
-        return PREFIX + self.env_name
 
     @property
     def max_episode_steps(self) -> int | None:

@@ -8,7 +8,7 @@ eqxrl's `AutoReset` starts the next one.
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -18,10 +18,11 @@ from jaxtyping import Array
 
 from ..core import EnvState, Key, is_positive_int
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import AbstractEnv, TimeStep, first_timestep
+from ._base import TimeStep, first_timestep
 from ._make import register_suite
 from ._spaces import Box, Discrete
-from ._static import StaticHandle
+from ._static import StaticHandle, hashable_or
+from ._suite import AbstractSuiteEnv, dm_env_timestep, import_suite
 
 PREFIX = "navix/"
 _TERMINATION, _TRUNCATION = 2, 1  # navix.StepType: 0 transition, 1 truncation, 2 termination
@@ -29,11 +30,7 @@ _TERMINATION, _TRUNCATION = 2, 1  # navix.StepType: 0 transition, 1 truncation, 
 
 def import_navix(what: str) -> Any:
     """`import navix`, or one `ImportError` line naming the extra that installs it."""
-    try:
-        import navix
-    except ImportError:
-        raise ImportError(f"{what} needs the navix suite: pip install 'eqxrl[navix]'") from None
-    return navix
+    return import_suite("navix", what, "navix")
 
 
 def navix_ids(what: str = "listing the navix ids") -> list[str]:
@@ -44,12 +41,7 @@ def navix_ids(what: str = "listing the navix ids") -> list[str]:
 def _cache_key(name: str, kwargs: dict[str, Any]) -> Any:
     """`(name, kwargs)` for the compilation cache, or a fresh object when a kwarg is unhashable
     (then every env built compiles its own program)."""
-    key = ("navix", name, tuple(sorted(kwargs.items())))
-    try:
-        hash(key)
-    except TypeError:
-        return ("navix", name, object())
-    return key
+    return hashable_or(("navix", name, tuple(sorted(kwargs.items()))), ("navix", name, object()))
 
 
 def _bounds(dtype: Any) -> tuple[float, float]:
@@ -85,7 +77,7 @@ def _step(handle: StaticHandle, timestep: Any, action: Array) -> Any:
         return handle.obj._step(timestep, jnp.asarray(action, jnp.int32))
 
 
-class NavixEnv(AbstractEnv):
+class NavixEnv(AbstractSuiteEnv):
     """A Navix environment behind the eqxrl protocol.
 
     The env state is Navix's `Timestep` (which holds its `State`). Observations are Navix's
@@ -106,6 +98,8 @@ class NavixEnv(AbstractEnv):
     obs_shape: tuple[int, ...] = eqx.field(static=True)
     obs_bounds: tuple[float, float] = eqx.field(static=True)
     num_actions: int = eqx.field(static=True)
+    prefix: ClassVar[str] = PREFIX
+    navix_env = AbstractSuiteEnv.suite_env  # the Navix `Environment`
 
     def __init__(self, env: Any, **kwargs: Any):
         """**Arguments:**
@@ -154,15 +148,6 @@ class NavixEnv(AbstractEnv):
         self.num_actions = len(env.action_set)
 
     @property
-    def navix_env(self) -> Any:
-        """The Navix `Environment`."""
-        return self.handle.obj
-
-    @property
-    def name(self) -> str:
-        return PREFIX + self.env_name
-
-    @property
     def max_episode_steps(self) -> int:
         return int(self.navix_env.max_steps)
 
@@ -181,14 +166,7 @@ class NavixEnv(AbstractEnv):
     def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
         del key  # Navix draws from the key in its state
         timestep = _step(self.handle, state, action)
-        ts = TimeStep(
-            obs=jnp.asarray(timestep.observation, jnp.float32),
-            reward=jnp.asarray(timestep.reward, jnp.float32),
-            terminated=timestep.step_type == _TERMINATION,
-            truncated=timestep.step_type == _TRUNCATION,
-            info={},
-        )
-        return timestep, ts
+        return timestep, dm_env_timestep(timestep, timestep.step_type == _TERMINATION, timestep.step_type == _TRUNCATION)
 
 
 def _navix(name: str, **kwargs: Any) -> NavixEnv:

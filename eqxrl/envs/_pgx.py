@@ -12,7 +12,7 @@ until it is the agent's turn again (or the game is over).
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -24,7 +24,8 @@ from ..core import foreign_promotion as _foreign_promotion
 from ._base import ACTION_MASK, AbstractEnv, TimeStep
 from ._make import register_suite
 from ._spaces import Box, Dict, Discrete, MultiBinary
-from ._static import StaticHandle
+from ._static import StaticHandle, hashable_or
+from ._suite import AbstractSuiteEnv, import_suite
 from ._wrappers import TimeLimit
 
 PREFIX = "pgx/"
@@ -36,11 +37,7 @@ _DEFAULTS = {"go_9x9": {"size": 9, "komi": 7.5}, "go_19x19": {"size": 19, "komi"
 
 def import_pgx(name: str = "<id>") -> Any:
     """`import pgx`, or the one-line `ImportError` that says how to install it."""
-    try:
-        import pgx
-    except ImportError as e:
-        raise ImportError(f"make('{PREFIX}{name}') needs the pgx suite: pip install 'eqxrl[pgx]'") from e
-    return pgx
+    return import_suite("pgx", f"make('{PREFIX}{name}')", "pgx")
 
 
 def pgx_ids() -> list[str]:
@@ -63,7 +60,7 @@ class PgxState(eqx.Module):
     player: Int[Array, ""]
 
 
-class PgxEnv(AbstractEnv):
+class PgxEnv(AbstractSuiteEnv):
     """A pgx game behind the eqxrl protocol.
 
     Observation: a `Dict` with `"observation"`, pgx's observation of the agent's seat as a
@@ -95,6 +92,8 @@ class PgxEnv(AbstractEnv):
     num_actions: int = eqx.field(static=True)
     player: int | None = eqx.field(static=True)
     opponent: Callable[..., Array] = eqx.field(static=True)
+    prefix: ClassVar[str] = PREFIX
+    pgx_env = AbstractSuiteEnv.suite_env
 
     def __init__(self, name: str, *, player: int | None = None, opponent: Any = None,
                  **kwargs: Any):  # fmt: skip
@@ -136,25 +135,12 @@ class PgxEnv(AbstractEnv):
                                  "with array leaves in a function, `lambda key, obs, mask: policy(key, obs, mask)`") from None
         if opponent is not None and num_players == 1:
             raise ValueError(f"PgxEnv(opponent): pgx's {name!r} has one player; opponent= is for games of several")
-        key = (PREFIX, name, tuple(sorted(kwargs.items())))
-        try:
-            hash(key)
-        except TypeError:
-            key = env
-        self.handle = StaticHandle(env, key)
+        self.handle = StaticHandle(env, hashable_or((PREFIX, name, tuple(sorted(kwargs.items()))), env))
         self.env_name = name
         self.num_players = num_players
         self.num_actions = num_actions
         self.player = player
         self.opponent = uniform_opponent if opponent is None else opponent
-
-    @property
-    def pgx_env(self) -> Any:
-        return self.handle.obj
-
-    @property
-    def name(self) -> str:
-        return PREFIX + self.env_name
 
     @property
     def action_space(self) -> Discrete:

@@ -8,20 +8,20 @@ around the adapter, as `make("brax/<env>")` does.
 
 import subprocess
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array
 
-from ..core import EnvState, Key, is_positive_int, one_line
+from ..core import is_positive_int, one_line
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import AbstractEnv, TimeStep, first_timestep
+from ._base import AbstractEnv
 from ._make import register_suite
 from ._spaces import AbstractSpace, Box, Dict
-from ._static import StaticHandle, brax_style_reset, brax_style_step
+from ._static import StaticHandle, hashable_or
+from ._suite import AbstractBraxStyleEnv, import_suite
 from ._wrappers import TimeLimit
 
 PREFIX = "playground/"
@@ -30,11 +30,7 @@ _obs_shapes_seen: dict[Any, Any] = {}  # by cache key: tracing a reset for its s
 
 def import_playground(what: str) -> Any:
     """`mujoco_playground.registry`, or one `ImportError` line naming the extra that installs it."""
-    try:
-        from mujoco_playground import registry
-    except ImportError:
-        raise ImportError(f"{what} needs the MuJoCo Playground suite: pip install 'eqxrl[playground]'") from None
-    return registry
+    return import_suite("mujoco_playground", what, "playground", "MuJoCo Playground").registry
 
 
 def playground_ids(what: str = "listing the playground ids") -> list[str]:
@@ -46,12 +42,7 @@ def playground_ids(what: str = "listing the playground ids") -> list[str]:
 def _cache_key(name: str, overrides: dict[str, Any]) -> Any:
     """`(name, overrides)` for the compilation cache, or a fresh object when an override is
     unhashable (then every env built compiles its own program)."""
-    key = ("playground", name, tuple(sorted(overrides.items())))
-    try:
-        hash(key)
-    except TypeError:
-        return ("playground", name, object())
-    return key
+    return hashable_or(("playground", name, tuple(sorted(overrides.items()))), ("playground", name, object()))
 
 
 def _obs_shapes(obs: Any, name: str) -> Any:
@@ -80,7 +71,7 @@ def _as_float32(obs: Any) -> Any:
     return jnp.asarray(obs, jnp.float32)
 
 
-class PlaygroundEnv(AbstractEnv):
+class PlaygroundEnv(AbstractBraxStyleEnv):
     """A MuJoCo Playground environment behind the eqxrl protocol (no time limit of its own).
 
     The env state is Playground's `State`. Observations are float32: a `Box` for an array
@@ -97,6 +88,8 @@ class PlaygroundEnv(AbstractEnv):
     env_name: str = eqx.field(static=True)
     obs_shapes: Any = eqx.field(static=True)
     action_size: int = eqx.field(static=True)
+    prefix: ClassVar[str] = PREFIX
+    playground_env = AbstractBraxStyleEnv.suite_env  # the Playground `MjxEnv`
 
     def __init__(self, env: str, *, config_overrides: dict[str, Any] | None = None, **config: Any):
         """**Arguments:**
@@ -151,42 +144,16 @@ class PlaygroundEnv(AbstractEnv):
         self.action_size = action_size
 
     @property
-    def playground_env(self) -> Any:
-        """The Playground `MjxEnv`."""
-        return self.handle.obj
-
-    @property
     def config(self) -> Any:
         """The env's config (`ml_collections.ConfigDict`), overrides applied."""
         return self.playground_env._config
 
     @property
-    def name(self) -> str:
-        return PREFIX + self.env_name
-
-    @property
     def observation_space(self) -> AbstractSpace:
         return _obs_space(self.obs_shapes)
 
-    @property
-    def action_space(self) -> Box:
-        return Box(-1.0, 1.0, (self.action_size,))
-
-    def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
-        state = brax_style_reset(self.handle, key)
-        return state, first_timestep(_as_float32(state.obs))
-
-    def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
-        del key  # the env draws from state.info["rng"]
-        state = brax_style_step(self.handle, state, action)
-        ts = TimeStep(
-            obs=_as_float32(state.obs),
-            reward=jnp.asarray(state.reward, jnp.float32),
-            terminated=jnp.asarray(state.done) > 0.5,
-            truncated=jnp.zeros((), bool),
-            info={},
-        )
-        return state, ts
+    def _obs(self, obs: Any) -> Any:
+        return _as_float32(obs)
 
 
 def _playground(name: str, episode_length: int | None = None, **kwargs: Any) -> AbstractEnv:

@@ -33,6 +33,15 @@ class StaticHandle:
         return f"StaticHandle({self.key!r})"
 
 
+def hashable_or(key: Any, fallback: Any) -> Any:
+    """`key` if it can be hashed (a `StaticHandle`'s key must be: static fields are hashed),
+    else `fallback` (a keyword value that is an array, say)."""
+    try:
+        hash(key)
+    except TypeError:
+        return fallback
+    return key
+
 
 @functools.partial(jax.jit, static_argnums=0)
 def brax_style_reset(handle: StaticHandle, key: Any) -> Any:

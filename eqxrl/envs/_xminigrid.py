@@ -7,7 +7,7 @@ action)` is one transition, and eqxrl's `AutoReset` starts the next episode.
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -17,10 +17,11 @@ from jaxtyping import Array, PyTree
 
 from ..core import EnvState, Key, is_positive_int
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import AbstractEnv, TimeStep, first_timestep
+from ._base import TimeStep, first_timestep
 from ._make import register_suite
 from ._spaces import Box, Discrete
 from ._static import StaticHandle
+from ._suite import AbstractSuiteEnv, dm_env_timestep, import_suite
 
 PREFIX = "xminigrid/"
 _XLAND = "XLand-MiniGrid"
@@ -32,11 +33,7 @@ _BENCHMARK_HINT = (
 
 def import_xminigrid(what: str) -> Any:
     """`import xminigrid`, or one `ImportError` line naming the extra that installs it."""
-    try:
-        import xminigrid
-    except ImportError:
-        raise ImportError(f"{what} needs the XLand-MiniGrid suite: pip install 'eqxrl[xminigrid]'") from None
-    return xminigrid
+    return import_suite("xminigrid", what, "xminigrid", "XLand-MiniGrid")
 
 
 def xminigrid_ids(what: str = "listing the xminigrid ids") -> list[str]:
@@ -57,7 +54,7 @@ def _step(handle: StaticHandle, params: Any, timestep: Any, action: Array) -> An
         return handle.obj.step(params, timestep, jnp.asarray(action, jnp.int32))
 
 
-class XMiniGridEnv(AbstractEnv):
+class XMiniGridEnv(AbstractSuiteEnv):
     """An XLand-MiniGrid environment behind the eqxrl protocol.
 
     The env state is xminigrid's `TimeStep` (which holds its `State`); `params` (xminigrid's
@@ -77,6 +74,8 @@ class XMiniGridEnv(AbstractEnv):
     handle: StaticHandle = eqx.field(static=True)
     params: PyTree
     env_name: str = eqx.field(static=True)
+    prefix: ClassVar[str] = PREFIX
+    xminigrid_env = AbstractSuiteEnv.suite_env  # the xminigrid `Environment`
 
     def __init__(self, env: str, **kwargs: Any):
         """**Arguments:**
@@ -118,15 +117,6 @@ class XMiniGridEnv(AbstractEnv):
         self.env_name = env
 
     @property
-    def xminigrid_env(self) -> Any:
-        """The xminigrid `Environment`."""
-        return self.handle.obj
-
-    @property
-    def name(self) -> str:
-        return PREFIX + self.env_name
-
-    @property
     def max_episode_steps(self) -> int:
         return int(self.params.max_steps)
 
@@ -150,14 +140,7 @@ class XMiniGridEnv(AbstractEnv):
         timestep = _step(self.handle, self.params, state, action)
         last = timestep.step_type == 2  # xminigrid.types.StepType.LAST
         terminated = last & (timestep.discount == 0.0)
-        ts = TimeStep(
-            obs=jnp.asarray(timestep.observation, jnp.float32),
-            reward=jnp.asarray(timestep.reward, jnp.float32),
-            terminated=terminated,
-            truncated=last & ~terminated,
-            info={},
-        )
-        return timestep, ts
+        return timestep, dm_env_timestep(timestep, terminated, last & ~terminated)
 
 
 def _xminigrid(name: str, **kwargs: Any) -> XMiniGridEnv:
