@@ -4,7 +4,6 @@ Craftax's step compiles slowly (Classic: ~10 s per program on 2 CPU cores, full 
 times that): what steps an env is in the slow tier."""
 
 import importlib.util
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +13,8 @@ import pytest
 from eqxrl.core import foreign_promotion
 from eqxrl.envs import AutoReset, Box, CraftaxEnv, Discrete, make, registered
 from eqxrl.testing import check_env_steps
+
+import suite_equivalence
 
 needs_craftax = pytest.mark.skipif(importlib.util.find_spec("craftax") is None, reason="craftax is not installed")
 CLASSIC = "craftax/Craftax-Classic-Symbolic-v1"
@@ -30,16 +31,9 @@ def test_classic_symbolic_spaces_and_limit():
     assert make(CLASSIC, max_timesteps=20).max_episode_steps == 20
 
 
-def _only_suite(monkeypatch, prefix):
-    """`registered()` without the other suites (importing brax and JaxMARL for their ids takes ~10 s)."""
-    from eqxrl.envs import _make
-
-    monkeypatch.setattr(_make, "_suites", {prefix: _make._suites[prefix]})
-
-
 @needs_craftax
 def test_bad_arguments_and_unknown_ids(monkeypatch):
-    _only_suite(monkeypatch, "craftax/")
+    suite_equivalence.only_suite(monkeypatch, "craftax/")
     with pytest.raises(ValueError, match=r"make\('craftax/Craftax-Classic-Symbolic-v1'\) got unknown parameter\(s\) "
                                          r"\['max_steps'\]; its EnvParams fields are \[.*'max_timesteps'"):  # fmt: skip
         make(CLASSIC, max_steps=20)
@@ -52,13 +46,8 @@ def test_bad_arguments_and_unknown_ids(monkeypatch):
 
 
 def test_missing_craftax_is_one_import_error_line(monkeypatch):
-    _only_suite(monkeypatch, "craftax/")
-    monkeypatch.setitem(sys.modules, "craftax", None)
-    monkeypatch.setitem(sys.modules, "craftax.craftax_env", None)
-    with pytest.raises(ImportError, match=r"^make\('craftax/Craftax-Symbolic-v1'\) needs the craftax suite: "
-                                          r"pip install 'eqxrl\[craftax\]'$"):  # fmt: skip
-        make("craftax/Craftax-Symbolic-v1")
-    assert not any(name.startswith("craftax/") for name in registered())
+    match = r"^make\('craftax/Craftax-Symbolic-v1'\) needs the craftax suite: pip install 'eqxrl\[craftax\]'$"
+    suite_equivalence.assert_missing_suite(monkeypatch, "craftax/Craftax-Symbolic-v1", match, ["craftax", "craftax.craftax_env"])
 
 
 @needs_craftax

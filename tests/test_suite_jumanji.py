@@ -1,7 +1,6 @@
 """The jumanji adapter (`make("jumanji/<id>")`, `eqxrl.envs.JumanjiEnv`) against jumanji's own API."""
 
 import importlib.util
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -9,8 +8,10 @@ import numpy as np
 import pytest
 
 from eqxrl.core import foreign_promotion
-from eqxrl.envs import ACTION_MASK, AutoReset, Box, Dict, Discrete, JumanjiEnv, MultiBinary, MultiDiscrete, make, registered
+from eqxrl.envs import ACTION_MASK, AutoReset, Box, Dict, Discrete, JumanjiEnv, MultiBinary, MultiDiscrete, make
 from eqxrl.testing import check_env_steps
+
+import suite_equivalence
 
 needs_jumanji = pytest.mark.skipif(importlib.util.find_spec("jumanji") is None, reason="jumanji is not installed")
 
@@ -168,24 +169,11 @@ def test_a_continuous_or_bounded_action_is_refused_in_one_line():
         make("jumanji/MultiCVRP-v0")
 
 
-def _only_suite(monkeypatch, prefix):
-    """`registered()` without the other suites (importing brax and JaxMARL for their ids takes ~10 s)."""
-    from eqxrl.envs import _make
-
-    monkeypatch.setattr(_make, "_suites", {prefix: _make._suites[prefix]})
-
-
 @needs_jumanji
 def test_unknown_id_suggests_close_names(monkeypatch):
-    _only_suite(monkeypatch, "jumanji/")
-    assert "jumanji/Snake-v1" in registered()
-    with pytest.raises(ValueError, match=r"unknown environment 'jumanji/Snake-v2'; did you mean .*'jumanji/Snake-v1'"):
-        make("jumanji/Snake-v2")
+    suite_equivalence.assert_suggests(monkeypatch, "jumanji/Snake-v2", "jumanji/Snake-v1")
 
 
 def test_missing_jumanji_is_one_import_error_line(monkeypatch):
-    _only_suite(monkeypatch, "jumanji/")
-    monkeypatch.setitem(sys.modules, "jumanji", None)  # `import jumanji` now raises ImportError
-    with pytest.raises(ImportError, match=r"^make\('jumanji/Snake-v1'\) needs the jumanji suite: pip install 'eqxrl\[jumanji\]'$"):
-        make("jumanji/Snake-v1")
-    assert not any(name.startswith("jumanji/") for name in registered())
+    match = r"^make\('jumanji/Snake-v1'\) needs the jumanji suite: pip install 'eqxrl\[jumanji\]'$"
+    suite_equivalence.assert_missing_suite(monkeypatch, "jumanji/Snake-v1", match, ["jumanji"])

@@ -1,7 +1,7 @@
 """The Navix adapter (`make("navix/<id>")`) against Navix's own API."""
 
+import functools
 import importlib.util
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +11,7 @@ import pytest
 import eqxrl
 from eqxrl.envs import Box, Discrete, NavixEnv, check_env, make
 from eqxrl.testing import check_env_steps
+import suite_equivalence
 from test_docs import run_page
 
 needs_navix = pytest.mark.skipif(importlib.util.find_spec("navix") is None, reason="navix is not installed")
@@ -48,11 +49,6 @@ def test_reset_and_step_states_have_the_same_types():
     assert [jax.typeof(x) for x in jax.tree.leaves(state)] == [jax.typeof(x) for x in jax.tree.leaves(stepped)]
 
 
-def _first_done(done):
-    """Per env (rows), the index of the first done step, or the last step when none."""
-    return np.where(done.any(axis=1), done.argmax(axis=1), done.shape[1] - 1)
-
-
 @needs_navix
 def test_episodes_equal_navix_own_steps():
     """Four episodes of Navix-Empty-5x5 with max_steps=30, stepped by the adapter and by
@@ -68,14 +64,7 @@ def test_episodes_equal_navix_own_steps():
     actions = jax.random.randint(jax.random.key(4), (4, steps), 0, 7, dtype=jnp.int32)
     actions = actions.at[0, :5].set(jnp.array([2, 2, 1, 2, 2], jnp.int32))  # east, east, turn south, south, south
 
-    def ours(key, actions):
-        state, first = env.reset(key)
-
-        def step(state, action):
-            state, ts = env.step(jax.random.key(0), state, action)
-            return state, (ts.obs, ts.reward, ts.terminated, ts.truncated)
-
-        return first.obs, jax.lax.scan(step, state, actions)[1]
+    ours = functools.partial(suite_equivalence.adapter_rollout, env)
 
     def theirs(key, actions):
         with eqxrl.core.foreign_promotion():
@@ -91,8 +80,8 @@ def test_episodes_equal_navix_own_steps():
     first_n, (obs_n, reward_n, step_type) = jax.jit(jax.vmap(theirs))(keys, actions)
     np.testing.assert_array_equal(first, np.asarray(first_n, np.float32))
     terminated, truncated, step_type = map(np.asarray, (terminated, truncated, step_type))
-    last = _first_done(terminated | truncated)
-    np.testing.assert_array_equal(last, _first_done(step_type > 0))  # the episodes end on the same steps
+    last = suite_equivalence.first_done(terminated | truncated)
+    np.testing.assert_array_equal(last, suite_equivalence.first_done(step_type > 0))  # the episodes end on the same steps
     assert terminated[0, last[0]] and last[0] == 4  # env 0 reached the goal on its fifth step
     assert truncated[1:, 29].any() and not terminated[0, :4].any()
     for e in range(4):
@@ -142,21 +131,15 @@ def test_bad_kwargs_are_one_line_errors(kwargs, message):
 
 @needs_navix
 def test_unknown_id_suggests_close_ids(monkeypatch):
-    # (only this suite listed: registered() would import every installed suite)
-    suites = eqxrl.envs._make._suites
-    monkeypatch.setattr(eqxrl.envs._make, "_suites", {"navix/": suites["navix/"]})
-    with pytest.raises(ValueError, match=r"unknown environment 'navix/Navix-Empty-5x5-v1'; did you mean one of \['navix/Navix-Empty-5x5-v0'"):
-        make("navix/Navix-Empty-5x5-v1")
+    suite_equivalence.assert_suggests(monkeypatch, "navix/Navix-Empty-5x5-v1", "navix/Navix-Empty-5x5-v0")
     assert "navix/Navix-DoorKey-5x5-v0" in eqxrl.envs.registered()
     with pytest.raises(ValueError, match=r"NavixEnv\(env\): unknown Navix id 'Nope'"):
         NavixEnv("Nope")
 
 
 def test_a_missing_navix_is_one_line_naming_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "navix", None)  # `import navix` fails
-    with pytest.raises(ImportError, match=r"^make\('navix/Navix-Empty-5x5-v0'\) needs the navix suite: pip install 'eqxrl\[navix\]'$"):
-        make("navix/Navix-Empty-5x5-v0")
-    assert not [name for name in eqxrl.envs._make._suite_ids("navix/")]
+    match = r"^make\('navix/Navix-Empty-5x5-v0'\) needs the navix suite: pip install 'eqxrl\[navix\]'$"
+    suite_equivalence.assert_missing_suite(monkeypatch, "navix/Navix-Empty-5x5-v0", match, ["navix"])
 
 
 @needs_navix

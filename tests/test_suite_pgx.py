@@ -1,7 +1,6 @@
 """The pgx adapter (`make("pgx/<id>")`, `eqxrl.envs.PgxEnv`) against pgx's own API."""
 
 import importlib.util
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -9,8 +8,10 @@ import numpy as np
 import pytest
 
 from eqxrl.core import foreign_promotion
-from eqxrl.envs import ACTION_MASK, AutoReset, Box, Dict, Discrete, MultiBinary, PgxEnv, TimeLimit, make, registered
+from eqxrl.envs import ACTION_MASK, AutoReset, Box, Dict, Discrete, MultiBinary, PgxEnv, TimeLimit, make
 from eqxrl.testing import check_env_steps
+
+import suite_equivalence
 
 needs_pgx = pytest.mark.skipif(importlib.util.find_spec("pgx") is None, reason="pgx is not installed")
 
@@ -186,27 +187,14 @@ def test_bad_arguments_are_one_line_errors():
     assert env.pgx_env.sticky_action_prob == 0.0
 
 
-def _only_suite(monkeypatch, prefix):
-    """`registered()` without the other suites (importing brax and JaxMARL for their ids takes ~10 s)."""
-    from eqxrl.envs import _make
-
-    monkeypatch.setattr(_make, "_suites", {prefix: _make._suites[prefix]})
-
-
 @needs_pgx
 def test_unknown_id_suggests_close_names(monkeypatch):
-    _only_suite(monkeypatch, "pgx/")
-    assert "pgx/tic_tac_toe" in registered()
-    with pytest.raises(ValueError, match=r"unknown environment 'pgx/tic_tac_to'; did you mean .*'pgx/tic_tac_toe'"):
-        make("pgx/tic_tac_to")
+    suite_equivalence.assert_suggests(monkeypatch, "pgx/tic_tac_to", "pgx/tic_tac_toe")
 
 
 def test_missing_pgx_is_one_import_error_line(monkeypatch):
-    _only_suite(monkeypatch, "pgx/")
-    monkeypatch.setitem(sys.modules, "pgx", None)
-    with pytest.raises(ImportError, match=r"^make\('pgx/2048'\) needs the pgx suite: pip install 'eqxrl\[pgx\]'$"):
-        make("pgx/2048")
-    assert not any(name.startswith("pgx/") for name in registered())
+    match = r"^make\('pgx/2048'\) needs the pgx suite: pip install 'eqxrl\[pgx\]'$"
+    suite_equivalence.assert_missing_suite(monkeypatch, "pgx/2048", match, ["pgx"])
 
 
 @needs_pgx

@@ -5,9 +5,9 @@ are in the slow tier; the fast tier builds and traces envs (no compilation) and 
 errors. No locomotion env is tested: they load their robots from mujoco_menagerie, which
 Playground downloads on first use (this machine is offline)."""
 
+import functools
 import importlib.util
 import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +17,7 @@ import pytest
 import eqxrl
 from eqxrl.envs import Box, Dict, PlaygroundEnv, TimeLimit, check_env, make
 from eqxrl.testing import check_env_steps
+import suite_equivalence
 from test_docs import run_page
 from typecheck import no_runtime_typecheck
 
@@ -74,14 +75,7 @@ def test_episodes_equal_playground_brax_training_wrapper():
     env_keys = jax.vmap(jax.random.split)(keys)[..., 1]
     actions = jax.random.uniform(jax.random.key(6), (20, 2, 1), minval=-1.0, maxval=1.0)
 
-    def ours(key, actions):
-        state, first = env.reset(key)
-
-        def step(state, action):
-            state, ts = env.step(jax.random.key(0), state, action)
-            return state, (ts.obs, ts.reward, ts.terminated, ts.truncated)
-
-        return first.obs, jax.lax.scan(step, state, actions)[1]
+    ours = functools.partial(suite_equivalence.adapter_rollout, env)
 
     def theirs(keys, actions):
         with eqxrl.core.foreign_promotion():
@@ -137,11 +131,7 @@ def test_a_failed_menagerie_download_says_what_failed(monkeypatch):
 
 @needs_playground
 def test_unknown_id_suggests_close_ids(monkeypatch):
-    # (only this suite listed: registered() would import every installed suite)
-    suites = eqxrl.envs._make._suites
-    monkeypatch.setattr(eqxrl.envs._make, "_suites", {"playground/": suites["playground/"]})
-    with pytest.raises(ValueError, match=r"unknown environment 'playground/CartpoleBalanse'; did you mean one of \['playground/CartpoleBalance'"):
-        make("playground/CartpoleBalanse")
+    suite_equivalence.assert_suggests(monkeypatch, "playground/CartpoleBalanse", "playground/CartpoleBalance")
     assert "playground/WalkerWalk" in eqxrl.envs.registered()
     with pytest.raises(ValueError, match=r"PlaygroundEnv\(env\): unknown MuJoCo Playground env 'Nope'"):
         PlaygroundEnv("Nope")
@@ -160,11 +150,8 @@ def test_dict_observations_become_dict_spaces():
 
 
 def test_a_missing_playground_is_one_line_naming_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "mujoco_playground", None)  # `import mujoco_playground` fails
     match = r"^make\('playground/CartpoleBalance'\) needs the MuJoCo Playground suite: pip install 'eqxrl\[playground\]'$"
-    with pytest.raises(ImportError, match=match):
-        make(CARTPOLE)
-    assert not eqxrl.envs._make._suite_ids("playground/")
+    suite_equivalence.assert_missing_suite(monkeypatch, CARTPOLE, match, ["mujoco_playground"])
 
 
 @needs_playground

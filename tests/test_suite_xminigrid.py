@@ -1,7 +1,7 @@
 """The XLand-MiniGrid adapter (`make("xminigrid/<id>")`) against xminigrid's own API."""
 
+import functools
 import importlib.util
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +11,7 @@ import pytest
 import eqxrl
 from eqxrl.envs import Box, Discrete, XMiniGridEnv, check_env, make
 from eqxrl.testing import check_env_steps
+import suite_equivalence
 from test_docs import run_page
 from typecheck import no_runtime_typecheck
 
@@ -56,22 +57,10 @@ def test_check_env_steps(name):
     check_env_steps(make(f"xminigrid/{name}", **kwargs), num_steps=300, num_envs=2)
 
 
-def _first_done(done):
-    """Per env (rows), the index of the first done step, or the last step when none."""
-    return np.where(done.any(axis=1), done.argmax(axis=1), done.shape[1] - 1)
-
-
 def _episodes(env, suite, params, keys, actions):
     """The adapter's and xminigrid's own rollouts from the same keys and actions (one jit each)."""
 
-    def ours(key, actions):
-        state, first = env.reset(key)
-
-        def step(state, action):
-            state, ts = env.step(jax.random.key(0), state, action)
-            return state, (ts.obs, ts.reward, ts.terminated, ts.truncated)
-
-        return first.obs, jax.lax.scan(step, state, actions)[1]
+    ours = functools.partial(suite_equivalence.adapter_rollout, env)
 
     def theirs(key, actions):
         with eqxrl.core.foreign_promotion():
@@ -109,8 +98,8 @@ def test_episodes_equal_xminigrid_own_steps(name):
     )
     np.testing.assert_array_equal(first, np.asarray(first_x, np.float32))
     terminated, truncated, step_type, discount = map(np.asarray, (terminated, truncated, step_type, discount))
-    last = _first_done(terminated | truncated)
-    np.testing.assert_array_equal(last, _first_done(step_type == 2))  # the episodes end on the same steps
+    last = suite_equivalence.first_done(terminated | truncated)
+    np.testing.assert_array_equal(last, suite_equivalence.first_done(step_type == 2))  # the episodes end on the same steps
     for e in range(4):
         upto = slice(0, last[e] + 1)
         np.testing.assert_array_equal(obs[e, upto], np.asarray(obs_x[e, upto], np.float32))
@@ -147,11 +136,7 @@ def test_bad_kwargs_are_one_line_errors(name, kwargs, message):
 
 @needs_xminigrid
 def test_unknown_id_suggests_close_ids(monkeypatch):
-    # (only this suite listed: registered() would import every installed suite)
-    suites = eqxrl.envs._make._suites
-    monkeypatch.setattr(eqxrl.envs._make, "_suites", {"xminigrid/": suites["xminigrid/"]})
-    with pytest.raises(ValueError, match=r"unknown environment 'xminigrid/MiniGrid-Empty-5x6'; did you mean one of \[.*'xminigrid/MiniGrid-Empty-5x5'"):
-        make("xminigrid/MiniGrid-Empty-5x6")
+    suite_equivalence.assert_suggests(monkeypatch, "xminigrid/MiniGrid-Empty-5x6", "xminigrid/MiniGrid-Empty-5x5")
     assert "xminigrid/XLand-MiniGrid-R1-9x9" in eqxrl.envs.registered()
     with pytest.raises(ValueError, match=r"XMiniGridEnv\(env\): unknown xminigrid id 'Nope'"):
         XMiniGridEnv("Nope")
@@ -160,11 +145,8 @@ def test_unknown_id_suggests_close_ids(monkeypatch):
 
 
 def test_a_missing_xminigrid_is_one_line_naming_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "xminigrid", None)  # `import xminigrid` fails
     match = r"^make\('xminigrid/MiniGrid-Empty-5x5'\) needs the XLand-MiniGrid suite: pip install 'eqxrl\[xminigrid\]'$"
-    with pytest.raises(ImportError, match=match):
-        make("xminigrid/MiniGrid-Empty-5x5")
-    assert not eqxrl.envs._make._suite_ids("xminigrid/")
+    suite_equivalence.assert_missing_suite(monkeypatch, "xminigrid/MiniGrid-Empty-5x5", match, ["xminigrid"])
 
 
 @needs_xminigrid
