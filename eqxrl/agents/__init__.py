@@ -1,6 +1,7 @@
 """Agents composed from eqxrl components."""
 
 from ._base import AbstractAgent as AbstractAgent
+from ._base import AbstractRolloutAgent as AbstractRolloutAgent
 from ._base import Clock as Clock
 from ._base import hyperparameter_hint as hyperparameter_hint
 from ._dads import DADS as DADS

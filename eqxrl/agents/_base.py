@@ -14,7 +14,7 @@ from jaxtyping import Array, Float, Int, PyTree
 from ..components.distributions import Categorical, MultiCategorical
 from ..components.networks import batched_orthogonal
 from ..core import Key, Metrics, hyperparameter_paths, to_spec
-from ..envs import AbstractEnv, ObservationLayout, check_env
+from ..envs import AbstractEnv, AutoReset, Discrete, EpisodeStatistics, MultiDiscrete, ObservationLayout, VectorEnv, check_env
 
 
 class Clock(eqx.Module):
@@ -190,6 +190,45 @@ class AbstractAgent(eqx.Module):
                 continue
             out[f.name] = to_spec(getattr(self, f.name))
         return out
+
+
+class AbstractRolloutAgent(AbstractAgent):
+    """An agent that collects `rollout_length` steps from each of `num_envs` copies of `env` per
+    iteration (PPO, PQN and the replay agents): the env-facing helpers they share, once.
+    Observations are stored flat (`layout`); continuous actions leave the policy in [-1, 1]
+    unless `eval_env` says otherwise."""
+
+    num_envs: eqx.AbstractVar[int]
+    rollout_length: eqx.AbstractVar[int]
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_envs * self.rollout_length
+
+    @property
+    def discrete(self) -> bool:
+        """Whether the actions are discrete (`Discrete` or `MultiDiscrete`; `env` may be anything
+        until a check has named it)."""
+        return isinstance(self.env, AbstractEnv) and isinstance(self.env.action_space, (Discrete, MultiDiscrete))
+
+    @property
+    def obs_size(self) -> int:
+        """The number of features of one observation (1 for a scalar; a `Dict` observation's
+        entries together, its action mask left out)."""
+        return self.layout.size
+
+    @property
+    def train_env(self) -> VectorEnv:
+        """The batched, auto-resetting env training collects from: `eval_env`'s action handling."""
+        return VectorEnv(EpisodeStatistics(AutoReset(self.eval_env)), self.num_envs)
+
+    def flatten(self, obs: PyTree) -> Float[Array, "*batch obs"]:
+        """Observations as the agent stores them: one flat vector each (`layout.flatten`)."""
+        return self.layout.flatten(obs, type(self).__name__)
+
+    def normalize(self, stats: Any, x: Array) -> Array:
+        """Stored observations `x` normalised by `stats` (None: as they are), their mask left alone."""
+        return self.layout.normalize(stats, x)
 
 
 def hyperparameter_hint(agent: Any, name: str) -> str:

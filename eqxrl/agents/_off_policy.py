@@ -49,8 +49,8 @@ from ..components import (
     optimizer_slot,
     torso_or_auto,
 )
-from ..envs import AbstractEnv, AutoReset, Box, Discrete, EpisodeStatistics, RescaleAction, VectorEnv
-from ._base import AbstractAgent, Clock, as_env, check_no_action_masks
+from ..envs import AbstractEnv, Box, Discrete, RescaleAction
+from ._base import AbstractRolloutAgent, Clock, as_env, check_no_action_masks
 
 
 def check_continuous(agent: "AbstractOffPolicyAgent", owner: str) -> None:
@@ -82,7 +82,7 @@ class OffPolicyState(eqx.Module):
     updates: Int[Array, ""]
 
 
-class AbstractOffPolicyAgent(AbstractAgent):
+class AbstractOffPolicyAgent(AbstractRolloutAgent):
     """Replay-buffer agents: the configuration they share, declared and validated
     here once, and the hooks each implements.
 
@@ -208,21 +208,15 @@ class AbstractOffPolicyAgent(AbstractAgent):
 
     # ----------------------------------------------------------------- structure
     @property
-    def steps_per_iteration(self) -> int:
-        return self.num_envs * self.rollout_length
-
-    @property
     def num_updates(self) -> int:
         """Gradient updates per iteration (static)."""
         return int(round(self.updates_per_step * self.steps_per_iteration))
 
     @property
-    def obs_size(self) -> int:
-        return self.layout.size  # features: a Dict observation's entries, its action mask left out
-
-    @property
     def discrete(self) -> bool:
-        return isinstance(self.env.action_space, Discrete)
+        """Whether the actions are `Discrete` (replay agents take no `MultiDiscrete`; `env` may be
+        anything until the shared check has named it)."""
+        return isinstance(self.env, AbstractEnv) and isinstance(self.env.action_space, Discrete)
 
     @property
     def action_size(self) -> int:
@@ -232,10 +226,6 @@ class AbstractOffPolicyAgent(AbstractAgent):
     def eval_env(self) -> AbstractEnv:
         # Continuous policies act in [-1, 1]; the wrapper maps that onto the env's bounds.
         return self.env if self.discrete else RescaleAction(self.env)
-
-    @property
-    def train_env(self) -> VectorEnv:
-        return VectorEnv(EpisodeStatistics(AutoReset(self.eval_env)), self.num_envs)
 
     @property
     def replay_buffer(self) -> AbstractReplayBuffer:
@@ -259,12 +249,9 @@ class AbstractOffPolicyAgent(AbstractAgent):
                 f"stores), got {type(stored).__name__}; a custom buffer's sample must return what its add got"
             )
         reward, discount = stored.reward_and_discount(self.gamma)
-        normalize = lambda x: self._normalize(obs_stats, x)  # noqa: E731
+        normalize = lambda x: self.normalize(obs_stats, x)  # noqa: E731
         data = Transition(normalize(stored.obs), stored.action, reward * self.reward_scale, discount, normalize(stored.next_obs))
         return Sample(data, sample.indices, sample.weights)
-
-    def _normalize(self, stats: RunningMeanStd | None, x: Array) -> Array:
-        return self.layout.normalize(stats, x)
 
     def _random_action(self, key: Key, x: Array) -> Array:
         mask = self.layout.split(x)[1]
@@ -327,7 +314,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
         )
 
     def act(self, state: OffPolicyState, obs: PyTree, key: Key | None = None, deterministic: bool = False) -> Array:
-        x = self._normalize(state.obs_stats, self.layout.flatten(obs, type(self).__name__))
+        x = self.normalize(state.obs_stats, self.layout.flatten(obs, type(self).__name__))
         if deterministic:
             return self.greedy(state.learner, x)
         if key is None:
@@ -347,7 +334,7 @@ class AbstractOffPolicyAgent(AbstractAgent):
             env_state, obs, window, buffer_state, key = carry
             key, act_key, rand_key, env_key = jax.random.split(key, 4)
             x = self.layout.flatten(obs, owner)
-            policy_action = self.explore(learner, self._normalize(stats, x), act_key, progress)
+            policy_action = self.explore(learner, self.normalize(stats, x), act_key, progress)
             action = jnp.where(warm, self._random_action(rand_key, x), policy_action).astype(policy_action.dtype)
             env_state, ts = env.step(env_key, env_state, action)
             final = self.layout.flatten(ts.info["final_obs"], owner)

@@ -1,6 +1,6 @@
 """Proximal Policy Optimisation (Schulman et al. 2017), discrete and continuous."""
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -42,8 +42,8 @@ from ..components import (
     ppo_policy_loss,
     value_loss,
 )
-from ..envs import AbstractEnv, AutoReset, ClipAction, Discrete, EpisodeStatistics, MultiDiscrete, VectorEnv
-from ._base import AbstractAgent, Clock, as_env, with_mask
+from ..envs import AbstractEnv, ClipAction
+from ._base import AbstractRolloutAgent, Clock, as_env, with_mask
 from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration, recurrent_preset
 from ._ppo_update import _Rollout, check_action_space, iteration_metrics, minibatch_step, policy_head
 
@@ -68,7 +68,7 @@ class PPOState(eqx.Module):
     """A recurrent PPO's flags: each env's observation is an episode's first (zero the hidden state)."""
 
 
-class PPO(AbstractAgent):
+class PPO(AbstractRolloutAgent):
     """PPO with clipped surrogate, optional clipped value loss, entropy bonus,
     advantage normalisation, learning-rate annealing and KL early stopping.
 
@@ -167,33 +167,13 @@ class PPO(AbstractAgent):
 
     # ----------------------------------------------------------------- structure
     @property
-    def discrete(self) -> bool:
-        """Whether the actions are discrete (`Discrete` or `MultiDiscrete`: a categorical policy)."""
-        return isinstance(self.env.action_space, (Discrete, MultiDiscrete))
-
-    @property
     def recurrent(self) -> bool:
         """Whether the policy is recurrent (`actor_torso` is a `GRUTorso`, `LSTMTorso`, ...)."""
         return is_recurrent(self.actor_torso)
 
     @property
-    def obs_size(self) -> int:
-        """The number of features of one observation (1 for a scalar; a `Dict` observation's
-        entries together, its action mask left out)."""
-        return self.layout.size
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.num_envs * self.rollout_length
-
-    @property
     def eval_env(self) -> AbstractEnv:
         return self.env if self.discrete else ClipAction(self.env)
-
-    @property
-    def train_env(self) -> VectorEnv:
-        """The batched, auto-resetting env training collects from."""
-        return VectorEnv(EpisodeStatistics(AutoReset(self.eval_env)), self.num_envs)
 
     @property
     def network_optimizer(self) -> AbstractOptimizer:
@@ -215,12 +195,6 @@ class PPO(AbstractAgent):
         """**Returns:** the value estimates at flat (normalised) observations `x` (a feed-forward PPO's)."""
         check_feed_forward(state, "value")
         return state.critic(x if state.torso is None else state.torso(x))
-
-    def _flatten(self, obs: Any) -> Float[Array, "*batch obs"]:
-        return self.layout.flatten(obs, "PPO")
-
-    def _normalize(self, stats: RunningMeanStd | None, x: Array) -> Array:
-        return self.layout.normalize(stats, x)
 
     def _dist(self, state: PPOState, x: Array) -> AbstractDistribution:
         """The policy at stored (normalised) observations `x`, masked by their action masks."""
@@ -244,7 +218,7 @@ class PPO(AbstractAgent):
         env_state, ts = self.train_env.reset(env_key)
         stats = None
         if self.normalize_observations:
-            stats = RunningMeanStd((self.obs_size,)).update(self.layout.split(self._flatten(ts.obs))[0])
+            stats = RunningMeanStd((self.obs_size,)).update(self.layout.split(self.flatten(ts.obs))[0])
         return PPOState(
             actor=actor,
             critic=critic,
@@ -263,7 +237,7 @@ class PPO(AbstractAgent):
     def act(self, state: PPOState, obs: PyTree, key: Key | None = None, deterministic: bool = False) -> Array:
         if self.recurrent:
             raise ValueError("PPO.act: a recurrent PPO acts with act_with_carry(state, obs, carry, reset, key)")
-        return self._act(self._dist(state, self._normalize(state.obs_stats, self._flatten(obs))), key, deterministic)
+        return self._act(self._dist(state, self.normalize(state.obs_stats, self.flatten(obs))), key, deterministic)
 
     def initial_carry(self, state: PPOState, batch_shape: tuple[int, ...] = ()) -> PyTree:
         """**Returns:** a recurrent PPO's hidden state of fresh episodes of batch shape `batch_shape`, else None."""
@@ -275,7 +249,7 @@ class PPO(AbstractAgent):
         """**Returns:** `(actions, new carry)`, the carry zeroed first where `reset` (an episode's first step)."""
         if not self.recurrent:
             return self.act(state, obs, key, deterministic), carry
-        x = self._normalize(state.obs_stats, self._flatten(obs))
+        x = self.normalize(state.obs_stats, self.flatten(obs))
         features, carry = state.torso(x, carry, jnp.asarray(reset, bool))
         return self._act(state.actor(features), key, deterministic), carry
 
@@ -294,8 +268,8 @@ class PPO(AbstractAgent):
         def step(carry, _):
             env_state, obs, key = carry
             key, act_key, env_key = jax.random.split(key, 3)
-            x = self._flatten(obs)
-            action, log_prob = self._dist(state, self._normalize(stats, x)).sample_and_log_prob(act_key)
+            x = self.flatten(obs)
+            action, log_prob = self._dist(state, self.normalize(stats, x)).sample_and_log_prob(act_key)
             env_state, ts = env.step(env_key, env_state, action)
             out = _Rollout(
                 obs=x,
@@ -304,7 +278,7 @@ class PPO(AbstractAgent):
                 reward=ts.reward,
                 terminated=ts.terminated,
                 truncated=ts.truncated,
-                final_obs=self._flatten(ts.info["final_obs"]),
+                final_obs=self.flatten(ts.info["final_obs"]),
                 episode_return=ts.info["episode_return"],
                 episode_length=ts.info["episode_length"],
             )
@@ -320,7 +294,7 @@ class PPO(AbstractAgent):
             rollout = eqx.tree_at(
                 lambda r: (r.obs, r.final_obs),
                 rollout,
-                (self._normalize(stats, raw_obs), self._normalize(stats, rollout.final_obs)),
+                (self.normalize(stats, raw_obs), self.normalize(stats, rollout.final_obs)),
             )
             stats = stats.update(self.layout.split(raw_obs)[0])
         state = eqx.tree_at(

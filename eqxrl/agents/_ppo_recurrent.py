@@ -47,11 +47,11 @@ def _collect(agent: Any, state: Any) -> tuple[Any, _Rollout, tuple]:
     def step(carry, _):
         env_state, obs, hidden, start, key = carry
         key, act_key, env_key = jax.random.split(key, 3)
-        x = agent._flatten(obs)
+        x = agent.flatten(obs)
         features, hidden = torso(norm(x), hidden, start)
         action, log_prob = state.actor(features).sample_and_log_prob(act_key)
         env_state, ts = env.step(env_key, env_state, action)
-        final_obs = agent._flatten(ts.info["final_obs"])
+        final_obs = agent.flatten(ts.info["final_obs"])
         # The value of the step's true next observation, from the hidden state the step left
         # (bootstraps truncated episodes; equals the next step's value when none ended).
         next_features, _ = torso(norm(final_obs), hidden, jnp.zeros_like(start))

@@ -39,8 +39,8 @@ from ..components import (
     torso_or_auto,
 )
 from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
-from ..envs import AbstractEnv, AutoReset, Discrete, EpisodeStatistics, VectorEnv
-from ._base import AbstractAgent, Clock, as_env
+from ..envs import AbstractEnv, Discrete
+from ._base import AbstractRolloutAgent, Clock, as_env
 from ._dqn import masked_q_values
 from ._ppo_update import _Packed, _Rollout, iteration_metrics
 
@@ -58,7 +58,7 @@ class PQNState(eqx.Module):
     iteration: Int[Array, ""]
 
 
-class PQN(AbstractAgent):
+class PQN(AbstractRolloutAgent):
     """PQN on `Discrete` actions (masked by the env's action masks, where it has them).
 
     Each iteration collects `rollout_length` steps of `num_envs` envs with epsilon-greedy actions
@@ -135,20 +135,6 @@ class PQN(AbstractAgent):
     @property
     def action_size(self) -> int:
         return int(self.env.action_space.n)
-
-    @property
-    def obs_size(self) -> int:
-        """The number of features of one observation (its action mask left out)."""
-        return self.layout.size
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.num_envs * self.rollout_length
-
-    @property
-    def train_env(self) -> VectorEnv:
-        """The batched, auto-resetting env training collects from."""
-        return VectorEnv(EpisodeStatistics(AutoReset(self.env)), self.num_envs)
 
     @property
     def network_optimizer(self) -> AbstractOptimizer:

@@ -145,11 +145,6 @@ class SAC(AbstractActorCriticAgent):
         with the Discrete defaults (CartPole-v1)."""
         return 100_000 if self.discrete else self.default_total_steps
 
-    @property
-    def discrete(self) -> bool:
-        # `env` may be anything until the shared check has named it
-        return isinstance(self.env, AbstractEnv) and isinstance(self.env.action_space, Discrete)
-
     def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer, AbstractOptimizer]:
         """**Returns:** the actor's, the critics' and the temperature's optimizers (the
         slots, or Adam with the matching learning rate and `max_grad_norm`)."""
