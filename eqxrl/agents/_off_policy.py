@@ -266,8 +266,7 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         learner_key, env_key, fill_key, key = jax.random.split(key, 4)
         env = self.train_env
         env_state, ts = env.reset(env_key)
-        owner = type(self).__name__
-        obs = self.layout.flatten(ts.obs, owner)
+        obs = self.flatten(ts.obs)
         random_action = self._random_action(fill_key, obs)  # (its dtype and shape)
         example = NStepTransition(
             obs=obs[0],
@@ -285,9 +284,9 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
             act_key, step_key = jax.random.split(k)
             action = self._random_action(act_key, obs)
             env_state, ts = env.step(step_key, env_state, action)
-            final = self.layout.flatten(ts.info["final_obs"], owner)
+            final = self.flatten(ts.info["final_obs"])
             step = (obs, action, ts.reward, ts.terminated, ts.truncated, final)
-            return (env_state, self.layout.flatten(ts.obs, owner)), (step, ts.obs)
+            return (env_state, self.flatten(ts.obs)), (step, ts.obs)
 
         if self.n_step == 1:  # zero-length steps, not a length-0 scan that traces env.step for nothing
             none = lambda x, dtype=None: jnp.zeros((0, *jnp.shape(x)), dtype or jnp.result_type(x))  # noqa: E731
@@ -314,7 +313,7 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         )
 
     def act(self, state: OffPolicyState, obs: PyTree, key: Key | None = None, deterministic: bool = False) -> Array:
-        x = self.normalize(state.obs_stats, self.layout.flatten(obs, type(self).__name__))
+        x = self.normalize(state.obs_stats, self.flatten(obs))
         if deterministic:
             return self.greedy(state.learner, x)
         if key is None:
@@ -322,7 +321,6 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         return self.explore(state.learner, x, key, jnp.ones((), jnp.float32))
 
     def train_iteration(self, state: OffPolicyState, clock: Clock) -> tuple[OffPolicyState, Metrics]:
-        owner = type(self).__name__
         env, buffer = self.train_env, self.replay_buffer
         progress = clock.progress
         # Unbatched: every seed/member has taken the same number of steps.
@@ -333,11 +331,11 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         def step(carry, _):
             env_state, obs, window, buffer_state, key = carry
             key, act_key, rand_key, env_key = jax.random.split(key, 4)
-            x = self.layout.flatten(obs, owner)
+            x = self.flatten(obs)
             policy_action = self.explore(learner, self.normalize(stats, x), act_key, progress)
             action = jnp.where(warm, self._random_action(rand_key, x), policy_action).astype(policy_action.dtype)
             env_state, ts = env.step(env_key, env_state, action)
-            final = self.layout.flatten(ts.info["final_obs"], owner)
+            final = self.flatten(ts.info["final_obs"])
             window = window.push(x, action, ts.reward, ts.terminated, ts.truncated, final)
             buffer_state = buffer.add(buffer_state, window.emit())
             out = (x, ts.done, ts.info["episode_return"], ts.info["episode_length"])

@@ -271,17 +271,7 @@ class PPO(AbstractRolloutAgent):
             x = self.flatten(obs)
             action, log_prob = self._dist(state, self.normalize(stats, x)).sample_and_log_prob(act_key)
             env_state, ts = env.step(env_key, env_state, action)
-            out = _Rollout(
-                obs=x,
-                action=action,
-                log_prob=log_prob,
-                reward=ts.reward,
-                terminated=ts.terminated,
-                truncated=ts.truncated,
-                final_obs=self.flatten(ts.info["final_obs"]),
-                episode_return=ts.info["episode_return"],
-                episode_length=ts.info["episode_length"],
-            )
+            out = _Rollout.of_step(x, action, log_prob, ts, self.flatten(ts.info["final_obs"]))
             return (env_state, ts.obs, key), out
 
         (env_state, obs, key), rollout = jax.lax.scan(

@@ -55,17 +55,7 @@ def _collect(agent: Any, state: Any) -> tuple[Any, _Rollout, tuple]:
         # The value of the step's true next observation, from the hidden state the step left
         # (bootstraps truncated episodes; equals the next step's value when none ended).
         next_features, _ = torso(norm(final_obs), hidden, jnp.zeros_like(start))
-        out = _Rollout(
-            obs=x,
-            action=action,
-            log_prob=log_prob,
-            reward=ts.reward,
-            terminated=ts.terminated,
-            truncated=ts.truncated,
-            final_obs=final_obs,
-            episode_return=ts.info["episode_return"],
-            episode_length=ts.info["episode_length"],
-        )
+        out = _Rollout.of_step(x, action, log_prob, ts, final_obs)
         return (env_state, ts.obs, hidden, ts.done, key), (out, start, state.critic(features), state.critic(next_features))
 
     init = (state.env_state, state.obs, state.hidden, state.episode_start, state.key)

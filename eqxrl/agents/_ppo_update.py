@@ -54,6 +54,16 @@ class _Rollout(eqx.Module):
     episode_return: Array
     episode_length: Array
 
+    @classmethod
+    def of_step(cls, obs: Array, action: Array, log_prob: Array | None, ts: Any, final_obs: Array) -> "_Rollout":
+        """The record of one step: its stored `obs`, `action` and `log_prob`, the `TimeStep` `ts`
+        the env returned, and the stored `final_obs` (the true next observation)."""
+        return cls(
+            obs=obs, action=action, log_prob=log_prob, reward=ts.reward, terminated=ts.terminated,
+            truncated=ts.truncated, final_obs=final_obs, episode_return=ts.info["episode_return"],
+            episode_length=ts.info["episode_length"],
+        )  # fmt: skip
+
 
 def minibatch_step(grad_fn: Callable, optimizer: AbstractOptimizer, target_kl: Array, progress: Array) -> Callable:
     """**Returns:** the `lax.scan` body of one minibatch update: carry `(params, opt_state, stopped)`."""

@@ -171,7 +171,7 @@ class PQN(AbstractRolloutAgent):
         return jnp.where(jax.random.uniform(coin_key, batch) < epsilon, random, greedy)
 
     def _stored(self, stats: RunningMeanStd | None, obs: Any) -> Array:
-        return self.layout.normalize(stats, self.layout.flatten(obs, "PQN"))
+        return self.normalize(stats, self.flatten(obs))
 
     # ----------------------------------------------------------------- API
     def init(self, key: Key) -> PQNState:
@@ -180,7 +180,7 @@ class PQN(AbstractRolloutAgent):
         env_state, ts = self.train_env.reset(env_key)
         stats = None
         if self.normalize_observations:
-            stats = RunningMeanStd((self.obs_size,)).update(self.layout.split(self.layout.flatten(ts.obs, "PQN"))[0])
+            stats = RunningMeanStd((self.obs_size,)).update(self.layout.split(self.flatten(ts.obs))[0])
         return PQNState(
             q=q, opt_state=self.network_optimizer.init(q), env_state=env_state, obs=ts.obs, obs_stats=stats,
             key=key, env_steps=jnp.zeros((), jnp.int32), iteration=jnp.zeros((), jnp.int32),
@@ -201,20 +201,16 @@ class PQN(AbstractRolloutAgent):
         def step(carry, _):
             env_state, obs, key = carry
             key, act_key, env_key = jax.random.split(key, 3)
-            x = self.layout.flatten(obs, "PQN")
-            action = self._explore(state.q, self.layout.normalize(stats, x), act_key, epsilon)
+            x = self.flatten(obs)
+            action = self._explore(state.q, self.normalize(stats, x), act_key, epsilon)
             env_state, ts = env.step(env_key, env_state, action)
-            out = _Rollout(
-                obs=x, action=action, log_prob=None, reward=ts.reward, terminated=ts.terminated, truncated=ts.truncated,
-                final_obs=self.layout.flatten(ts.info["final_obs"], "PQN"),
-                episode_return=ts.info["episode_return"], episode_length=ts.info["episode_length"],
-            )  # fmt: skip
+            out = _Rollout.of_step(x, action, None, ts, self.flatten(ts.info["final_obs"]))
             return (env_state, ts.obs, key), out
 
         (env_state, obs, key), ro = jax.lax.scan(step, (state.env_state, state.obs, state.key), length=self.rollout_length)
         if stats is not None:  # (fixed within a rollout: normalising the stored observations now is what the policy saw)
             raw = ro.obs
-            ro = eqx.tree_at(lambda r: (r.obs, r.final_obs), ro, (self.layout.normalize(stats, raw), self.layout.normalize(stats, ro.final_obs)))
+            ro = eqx.tree_at(lambda r: (r.obs, r.final_obs), ro, (self.normalize(stats, raw), self.normalize(stats, ro.final_obs)))
             stats = stats.update(self.layout.split(raw)[0])
         state = eqx.tree_at(
             lambda s: (s.env_state, s.obs, s.key, s.obs_stats), state, (env_state, obs, key, stats), is_leaf=lambda x: x is None
