@@ -101,9 +101,11 @@ def pytest_collection_modifyitems(config, items):
     Under xdist they also start first, shared out between the workers. Each takes minutes:
     left in file order, the last of them start near the end of the run and one worker
     trains alone while the other sits idle."""
-    from tiers import SECONDARY_MODULES
+    from tiers import OPTIONAL_SUITES_PREFIX, SECONDARY_MODULES
 
     for item in items:
+        if item.path.name.startswith(OPTIONAL_SUITES_PREFIX) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("learning") is not None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") is not None and item.path.name in SECONDARY_MODULES:

@@ -75,6 +75,7 @@ class GridAndImage(AbstractEnv):
 
 
 # ----------------------------------------------------------------- EmbeddingTorso
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("shape, batch", [((5, 5, 2), ()), ((5, 5, 2), (2, 4)), ((6, 4), (3,)), ((7,), (2, 4))])
 def test_embedding_torso_takes_any_batch_axes(shape, batch):
     torso = EmbeddingTorso(13, 4, MLPTorso((8,))) if len(shape) == 1 else EmbeddingTorso(13, 4)
@@ -99,6 +100,7 @@ def test_embedding_torso_looks_up_a_table_per_channel_and_concatenates():
     np.testing.assert_array_equal(encoder(noisy), want)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_embedding_torso_gradients_are_finite_and_reach_the_table():
     encoder = EmbeddingTorso(13).make((5, 5, 2), key=jax.random.key(0))
     x = jax.random.randint(jax.random.key(1), (4, 50), 0, 13).astype(jnp.float32)
@@ -174,6 +176,7 @@ def test_auto_torso_gives_images_a_cnn_and_integer_grids_an_embedding():
     assert auto_torso(Dict({"g": Box(0.0, 9.0, (5, 5, 3))}), normalized=True).torsos == (CNNTorso.minatar(),)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_auto_torso_builds_on_the_layouts_entries():
     env = GridAndImage(masked=True)
     agent = PPO(env, num_envs=2, rollout_length=8)

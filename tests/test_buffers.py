@@ -159,6 +159,7 @@ def test_never_samples_unwritten_slot(kind, capacity, total, batch_size, seed):
     assert np.all(np.asarray(sample.weights) <= 1.0) and np.all(np.asarray(sample.weights) > 0.0)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("kind", KINDS)
 def test_sample_shapes_and_dtypes_for_nested_pytree(kind, getkey):
     example = {
@@ -263,6 +264,7 @@ def test_per_alpha_zero_is_uniform(getkey):
     np.testing.assert_array_equal(sample.weights, 1.0)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("beta", [0.0, 0.4, 1.0])
 def test_per_importance_weights(beta, getkey):
     priorities = np.array([0.1, 1.0, 2.0, 5.0, 0.5])
@@ -379,6 +381,7 @@ def test_per_update_rejects_out_of_range_indices():
         jax.block_until_ready(buffer.update_priorities(state, jnp.array([8], jnp.int32), jnp.array([1.0])))
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("fanout", [2, 3, 8])
 def test_per_descent_guards_round_off_at_the_boundaries(fanout):
     buffer = PrioritizedReplayBuffer(5, alpha=1.0, eps=0.0, fanout=fanout)

@@ -349,6 +349,7 @@ class GridEnv(AbstractEnv):
         return 9
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_dict_observations_and_multi_discrete_actions_pass():
     env = GridEnv()
     assert check_env(env) is env

@@ -136,6 +136,7 @@ def test_torso_errors_name_the_argument():
         ModuleTorso(type("Bad", (eqx.Module,), {"__init__": lambda self, s, key: None, "__call__": lambda self, x: x[None]})).make((3,), key=jax.random.key(0))
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_shared_torso_ppo_trains_one_torso_for_both_heads():
     agent = PPO("CartPole-v1", shared_torso=True, actor_torso=MLPTorso((16,)), **TINY_PPO)
     state = agent.init(jax.random.key(0))
@@ -174,6 +175,7 @@ def test_schedules_values():
             bad()
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_learning_rate_fields_take_schedules_and_optax_schedules():
     agent = PPO("CartPole-v1", learning_rate=CosineSchedule(1e-3), **TINY_PPO)
     state, metrics = _iterate(agent, agent.init(jax.random.key(0)), 2)

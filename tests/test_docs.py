@@ -120,6 +120,7 @@ def test_testing_page_runs(tmp_path, monkeypatch):
     assert ns["gae"] is ns["real_gae"]
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_environments_page_spaces_run():
     """The Spaces section of docs/components/environments.md (the rest of the page builds and
     steps gymnax envs, so only its blocks compile): its examples run and say what they claim."""
@@ -153,19 +154,17 @@ def test_ippo_page_runs():
     assert ns["agent"].learner.layout.entries == (("agent_id", (2,)), ("legal", (4,))) and ns["actions"].shape == (2,)
 
 
-# docs/suites/<suite>.md pages: the module each needs (the page's name unless listed here), and the
-# pages whose examples compile slowly (Craftax's reset: ~10 s on CPU), left to the slow tier. The
+# docs/suites/<suite>.md pages: the module each needs (the page's name unless listed here). The
 # navix, xminigrid and playground pages run in their suites' test files, which check what they print.
 _SUITE_MODULES: dict[str, str] = {}
-_SLOW_SUITE_PAGES = {"craftax"}
 _RUN_ELSEWHERE = {"navix", "xminigrid", "playground"}
 
 
 @pytest.mark.parametrize(
     "suite",
-    [pytest.param(p.stem, marks=[pytest.mark.slow] if p.stem in _SLOW_SUITE_PAGES else [])
-     for p in sorted((DOCS / "suites").glob("*.md")) if p.stem not in _RUN_ELSEWHERE],  # fmt: skip
+    [p.stem for p in sorted((DOCS / "suites").glob("*.md")) if p.stem not in _RUN_ELSEWHERE],
 )
+@pytest.mark.slow  # (an optional suite each: tests/tiers.py, OPTIONAL_SUITES_PREFIX)
 def test_suite_pages_run(suite):
     """Every docs/suites page's examples run (one make and reset each), where its suite is installed."""
     pytest.importorskip(_SUITE_MODULES.get(suite, suite))

@@ -59,6 +59,7 @@ def test_dqn_epsilon_linear_and_exponential():
     assert float(eqx.filter_jit(lambda agent, p: agent.epsilon(p))(exponential, jnp.float32(0.25))) == pytest.approx(0.1, rel=1e-5)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("decay, rate", [("linear", 0.525), ("exponential", 0.05**0.5)])
 def test_dqn_explores_at_its_epsilon(decay, rate):
     # Halfway through the annealing, the share of uniformly random actions is epsilon; a random

@@ -36,7 +36,17 @@ from typecheck import no_runtime_typecheck
 
 # (Not `registered()`: at collection it would import every installed suite for its ids, ~5 s per worker.)
 GYMNAX_IDS = list(gymnax.registered_envs)
-BRAX_IDS = eqxrl.envs._make._suite_ids("brax/")
+# brax 0.14.2's registry, written out so that collecting this module does not import brax
+# (~4 s per worker); `test_brax_ids_are_braxs_own` keeps the list honest.
+BRAX_IDS = [
+    "brax/" + n for n in ("ant", "fast", "halfcheetah", "hopper", "humanoid", "humanoidstandup", "inverted_pendulum",
+                          "inverted_double_pendulum", "pusher", "reacher", "swimmer", "walker2d")
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_brax_ids_are_braxs_own():
+    assert BRAX_IDS == eqxrl.envs._make._suite_ids("brax/")
 
 
 def _rollout(env: AbstractEnv, key, num_steps: int, action_fn=None):
@@ -153,6 +163,7 @@ class _SplitCartPole(CartPole):
         return gymnax_spaces.Dict({"cart": gymnax_spaces.Box(box.low[:2], box.high[:2], (2,)), "pole": pole})
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_gymnax_dict_and_tuple_spaces_become_eqxrl_ones_and_an_agent_trains_on_them():
     env = GymnaxEnv(_SplitCartPole())
     flat = make("CartPole-v1")
@@ -277,11 +288,13 @@ def test_make_suggests_close_names(name, suggestion):
         make(name)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_make_unknown_name_without_close_match():
     with pytest.raises(ValueError, match=r"unknown environment 'zzzz'; see eqxrl.envs.registered\(\)"):
         make("zzzz")
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_registered_lists_gymnax_and_brax():
     names = registered()
     assert "CartPole-v1" in names and "brax/inverted_pendulum" in names

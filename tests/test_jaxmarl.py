@@ -61,6 +61,7 @@ def test_multi_agent_space_rejects_bad_arguments(space, n, match):
         MultiAgentSpace(space, n)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_multi_agent_space_of_dicts_stacks_every_entry():
     agent = Dict({"obs": Box(-1.0, 1.0, (5,)), ACTION_MASK: MultiBinary(3), "more": Dict({"k": Discrete(4)})})
     space = MultiAgentSpace(agent, 2)
@@ -268,6 +269,7 @@ def test_action_masks_are_jaxmarls_own_legal_actions(build, method):
     assert len(seen) > 2  # the masks change as the game goes
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_switch_riddle_observes_a_multi_discrete_space_per_agent():
     env = make("jaxmarl/switch_riddle", truncation=False)
     assert env.observation_space == MultiAgentSpace(MultiDiscrete((2, 2)), 3) and env.action_space.space == Discrete(3)

@@ -87,6 +87,7 @@ def _leaves(tree):
 
 
 # (limit 16, the per-size-class path, 5 s: slow tier)
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("limit", [init_module._ONE_CALL_LIMIT, pytest.param(16, marks=pytest.mark.slow)])
 @pytest.mark.bitwise
 def test_batched_orthogonal_draws_the_same_bits_with_one_normal_draw(limit, monkeypatch):

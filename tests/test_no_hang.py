@@ -70,6 +70,7 @@ def test_vmapped_orthogonal_draws_each_matrix_as_one_draw():
     assert _batched_lapack_calls(draw.lower(keys)) == []
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("name", ["ppo", "ippo", "sac"])
 def test_vmapped_init_makes_no_batched_lapack_call(name):
     # PPO and IPPO are the reported hangs (IPPO vmaps its agents' init itself); SAC's twin critics

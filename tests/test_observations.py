@@ -194,6 +194,7 @@ def test_any_dict_or_tuple_observation_flattens_and_a_buffer_stores_and_samples_
 
 
 # ----------------------------------------------------------------- MultiInputTorso
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_multi_input_torso_gives_each_entry_its_own_torso():
     entries = (("grid", (5, 5, 3)), ("step", (1,)))
     encoder = MultiInputTorso({"grid": CNNTorso.minatar()}, hidden_sizes=(32,)).make(entries, key=jax.random.key(0))
@@ -340,6 +341,7 @@ def test_normalize_observation_normalises_a_dict_entry_by_entry_and_leaves_the_m
     assert mask_stats is None and legal_stats.mean.shape == (4,)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_normalize_observation_normalises_a_tuple_entry_by_entry_as_a_dict():
     """The Tuple `((x, x_dot), {"theta": ...})` and the Dict `{"a": (x, x_dot), "b": ...}` of
     CartPole's observation: the same statistics per entry, the same normalised values."""

@@ -53,6 +53,7 @@ def test_layer_norm_bad_inputs_are_named():
 
 
 # ----------------------------------------------------------------------- the agent
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_pqn_trains_and_its_targets_are_the_rollouts_q_lambda_returns():
     agent = PQN("CartPole-v1", **TINY)
     state = agent.init(jax.random.key(0))

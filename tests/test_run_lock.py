@@ -211,6 +211,7 @@ def _try(fn, errors):
         errors.append(e)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_another_process_holding_the_lock_is_named(tmp_path):
     run_dir = tmp_path / "r"
     code = (

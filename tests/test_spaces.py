@@ -270,6 +270,7 @@ def test_multi_discrete_rejects_bad_nvec(nvec):
 # ----------------------------------------------------------------------------- MultiBinary
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @settings(max_examples=8, deadline=None)  # (each example compiles its sampling: ~0.5 s)
 @given(space=est.multi_binaries(), batch_shape=est.batch_shapes(), seed=st.integers(0, 2**16))
 def test_multi_binary_samples_are_bits(space, batch_shape, seed):
@@ -340,6 +341,7 @@ def test_dict_shape_dtype_and_sorted_keys():
     assert list(element) == ["grid", "more", "step"] and list(element["more"]) == ["a", "b"]
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_dict_under_vmap_and_jit(getkey):
     space = _grid_space()
     batch = jax.vmap(space.sample)(jax.random.split(getkey(), 5))

@@ -33,6 +33,7 @@ def _one_step_discounts(terminated, truncated):
     return window.emit().transition(GAMMA).discount
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_terminated_stops_bootstrapping_truncated_does_not():
     discount = _one_step_discounts([True, False, False], [False, True, False])
     np.testing.assert_allclose(discount, [0.0, GAMMA, GAMMA])

@@ -47,6 +47,7 @@ KEY = jax.random.key(0)
 
 
 # ----------------------------------------------------------------------- buffers
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("buffer", [ReplayBuffer(16), ReplayBuffer(5), PrioritizedReplayBuffer(16, alpha=0.6),
                                     PrioritizedReplayBuffer(7, alpha=1.0, fanout=2)])  # fmt: skip
 def test_every_buffer_passes_check_buffer(buffer):
@@ -133,6 +134,7 @@ class LayerNormMLP(eqx.Module):
         return jax.nn.relu(self.layers[1](self.layers[0](obs.reshape(-1))))
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("torso, obs_shape", [(MLPTorso((8,)), (3,)), (IdentityTorso(), (5,)), (LayerNormMLP, (2, 2)),
                                               (CNNTorso((4,), (3,), (1,), (8,)), (5, 5, 2))])  # fmt: skip
 def test_every_torso_passes_check_torso(torso, obs_shape):
@@ -212,6 +214,7 @@ def test_check_head_names_a_head_that_drops_the_batch_shape():
         check_head(Flat(ValueHead(3, hidden_sizes=(8,), key=KEY)), jnp.zeros(3))
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("term", [L2Penalty(1e-3), KLToReference(CategoricalHead(3, 2, hidden_sizes=(8,), key=KEY))])
 def test_every_loss_term_passes_check_loss_term(term):
     check_loss_term(term)
@@ -228,6 +231,7 @@ def test_check_loss_term_names_a_non_scalar_loss():
 
 
 # ----------------------------------------------------------------------- envs
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1", "Breakout-MinAtar", "Point2D-v0"])
 def test_every_env_adapter_passes_check_env_steps(name):
     check_env_steps(eqxrl.envs.make(name), num_steps=300)
@@ -285,6 +289,7 @@ def test_check_env_steps_arguments():
 
 
 # ----------------------------------------------------------------------- strategies
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @settings(max_examples=25, deadline=None)
 @given(st.spaces().flatmap(lambda space: st.batches(space).map(lambda batch: (space, batch))))
 def test_batches_are_elements_of_their_space(space_and_batch):
@@ -293,6 +298,7 @@ def test_batches_are_elements_of_their_space(space_and_batch):
     assert bool(jax.vmap(space.contains)(batch.reshape((-1, *space.shape))).all())
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @settings(max_examples=20, deadline=None)
 @given(st.spaces(structured=True).flatmap(lambda space: st.batches(space).map(lambda batch: (space, batch))))
 def test_structured_batches_are_elements_of_their_space(space_and_batch):
@@ -365,6 +371,7 @@ def test_trajectories_keep_termination_and_truncation_apart(trajectory):
     np.testing.assert_array_equal(trajectory.next_obs[:-1][goes_on[:-1]], trajectory.obs[1:][goes_on[:-1]])
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @settings(max_examples=5, deadline=None)
 @given(st.agents(eqxrl.agents.DQN("CartPole-v1", hidden_sizes=(8,))))
 def test_agents_strategy_keeps_hyperparameters_in_their_documented_ranges(agent):
@@ -399,6 +406,7 @@ def test_strategies_without_hypothesis_name_the_extra(monkeypatch):
     assert callable(testing.check_agent) and testing.probes.TimeLimitBootstrap().max_episode_steps == 1
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_masked_probes_bad_arguments():
     with no_runtime_typecheck():
         for make, name, value, least in (

@@ -170,6 +170,7 @@ def test_commands_refuse_untrusted_modules_with_one_line(planted, command):
     assert not (planted.dir / "new").exists()
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.parametrize("command", ["evaluate", pytest.param("train --resume", marks=pytest.mark.slow),
                                      pytest.param("train --config", marks=pytest.mark.slow),
                                      pytest.param("pbt --resume", marks=pytest.mark.slow)])  # fmt: skip

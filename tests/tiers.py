@@ -18,6 +18,22 @@ runs (tests/test_regression.py, every agent) and the every-agent checks: MPO, DA
 quality-diversity runs. Their slow tests (learning runs included) are in the exhaustive tier
 (`tests/conftest.py` marks them)."""
 
+OPTIONAL_SUITES_PREFIX = "test_suite_"
+"""Test modules of the optional suites' adapters (`eqxrl[suites]`: Jumanji, pgx, Craftax, Navix,
+XLand-MiniGrid, MuJoCo Playground; one `tests/test_suite_<suite>.py` each). Every test in them
+imports its suite (seconds per worker) and steps it, so all of them are slow-tier (CI runs them):
+the fast tier (`-m "not slow"`, under 3 minutes) checks eqxrl's own code on its required
+dependencies (`tests/conftest.py` marks them)."""
+
+FAST_TIER_RULE = """The fast tier (`python -m pytest -n auto -m "not slow"`) must stay under 3 minutes on 2
+cores; it holds tests that take under about 2 s each there. A test measured over that (its first
+compilation, a subprocess, a suite's import) is marked `slow` with the comment "(over 2 s in the
+fast tier: tests/tiers.py)" and runs in CI's slow tier instead. The exceptions are the kit's
+`check_agent` runs of PPO, DQN, PQN and the tutorial's agent (5-10 s each), which the fast tier
+keeps on purpose: users run the same check in their own fast tests (docs/testing.md), and the
+tests of the SECONDARY_MODULES, whose slow tests run in the exhaustive tier only (marking one slow
+would take it out of CI)."""
+
 
 def ci_subset(names, keep=REPRESENTATIVE):
     """`names` as pytest params: those in `keep` (compared case-insensitively) run in CI, the

@@ -84,6 +84,17 @@ def _suite_ids(prefix: str) -> list[str]:
         return []
 
 
+def _close_names(name: str) -> list[str]:
+    """Up to five accepted names close to `name`: among its suite's ids when it has a registered
+    prefix, else among gymnax ids and user registrations; only where those have none, among
+    every registered name (which imports every installed suite for its ids, seconds each)."""
+    prefix = next((p for p in _suites if name.startswith(p)), None)
+    first = _suite_ids(prefix) if prefix is not None else _gymnax_ids() + list(_registry)
+    return difflib.get_close_matches(name, first, n=5, cutoff=0.5) or difflib.get_close_matches(
+        name, registered(), n=5, cutoff=0.5
+    )
+
+
 def registered() -> list[str]:
     """Every name `make` accepts: gymnax ids, the ids of every registered suite whose package is
     installed (`brax/<env>`, `jaxmarl/<id>`, ...) and user registrations."""
@@ -174,6 +185,6 @@ def _make(name: str, **kwargs: Any) -> AbstractEnv:
             params = env.params.replace(**kwargs)
             env = GymnaxEnv(env.gymnax_env, params, key=(name, tuple(sorted(kwargs.items()))))
         return env
-    close = difflib.get_close_matches(name, registered(), n=5, cutoff=0.5)
+    close = _close_names(name)
     hint = f"; did you mean one of {close}?" if close else "; see eqxrl.envs.registered()"
     raise ValueError(f"make(name): unknown environment {name!r}{hint}")
