@@ -16,6 +16,7 @@ correct code passes the same checks in test_testing_agents.py (`*_learns_every_p
 | action masks ignored (greedy action, target max) | DQN | check_action_masks |
 | a MultiDiscrete action masked on its first entry only | PPO | check_action_masks(factors=2) |
 | action masks ignored (the discrete policy's sampled and greedy actions) | MPO | check_action_masks |
+| the policy does not see its skill | DADS | check_learns_skills (skills end together, intrinsic reward ~0) |
 """
 
 import importlib
@@ -26,9 +27,9 @@ import jax.numpy as jnp
 import pytest
 
 import eqxrl
-from eqxrl.agents import DQN, MPO, PPO, SAC
+from eqxrl.agents import DADS, DQN, MPO, PPO, SAC
 from eqxrl.components import NStepTransition, NStepWindow, Sample
-from eqxrl.testing import ContractError, check_action_masks, check_agent, check_learns_probes
+from eqxrl.testing import ContractError, check_action_masks, check_agent, check_learns_probes, check_learns_skills
 from test_testing_agents import PROBE_A2C, PROBE_DQN, TINY_OFF, TINY_PPO, a2c_value
 from tutorial_agent import load_tutorial_agent
 from typecheck import no_runtime_typecheck
@@ -248,3 +249,33 @@ def test_check_action_masks_bad_arguments():
                 check_action_masks(PPO, **{name: 0})
         with pytest.raises(ValueError, match=r"^check_action_masks\(min_best\) must be a fraction in \[0, 1\], got 1.5$"):
             check_action_masks(PPO, min_best=1.5)
+
+
+class _SkillBlindDADS(DADS):
+    """DADS whose policy never sees its skill (the one-hot zeroed in its input): every skill acts alike."""
+
+    def _policy_input(self, stats, x):
+        return DADS._policy_input(self, stats, x).at[..., -self.num_skills :].set(0.0)
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive  # (45 s; DADS itself passes the same check in CI: test_testing_agents.py)
+def test_a_dads_whose_policy_does_not_see_its_skill_is_caught():
+    msg = r"_SkillBlindDADS on Point2D-v0 after 20000 steps, on fewer than 2 of 3 seeds: its skills end .* apart"
+    with pytest.raises(ContractError, match=msg):
+        check_learns_skills(_SkillBlindDADS)
+
+
+def test_check_learns_skills_bad_arguments():
+    with no_runtime_typecheck():
+        for name in ("total_steps", "num_seeds", "min_passing"):
+            with pytest.raises(ValueError, match=rf"^check_learns_skills\({name}\) must be a positive int, got 0$"):
+                check_learns_skills(DADS, **{name: 0})
+        with pytest.raises(ValueError, match=r"^check_learns_skills\(min_passing=4\) must not exceed num_seeds=3$"):
+            check_learns_skills(DADS, min_passing=4)
+        with pytest.raises(ValueError, match=r"^check_learns_skills\(min_spread\) must be a finite number, got nan$"):
+            check_learns_skills(DADS, min_spread=float("nan"))
+        with pytest.raises(ValueError, match=r"^check_learns_skills\(agent\) must be an eqxrl agent class or instance, got 'DADS'$"):
+            check_learns_skills("DADS")
+        with pytest.raises(ValueError, match=r"^check_learns_skills\(agent\): PPO has no evaluate_skills\(state, key\) method"):
+            check_learns_skills(PPO)

@@ -17,3 +17,4 @@ from ._check_networks import check_loss_term as check_loss_term
 from ._check_networks import check_torso as check_torso
 from ._check_learns import check_learns_probes as check_learns_probes
 from ._check_learns import default_value as default_value
+from ._check_skills import check_learns_skills as check_learns_skills
