@@ -11,7 +11,6 @@ from . import core as core
 from . import envs as envs
 from . import loop as loop
 from . import pbt as pbt
-from . import rundir as rundir
 from . import runs as runs
 from .agents import Stacked as Stacked
 from .agents import register_agent as register_agent

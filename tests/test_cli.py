@@ -1,4 +1,4 @@
-"""The `eqxrl` command line and run directories (`eqxrl.cli`, `eqxrl.rundir`)."""
+"""The `eqxrl` command line and run directories (`eqxrl.cli`, `eqxrl.runs`)."""
 
 import contextlib
 import csv
@@ -17,7 +17,7 @@ import pytest
 from cli_calls import main_captured
 
 import eqxrl
-from eqxrl import cli, rundir
+from eqxrl import cli, runs
 from eqxrl.agents import PPO
 from tiers import ci_subset
 
@@ -97,7 +97,7 @@ def test_run_directory(request, fixture, num_seeds, seed):
     assert [int(r["seed"]) for r in rows] == [seed + i for i in range(num_seeds) for _ in range(ITERATIONS)]
     assert {"env_steps", "episode_return", "entropy", "approx_kl", "iteration"} <= set(rows[0])
     assert [int(r["env_steps"]) for r in rows[:ITERATIONS]] == [128 * (i + 1) for i in range(ITERATIONS)]
-    metrics = rundir.load_metrics(run_dir)
+    metrics = runs.load_metrics(run_dir)
     shape = (ITERATIONS,) if num_seeds == 1 else (num_seeds, ITERATIONS)
     assert metrics["episode_return"].shape == shape and metrics["env_steps"].dtype == np.int64
 
@@ -116,7 +116,7 @@ def test_hyperparameter_flags_reach_the_agent(one_seed):
     assert saved["learning_rate"] == 1e-3 and saved["gamma"] == 0.98
     assert saved["anneal_lr"] is False and saved["activation"] == "relu"
     assert saved["hidden_sizes"] == [16] and saved["num_envs"] == 2 and saved["rollout_length"] == 64
-    agent = rundir.load_agent(run_dir)
+    agent = runs.load_agent(run_dir)
     assert isinstance(agent, PPO)
     assert agent.anneal_lr is False and agent.activation == "relu" and agent.hidden_sizes == (16,)
     assert agent.learning_rate == np.float32(1e-3) and agent.gamma == np.float32(0.98)
@@ -127,7 +127,7 @@ def test_hyperparameter_flags_reach_the_agent(one_seed):
 @pytest.mark.parametrize("fixture, num_seeds, seed", RUNS)
 def test_load_run_and_evaluate(request, fixture, num_seeds, seed):
     run_dir, _ = request.getfixturevalue(fixture)
-    agent, state, config = rundir.load_run(run_dir)
+    agent, state, config = runs.load_run(run_dir)
     assert config["seeds"] == num_seeds
     leading = () if num_seeds == 1 else (num_seeds,)
     assert state.iteration.shape == leading
@@ -135,7 +135,7 @@ def test_load_run_and_evaluate(request, fixture, num_seeds, seed):
     assert np.all(np.asarray(state.env_steps) == 1024)
     assert jax.dtypes.issubdtype(state.key.dtype, jax.dtypes.prng_key) and state.key.shape == leading
     # Same agent, state and key as at the end of training: the same returns as eval.json.
-    returns = eqxrl.evaluate(agent, state, rundir.eval_key(seed), num_episodes=4)
+    returns = eqxrl.evaluate(agent, state, runs.eval_key(seed), num_episodes=4)
     assert returns.shape == leading + (4,)
     expected = json.loads((run_dir / "eval.json").read_text())["returns"]
     np.testing.assert_allclose(np.atleast_2d(np.asarray(returns)), expected)
@@ -226,7 +226,7 @@ def _unknown_field(config):
         ("truncated state", "state.eqx is damaged: it holds"),
         (_break_config, "state.eqx does not match PPO with 1 seed(s)"),
         (_break_seeds, "state.eqx does not match PPO with 2 seed(s)"),
-        (_unknown_agent, f"unknown agent 'a2c'; known agents: {sorted(rundir.AGENTS)}"),
+        (_unknown_agent, f"unknown agent 'a2c'; known agents: {sorted(runs.AGENTS)}"),
         (_unknown_field, "PPO has no field(s) ['no_such_field']"),
     ],
 )
@@ -250,7 +250,7 @@ def test_evaluate_bad_run_dir(one_seed, damage, message, tmp_path, capsys):
             damage(config)
             config_path.write_text(json.dumps(config))
     with pytest.raises(ValueError, match="."):
-        rundir.load_run(run_dir)
+        runs.load_run(run_dir)
     _expect_usage_error(["evaluate", str(run_dir)], message, capsys)
 
 
@@ -314,7 +314,7 @@ def test_off_policy_agents_train_and_reload(name, env, tmp_path):
     config = json.loads((run_dir / "config.json").read_text())
     assert config["agent"] == name and config["env"] == (env or "Pendulum-v1")
     assert config["agent_config"]["learning_starts"] == 64
-    agent, state, _ = rundir.load_run(run_dir)
+    agent, state, _ = runs.load_run(run_dir)
     assert type(agent).__name__ == name.upper()
     returns = eqxrl.evaluate(agent, state, jax.random.key(0), num_episodes=2)
     assert returns.shape == (2,) and np.all(np.isfinite(returns))
@@ -396,7 +396,7 @@ def test_train_eval_every_fills_eval_return_and_is_kept_by_config(tmp_path):
     assert code == 0, out
     config = json.loads((run_dir / "config.json").read_text())
     assert config["eval_every"] == 256
-    metrics = rundir.load_metrics(run_dir)
+    metrics = runs.load_metrics(run_dir)
     assert list(metrics)[:4] == ["iteration", "env_steps", "episode_return", "eval_return"]
     assert list(np.nonzero(np.isfinite(metrics["eval_return"]))[0]) == [1, 3, 5, 7]  # every 2 iterations of 128 steps
     # --config repeats the run with its evaluations, bit for bit.
@@ -404,7 +404,7 @@ def test_train_eval_every_fills_eval_return_and_is_kept_by_config(tmp_path):
     code, _ = _main(["train", "--config", str(run_dir / "config.json"), "--run-dir", str(again), "--quiet", "--eval-episodes", "4"])
     assert code == 0
     assert json.loads((again / "config.json").read_text())["eval_every"] == 256
-    np.testing.assert_array_equal(rundir.load_metrics(again)["eval_return"], metrics["eval_return"])
+    np.testing.assert_array_equal(runs.load_metrics(again)["eval_return"], metrics["eval_return"])
 
 
 @pytest.mark.slow  # (4 s: a CLI training run)

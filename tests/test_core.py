@@ -70,11 +70,11 @@ def test_figure_renders_png():
     assert core.png_bytes(fig).startswith(b"\x89PNG")
 
 
-def test_float_leaf_is_a_float32_array():
+def test_hyperparameter_is_a_float32_array():
     import equinox as eqx
 
     class M(eqx.Module):
-        rate: float = core.float_leaf(default=1e-3)
+        rate: float = core.hyperparameter(1e-3)
 
     assert M().rate.dtype == jnp.float32 and M(2).rate.shape == ()
 

@@ -11,7 +11,7 @@ from cli_calls import main_output
 from typecheck import no_runtime_typecheck
 
 import eqxrl
-from eqxrl import rundir
+from eqxrl import runs
 from eqxrl.agents import PQN
 from eqxrl.components import LayerNorm, MLPTorso, lambda_returns
 from eqxrl.envs import make
@@ -118,7 +118,7 @@ def test_pqn_on_the_command_line_writes_a_run_that_reloads(tmp_path):
     assert code == 0
     config = json.loads((run_dir / "config.json").read_text())
     assert config["agent"] == "pqn" and config["agent_config"]["q_lambda"] == 0.5
-    agent, state, _ = rundir.load_run(run_dir)
+    agent, state, _ = runs.load_run(run_dir)
     assert isinstance(agent, PQN) and agent.num_envs == 4
     assert np.all(np.isfinite(eqxrl.evaluate(agent, state, jax.random.key(0), num_episodes=2)))
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import eqxrl
-from eqxrl import cli, rundir
+from eqxrl import cli, runs
 
 # The modules whose names the faults below replace (where the code looks them up).
 train_run_module = importlib.import_module("eqxrl.runs._train_run")
@@ -29,11 +29,11 @@ from tiers import ci_subset
 
 TINY_PPO = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
 TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(8,))
-NAMES = list(rundir.AGENTS)
+NAMES = list(runs.AGENTS)
 
 
 def tiny(name: str, env=None, **kw):
-    cls = rundir.AGENTS[name]
+    cls = runs.AGENTS[name]
     base = TINY_PPO if issubclass(cls, (PPO, PQN)) else TINY_OFF  # (the on-policy agents' sizes)
     return cls(env if env is not None else cls.default_env, **{**base, **kw})
 
@@ -64,7 +64,7 @@ def crash_after_checkpoints(monkeypatch, after: int, error: type[BaseException] 
     (each checkpoint written to the end first, none skipped)."""
     calls = []
 
-    class Crashing(rundir.CheckpointWriter):
+    class Crashing(runs.CheckpointWriter):
         def submit(self, checkpoint, *, wait=False):
             super().submit(checkpoint, wait=True)
             self.wait()
@@ -80,7 +80,7 @@ def _interrupted_run(monkeypatch, run_dir, agent, after: int, **kw):
     """`train_run` that dies right after writing its `after`-th checkpoint."""
     crash_after_checkpoints(monkeypatch, after)
     with pytest.raises(_Crash):
-        rundir.train_run(run_dir, agent, progress=False, **kw)
+        runs.train_run(run_dir, agent, progress=False, **kw)
     monkeypatch.undo()
 
 
@@ -91,21 +91,21 @@ def test_resume_continues_exactly_and_the_same_key_repeats_the_run(name, tmp_pat
     agent = tiny(name)
     budget = 12 * agent.steps_per_iteration
     kw = dict(total_steps=budget, seed=3, checkpoint_every=4 * agent.steps_per_iteration, eval_episodes=1)
-    full_state, full_metrics, _, full_eval = rundir.train_run(tmp_path / "full", agent, progress=False, **kw)
+    full_state, full_metrics, _, full_eval = runs.train_run(tmp_path / "full", agent, progress=False, **kw)
     _interrupted_run(monkeypatch, tmp_path / "cut", agent, after=1, **kw)
-    config = rundir.load_config(tmp_path / "cut")
-    assert config["status"] == "running" and [c["iteration"] for c in rundir.checkpoint_steps(tmp_path / "cut")] == [4]
+    config = runs.load_config(tmp_path / "cut")
+    assert config["status"] == "running" and [c["iteration"] for c in runs.checkpoint_steps(tmp_path / "cut")] == [4]
     with pytest.raises(ValueError, match="did not finish: continue it with `eqxrl train --resume RUN_DIR`"):
-        rundir.load_run(tmp_path / "cut")
-    state, metrics, _, evaluation = rundir.resume_run(tmp_path / "cut", progress=False)
+        runs.load_run(tmp_path / "cut")
+    state, metrics, _, evaluation = runs.resume_run(tmp_path / "cut", progress=False)
     _assert_same(full_state, state)  # bit for bit
     _assert_same_metrics(full_metrics, metrics)
     assert evaluation["mean"] == full_eval["mean"]
     assert (tmp_path / "cut" / "metrics.csv").read_text() == (tmp_path / "full" / "metrics.csv").read_text()
-    assert rundir.load_config(tmp_path / "cut")["status"] == "complete"
+    assert runs.load_config(tmp_path / "cut")["status"] == "complete"
     # The newest two checkpoints are kept (the final one holds state.eqx's state too).
-    assert [c["iteration"] for c in rundir.checkpoint_steps(tmp_path / "cut")] == [8, 12]
-    _assert_same(rundir.load_checkpoint(tmp_path / "cut", agent).state, state)
+    assert [c["iteration"] for c in runs.checkpoint_steps(tmp_path / "cut")] == [8, 12]
+    _assert_same(runs.load_checkpoint(tmp_path / "cut", agent).state, state)
 
     # The same key gives the same result, another key another one. (`train` as train_run called it:
     # chunks of one iteration (its choice for 12 iterations) and eval_episodes=1, which is part of
@@ -122,20 +122,20 @@ def test_resume_a_seed_batch_and_a_sweep(tmp_path, monkeypatch):
     agent = tiny("ppo")
     budget = 8 * agent.steps_per_iteration
     kw = dict(total_steps=budget, checkpoint_every=2 * agent.steps_per_iteration, eval_episodes=1)
-    full = rundir.train_run(tmp_path / "full", agent, num_seeds=4, progress=False, **kw)
+    full = runs.train_run(tmp_path / "full", agent, num_seeds=4, progress=False, **kw)
     _interrupted_run(monkeypatch, tmp_path / "cut", agent, after=2, num_seeds=4, **kw)
-    resumed = rundir.resume_run(tmp_path / "cut", progress=False)
+    resumed = runs.resume_run(tmp_path / "cut", progress=False)
     _assert_same(full[0], resumed[0])
     _assert_same_metrics(full[1], resumed[1])
     assert full[1]["episode_return"].shape == (4, 8)
 
     sweep = eqxrl.stack([tiny("ppo", learning_rate=lr) for lr in (1e-3, 3e-3)])
-    full = rundir.train_run(tmp_path / "sweep", sweep, progress=False, **kw)
+    full = runs.train_run(tmp_path / "sweep", sweep, progress=False, **kw)
     _interrupted_run(monkeypatch, tmp_path / "sweep-cut", sweep, after=1, **kw)
-    resumed = rundir.resume_run(tmp_path / "sweep-cut", progress=False)
+    resumed = runs.resume_run(tmp_path / "sweep-cut", progress=False)
     _assert_same(full[0], resumed[0])
     _assert_same_metrics(full[1], resumed[1])
-    agent, state, config = rundir.load_run(tmp_path / "sweep-cut")
+    agent, state, config = runs.load_run(tmp_path / "sweep-cut")
     assert isinstance(agent, eqxrl.Stacked) and [m["learning_rate"] for m in config["members"]] == [1e-3, 3e-3]
     assert (tmp_path / "sweep" / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -195,7 +195,7 @@ def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch,
     checkpoints = []
     eqxrl.train(agent, getkey(), 8 * agent.steps_per_iteration, progress=False, chunk_iterations=4,
                 callback=lambda c: checkpoints.append(c.copy()))  # fmt: skip
-    rundir.save_checkpoint(tmp_path, agent, checkpoints[0])
+    runs.save_checkpoint(tmp_path, agent, checkpoints[0])
     real = checkpoint_module._write
 
     def disk_full(manager, payload):  # the write gets as far as orbax's temporary directory, then the disk is full
@@ -203,12 +203,12 @@ def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch,
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(checkpoint_module, "_write", disk_full)
-    with pytest.raises(rundir.CheckpointError, match=r"could not write the checkpoint .*checkpoints/32: No space left on device; "
+    with pytest.raises(runs.CheckpointError, match=r"could not write the checkpoint .*checkpoints/32: No space left on device; "
                        r"the checkpoint of env step 16 is intact"):  # fmt: skip
-        rundir.save_checkpoint(tmp_path, agent, checkpoints[-1])
+        runs.save_checkpoint(tmp_path, agent, checkpoints[-1])
     monkeypatch.setattr(checkpoint_module, "_write", real)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["16"]  # no temporary directory left
-    loaded = rundir.load_checkpoint(tmp_path, agent, num_seeds=1)
+    loaded = runs.load_checkpoint(tmp_path, agent, num_seeds=1)
     assert loaded.iteration == 4
     _assert_same(loaded.state, checkpoints[0].state)
 
@@ -218,16 +218,16 @@ def test_mismatched_agent_names_the_first_field(tmp_path, getkey):
     agent = tiny("ppo", learning_rate=1e-3)
     checkpoints = []
     eqxrl.train(agent, getkey(), 64, progress=False, chunk_iterations=1, callback=lambda c: checkpoints.append(c.copy()))
-    rundir.save_checkpoint(tmp_path, agent, checkpoints[0])
+    runs.save_checkpoint(tmp_path, agent, checkpoints[0])
     with pytest.raises(ValueError, match=r"learning_rate=0.001 in the checkpoint, learning_rate=0.003 in the agent given"):
-        rundir.load_checkpoint(tmp_path, tiny("ppo", learning_rate=3e-3), num_seeds=1)
+        runs.load_checkpoint(tmp_path, tiny("ppo", learning_rate=3e-3), num_seeds=1)
     with pytest.raises(ValueError, match=r"hidden_sizes=\[8\] in the checkpoint, hidden_sizes=\[16\]"):
-        rundir.load_checkpoint(tmp_path, tiny("ppo", learning_rate=1e-3, hidden_sizes=(16,)), num_seeds=1)
+        runs.load_checkpoint(tmp_path, tiny("ppo", learning_rate=1e-3, hidden_sizes=(16,)), num_seeds=1)
     with pytest.raises(ValueError, match=r"was written for agent 'ppo', got 'sac'"):
-        rundir.load_checkpoint(tmp_path, tiny("sac"), num_seeds=1)
+        runs.load_checkpoint(tmp_path, tiny("sac"), num_seeds=1)
     with pytest.raises(ValueError, match="does not match PPO with 2 seed"):
-        rundir.load_checkpoint(tmp_path, agent, num_seeds=2)
-    assert rundir.load_checkpoint(tmp_path, agent, num_seeds=1).iteration == 1
+        runs.load_checkpoint(tmp_path, agent, num_seeds=2)
+    assert runs.load_checkpoint(tmp_path, agent, num_seeds=1).iteration == 1
 
 
 def test_a_checkpoint_from_another_version_warns(tmp_path, getkey, monkeypatch):
@@ -236,10 +236,10 @@ def test_a_checkpoint_from_another_version_warns(tmp_path, getkey, monkeypatch):
     metrics = {"env_steps": np.array([agent.steps_per_iteration]), "episode_return": np.array([np.nan], np.float32)}
     checkpoint = eqxrl.Checkpoint(agent.init(getkey()), 1, 2, 1, metrics)
     monkeypatch.setattr(checkpoint_module, "__version__", "0.0.1")
-    rundir.save_checkpoint(tmp_path, agent, checkpoint)
+    runs.save_checkpoint(tmp_path, agent, checkpoint)
     monkeypatch.undo()
     with pytest.warns(UserWarning, match=r"written by eqxrl 0.0.1, this is eqxrl"):
-        rundir.load_checkpoint(tmp_path, agent, num_seeds=1)
+        runs.load_checkpoint(tmp_path, agent, num_seeds=1)
 
 
 # ----------------------------------------------------------------------- non-finite guard
@@ -258,7 +258,7 @@ class NaNReward(AbstractWrapper):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ci_subset(NAMES))
 def test_nan_guard_stops_at_the_first_nonfinite_iteration(name, getkey):
-    env = eqxrl.envs.make(rundir.AGENTS[name].default_env)
+    env = eqxrl.envs.make(runs.AGENTS[name].default_env)
     agent = tiny(name, env=NaNReward(env))
     with pytest.raises(eqxrl.NonFiniteError) as info:
         eqxrl.train(agent, getkey(), 40 * agent.steps_per_iteration, progress=False, nan_guard=True)
@@ -291,7 +291,7 @@ def test_cli_nan_guard_exits_1_with_the_iteration(tmp_path, monkeypatch, capsys)
     assert "non-finite values after iteration 1 of 8" in err and "metric" in err
     assert "no checkpoint with finite parameters was written before it" in err and len(err.strip().splitlines()) == 1
     # The run directory says so, and keeps what it can (a guarded run too).
-    config = rundir.load_config(tmp_path / "r")
+    config = runs.load_config(tmp_path / "r")
     assert config["status"] == "diverged" and config["diverged"]["iteration"] == 1
     assert config["diverged"]["last_finite_checkpoint"] is None
 
@@ -305,13 +305,13 @@ def test_a_kill_after_the_evaluation_leaves_a_resumable_run(tmp_path, monkeypatc
     code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY])
     assert code == 130
     monkeypatch.undo()
-    assert (tmp_path / "r" / "eval.json").is_file() and rundir.load_config(tmp_path / "r")["status"] == "running"
+    assert (tmp_path / "r" / "eval.json").is_file() and runs.load_config(tmp_path / "r")["status"] == "running"
     code, out = _main(["train", "--resume", str(tmp_path / "r"), "--quiet"])
-    assert code == 0 and rundir.load_config(tmp_path / "r")["status"] == "complete"
-    assert (tmp_path / "r" / "state.eqx").is_file() and rundir.checkpoint_steps(tmp_path / "r")[-1]["step"] == 512
+    assert code == 0 and runs.load_config(tmp_path / "r")["status"] == "complete"
+    assert (tmp_path / "r" / "state.eqx").is_file() and runs.checkpoint_steps(tmp_path / "r")[-1]["step"] == 512
     # The summary and config.json count the whole run, not only what the resumed call trained.
     assert "512 env steps (4 iterations, 0 of them in this call)" in out
-    assert rundir.load_config(tmp_path / "r")["timings"]["total_env_steps"] == 512
+    assert runs.load_config(tmp_path / "r")["timings"]["total_env_steps"] == 512
 
 
 @pytest.mark.slow
@@ -349,7 +349,7 @@ def test_config_json_reproduces_the_run(tmp_path):
     code, out = _main(["train", "--config", str(tmp_path / "a" / "config.json"), "--run-dir", str(tmp_path / "b"), "--quiet"])
     assert code == 0 and "2 seeds" in out
     assert (tmp_path / "a" / "metrics.csv").read_text() == (tmp_path / "b" / "metrics.csv").read_text()
-    _assert_same(rundir.load_run(tmp_path / "a")[1], rundir.load_run(tmp_path / "b")[1])
+    _assert_same(runs.load_run(tmp_path / "a")[1], runs.load_run(tmp_path / "b")[1])
 
 
 @pytest.mark.slow
@@ -416,7 +416,7 @@ def test_tensorboard_event_files(tmp_path):
     code, _ = _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY, "--seeds", "2", "--tensorboard"])
     assert code == 0
     scalars = _tensorboard_scalars(tmp_path / "r" / "tensorboard")
-    metrics = rundir.load_metrics(tmp_path / "r")
+    metrics = runs.load_metrics(tmp_path / "r")
     assert {"loss", "entropy", "episode_return"} <= set(scalars)
     steps = [s for s, _ in scalars["loss"]]
     np.testing.assert_array_equal(steps, metrics["env_steps"][0])
@@ -430,13 +430,13 @@ def test_tensorboard_event_files(tmp_path):
 @pytest.mark.slow
 def test_load_a_policy_and_act_in_three_lines(tmp_path):
     assert _main(["train", "ppo", "--run-dir", str(tmp_path / "r"), *CLI_TINY, "--seeds", "2"])[0] == 0
-    policy = rundir.load_policy(tmp_path / "r")
+    policy = runs.load_policy(tmp_path / "r")
     actions = policy(jnp.zeros((5, 4), jnp.float32))
     assert actions.shape == (5,) and actions.dtype == jnp.int32
-    second = rundir.load_policy(tmp_path / "r", member=1, deterministic=False)
+    second = runs.load_policy(tmp_path / "r", member=1, deterministic=False)
     assert second(jnp.zeros((3, 4), jnp.float32), jax.random.key(0)).shape == (3,)
     with pytest.raises(ValueError, match=r"load_policy\(member\) must be in \[-2, 2\) for this run of 2 seed\(s\), got 2"):
-        rundir.load_policy(tmp_path / "r", member=2)
+        runs.load_policy(tmp_path / "r", member=2)
 
 
 # ----------------------------------------------------------------------- config validation, every agent
@@ -450,15 +450,15 @@ def test_load_a_policy_and_act_in_three_lines(tmp_path):
     ],
 )
 def test_every_agent_validates_its_config(name, field, value, expected):
-    cls = rundir.AGENTS[name]
+    cls = runs.AGENTS[name]
     with pytest.raises(ValueError, match=rf"^{cls.__name__}{expected}"):
         tiny(name, **{field: value})
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_agent_rejects_non_positive_learning_rates(name):
-    cls = rundir.AGENTS[name]
-    rates = [f for f in rundir.float_fields(cls) if f.endswith("learning_rate")]
+    cls = runs.AGENTS[name]
+    rates = [f for f in runs.float_fields(cls) if f.endswith("learning_rate")]
     assert rates
     for field in rates:
         with pytest.raises(ValueError, match=rf"^{cls.__name__}\({field}\) must be > 0, got -0.1"):

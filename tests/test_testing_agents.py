@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import eqxrl
-from eqxrl import rundir
+from eqxrl import runs
 from eqxrl.agents import DADS, DQN, PPO, PQN, AbstractAgent
 from eqxrl.testing import ContractError, check_agent, check_learns_probes, check_learns_skills
 from tutorial_agent import load_tutorial_agent
@@ -21,7 +21,7 @@ TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, lear
 
 
 def tiny(name: str) -> AbstractAgent:
-    cls = rundir.AGENTS[name]
+    cls = runs.AGENTS[name]
     on_policy = issubclass(cls, (PPO, PQN))
     return cls(cls.default_env, **(TINY_PPO if on_policy else TINY_OFF))
 
@@ -39,7 +39,7 @@ def _check_agent_param(name):
     return pytest.param(name, marks=[pytest.mark.slow] + ([] if name == "sac" else [pytest.mark.exhaustive]))
 
 
-@pytest.mark.parametrize("name", [_check_agent_param(n) for n in rundir.AGENTS if n != "ippo"])
+@pytest.mark.parametrize("name", [_check_agent_param(n) for n in runs.AGENTS if n != "ippo"])
 def test_every_built_in_agent_passes_check_agent(name):
     check_agent(tiny(name))
 
@@ -211,7 +211,7 @@ PROBE_MPO = dict(LOOP, hidden_sizes=(32, 32), target_update_period=1, tau=0.05, 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ci_subset(["ddpg", "td3", "sac", "mpo"]))
 def test_continuous_agents_learn_every_probe(name):
-    cls = rundir.AGENTS[name]
+    cls = runs.AGENTS[name]
     # SAC's critic learns the soft value: with a near-zero fixed temperature it is the plain return.
     extra = dict(autotune=False, init_alpha=1e-3) if name == "sac" else {}
     config = PROBE_MPO if name == "mpo" else {**PROBE_CONTINUOUS, **extra}

@@ -29,7 +29,6 @@ __all__ = [
     "Obs",
     "PyTree",
     "Scalar",
-    "float_leaf",
     "hyperparameter",
     "as_float",
     "is_hyperparameter_field",
@@ -71,8 +70,3 @@ def is_hyperparameter_field(field: dataclasses.Field) -> bool:
     (or another field marked `metadata={"hyperparameter": True}`, like learning rates
     that also take a schedule)."""
     return bool(field.metadata.get("hyperparameter")) or field.metadata.get("converter") is as_float
-
-
-def float_leaf(**kwargs: Any) -> Any:
-    """The earlier name of `hyperparameter` (`float_leaf(default=1e-3)`)."""
-    return hyperparameter(**kwargs)

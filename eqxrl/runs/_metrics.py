@@ -101,7 +101,7 @@ def save_evaluation(
     - `run_dir`: the run directory.
     - `returns`: from `eqxrl.evaluate`, shape `(episodes,)` or `(seeds, episodes)`.
     - `deterministic`: whether the policy's mode was used.
-    - `seed`: the seed of the evaluation key (`eqxrl.rundir.eval_key(seed)`).
+    - `seed`: the seed of the evaluation key (`eqxrl.runs.eval_key(seed)`).
 
     **Returns:** the dict written (`returns`, `mean_per_seed`, `std_per_seed`, `mean`, ...).
     """

@@ -88,7 +88,7 @@ def load_policy(
     """Load a trained policy from a run directory: three lines from disk to actions.
 
     ```python
-    policy = eqxrl.rundir.load_policy("runs/ppo-CartPole-v1-...")
+    policy = eqxrl.runs.load_policy("runs/ppo-CartPole-v1-...")
     actions = policy(obs)                      # obs: (batch, *obs_shape)
     ```
 

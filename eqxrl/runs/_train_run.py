@@ -54,7 +54,7 @@ def save_run(
     - `state`, `metrics`: as returned by `eqxrl.train`; a leading seed axis on
       both means a batch of seeds.
     - `total_steps`: the env-step budget passed to `eqxrl.train`.
-    - `seed`: the base seed; the keys were `eqxrl.rundir.seed_keys(seed, num_seeds)`.
+    - `seed`: the base seed; the keys were `eqxrl.runs.seed_keys(seed, num_seeds)`.
     - `env_name`: the name `eqxrl.envs.make` builds the env from (default `agent.env.name`).
     - `info`: the `TrainInfo` of `train(..., return_info=True)`, for the timings.
     - `command`: the command line that made the run, recorded for reference.
