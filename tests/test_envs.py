@@ -567,3 +567,20 @@ def test_a_suite_factory_that_returns_no_env_is_named():
     eqxrl.envs.register_suite("mine/", lambda name: object())
     with pytest.raises(ValueError, match=r"make\('mine/x'\): suite 'mine/' returned <object .*>, not an eqxrl AbstractEnv"):
         make("mine/x")
+
+
+def test_the_architecture_pages_suite_example_runs(monkeypatch):
+    """docs/architecture.md, "Adding an env suite": an AbstractSuiteEnv adapter in one class,
+    behind make() by register_suite (the registry restored afterwards)."""
+    import pathlib
+    import re
+
+    monkeypatch.setattr(eqxrl.envs._make, "_suites", dict(eqxrl.envs._make._suites))
+    page = pathlib.Path(__file__).parents[1] / "docs" / "architecture.md"
+    section = page.read_text().split("### Adding an env suite", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    ns = {"__name__": "docs_architecture_suite"}
+    exec(compile(block, "docs/architecture.md [Adding an env suite]", "exec"), ns)
+    assert isinstance(ns["env"], eqxrl.envs.AbstractSuiteEnv) and ns["ts"].obs.shape == (4,)
+    with pytest.raises(ValueError, match=r"unknown environment 'toy/CartPole-v9'; did you mean one of \['toy/CartPole-v1'\]"):
+        make("toy/CartPole-v9")

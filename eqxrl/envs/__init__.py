@@ -36,6 +36,9 @@ from ._playground import PlaygroundEnv as PlaygroundEnv
 from ._point import Point2D as Point2D
 from ._point import PointState as PointState
 from ._spaces import AbstractCompositeSpace as AbstractCompositeSpace
+from ._static import StaticHandle as StaticHandle
+from ._suite import AbstractSuiteEnv as AbstractSuiteEnv
+from ._suite import import_suite as import_suite
 from ._spaces import AbstractSpace as AbstractSpace
 from ._spaces import Box as Box
 from ._spaces import Dict as Dict
