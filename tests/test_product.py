@@ -263,12 +263,14 @@ def test_nan_guard_stops_at_the_first_nonfinite_iteration(name, getkey):
     with pytest.raises(eqxrl.NonFiniteError) as info:
         eqxrl.train(agent, getkey(), 40 * agent.steps_per_iteration, progress=False, nan_guard=True)
     err = info.value
-    # The NaN enters the state in the first iteration: PPO's losses and parameters at
+    # The NaN enters the state in the first iteration: PPO's (PQN's) losses and parameters at
     # once; an off-policy agent's n-step window (before any update) - caught there.
     assert err.iteration == 1 and err.env_steps == agent.steps_per_iteration
     assert "non-finite values after iteration 1 of 40" in str(err)
     if isinstance(agent, AbstractOffPolicyAgent):
         assert "window.data.reward" in err.quantities, err.quantities
+    elif name == "pqn":  # (its one network is the Q-network; its loss is q_loss)
+        assert "metric q_loss (NaN)" in err.quantities and "q.torso.net.layers[0].weight" in err.quantities, err.quantities
     else:
         assert "metric loss (NaN)" in err.quantities and "actor.torso.net.layers[0].weight" in err.quantities
     assert err.checkpoint is None  # nothing finite to fall back on in the first chunk
