@@ -13,8 +13,10 @@ from hypothesis import given, settings
 from typecheck import no_runtime_typecheck
 
 from eqxrl.components import AbstractDistribution, Categorical, MultiCategorical, Normal, TanhNormal, kl_divergence
+from eqxrl.testing import strategies as kit
 
-batch_shapes = st.sampled_from([(), (3,), (2, 3)])
+# The kit's strategy, on three shapes (each shape compiles anew): none, one and two batch axes.
+batch_shapes = kit.batch_shapes(choices=[(), (3,), (2, 3)])
 event_sizes = st.sampled_from([1, 3])
 SETTINGS = settings(max_examples=20, deadline=None)
 

@@ -31,11 +31,13 @@ from eqxrl.components import (
 )
 from eqxrl.components.networks import ACTIVATIONS, batched_orthogonal, get_activation, orthogonal
 from eqxrl.components.networks import _init as init_module
+from eqxrl.testing import strategies as kit
 from typecheck import no_runtime_typecheck
 
 HIDDEN = (8,)
 # Few distinct shapes: every new shape is a new compilation.
-batch_shapes = st.sampled_from([(), (3,), (2, 3)])
+# The kit's strategy, on three shapes (each shape compiles anew): none, one and two batch axes.
+batch_shapes = kit.batch_shapes(choices=[(), (3,), (2, 3)])
 # (obs_size, action_size or num_actions): every size 1 (where squeeze bugs live) or all distinct.
 sizes = st.sampled_from([(1, 1), (4, 3)])
 seeds = st.integers(0, 2**16)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 
 from eqxrl.components import gae, lambda_returns, n_step_returns
+from eqxrl.testing import strategies as kit
 from typecheck import no_runtime_typecheck
 
 # The property tests call jitted versions: one compilation per shape instead of one
@@ -26,7 +27,8 @@ n_step_returns_jit = jax.jit(n_step_returns, static_argnames="n")
 SETTINGS = settings(max_examples=25, deadline=None)
 # Few distinct shapes: each is a new compilation of the scans.
 Ts = st.sampled_from([1, 2, 7])
-batches = st.sampled_from([(), (3,), (2, 2)])
+# The kit's strategy, on three shapes (each shape compiles anew): none, one and two batch axes.
+batches = kit.batch_shapes(choices=[(), (3,), (2, 2)])
 gammas = st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0])
 lambdas = st.sampled_from([0.0, 0.3, 0.95, 1.0])
 

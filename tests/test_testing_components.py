@@ -417,3 +417,15 @@ def test_masked_probes_bad_arguments():
         ):
             with pytest.raises(ValueError, match=rf"^{make.__name__}\({name}\) must be an int >= {least}, got {value!r}$"):
                 make(**{name: value})
+
+
+def test_batch_shapes_draws_among_choices_and_names_bad_ones():
+    from hypothesis import find
+
+    from eqxrl.testing import strategies as kit
+
+    assert find(kit.batch_shapes(choices=[(), (2, 3)]), lambda shape: len(shape) == 2) == (2, 3)
+    with no_runtime_typecheck():
+        for bad in ([], [(0,)], "ab", [(2.0,)]):
+            with pytest.raises(ValueError, match=r"^batch_shapes\(choices\) must be a non-empty list of shapes \(tuples of positive ints\), got "):
+                kit.batch_shapes(choices=bad)

@@ -63,9 +63,19 @@ def _random_kept(make_strategy):
 
 
 @_random_kept
-def batch_shapes(*, max_dims: int = 2, max_side: int = 4) -> hs.SearchStrategy[tuple[int, ...]]:
-    """Batch shapes `()`, `(3,)`, `(2, 4)`, ...: up to `max_dims` axes of 1 to `max_side`."""
-    return hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=1, max_side=max_side)
+def batch_shapes(
+    *, max_dims: int = 2, max_side: int = 4, choices: "list[tuple[int, ...]] | None" = None
+) -> hs.SearchStrategy[tuple[int, ...]]:
+    """Batch shapes `()`, `(3,)`, `(2, 4)`, ...: up to `max_dims` axes of 1 to `max_side`; or,
+    with `choices`, one of those shapes (each new shape is a new compilation of a jitted
+    function: a few fixed ones keep a suite's time bounded while still covering no batch axis,
+    one and several)."""
+    if choices is None:
+        return hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=1, max_side=max_side)
+    shapes = [tuple(c) if isinstance(c, (tuple, list)) else c for c in choices] if isinstance(choices, (tuple, list)) else None
+    if not shapes or not all(isinstance(c, tuple) and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in c) for c in shapes):
+        raise ValueError(f"batch_shapes(choices) must be a non-empty list of shapes (tuples of positive ints), got {choices!r}")
+    return hs.sampled_from(shapes)
 
 
 @_random_kept
