@@ -20,6 +20,7 @@ from eqxrl.components import (
     ContinuousQHead,
     DeterministicHead,
     DiscreteQHead,
+    DuelingQHead,
     Ensemble,
     GaussianHead,
     Linear,
@@ -428,6 +429,21 @@ def test_discrete_q_head(batch, size, seed):
 
 @SETTINGS
 @given(batch=batch_shapes, size=sizes, seed=seeds)
+def test_dueling_q_head_is_value_plus_centred_advantages(batch, size, seed):
+    """Q = V + A - mean(A), by hand from the head's own outputs: V is the mean Q over actions."""
+    obs_size, n = size
+    head = DuelingQHead(obs_size, n, HIDDEN, key=jax.random.key(seed))
+    obs = _obs(seed, batch, obs_size)
+    q = head(obs)
+    raw = np.asarray(head.out(head.torso(obs)), np.float64)
+    value, adv = raw[..., :1], raw[..., 1:]
+    assert q.shape == (*batch, n) and _all_finite(q)
+    np.testing.assert_allclose(q, value + adv - adv.mean(axis=-1, keepdims=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(q).mean(axis=-1), value[..., 0], rtol=1e-5, atol=1e-5)
+
+
+@SETTINGS
+@given(batch=batch_shapes, size=sizes, seed=seeds)
 def test_continuous_q_head(batch, size, seed):
     obs_size, action_size = size
     head = ContinuousQHead(obs_size, action_size, HIDDEN, key=jax.random.key(seed))
@@ -454,6 +470,7 @@ POLICY_AND_VALUE_HEADS = {
     "DeterministicHead": lambda k: DeterministicHead(3, 2, HIDDEN, key=k),
     "ValueHead": lambda k: ValueHead(3, HIDDEN, key=k),
     "DiscreteQHead": lambda k: DiscreteQHead(3, 2, HIDDEN, key=k),
+    "DuelingQHead": lambda k: DuelingQHead(3, 2, HIDDEN, key=k),
 }
 
 
@@ -492,6 +509,7 @@ def re_tuple(shape: tuple[int, ...]) -> str:
         (lambda k: DeterministicHead(2, 0, key=k), r"DeterministicHead\(action_size\)"),
         (lambda k: ValueHead(0, key=k), r"ValueHead\(obs_size\)"),
         (lambda k: DiscreteQHead(2, 0, key=k), r"DiscreteQHead\(num_actions\)"),
+        (lambda k: DuelingQHead(0, 2, key=k), r"DuelingQHead\(obs_size\) must be a positive int, got 0"),
         (lambda k: ContinuousQHead(2, 0, key=k), r"ContinuousQHead\(action_size\)"),
         (lambda k: ValueHead(2, (8, 0), key=k), r"ValueHead\(hidden_sizes\) must be positive ints"),
         (lambda k: ValueHead(2, (8,), "nope", key=k), r"activation must be one of"),

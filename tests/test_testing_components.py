@@ -19,6 +19,7 @@ from eqxrl.components import (
     ContinuousQHead,
     DeterministicHead,
     DiscreteQHead,
+    DuelingQHead,
     GaussianHead,
     IdentityTorso,
     KLToReference,
@@ -185,6 +186,7 @@ class _Batched(eqx.Module):
     (DeterministicHead(3, 2, hidden_sizes=(8,), key=KEY), (jnp.zeros(3),)),
     (ValueHead(3, hidden_sizes=(8,), key=KEY), (jnp.zeros(3),)),
     (DiscreteQHead(3, 2, hidden_sizes=(8,), key=KEY), (jnp.zeros(3),)),
+    (DuelingQHead(3, 2, hidden_sizes=(8,), key=KEY), (jnp.zeros(3),)),
     (ContinuousQHead(3, 2, hidden_sizes=(8,), key=KEY), (jnp.zeros(3), jnp.zeros(2))),
 ])  # fmt: skip
 def test_every_head_passes_check_head(head, example):

@@ -90,6 +90,7 @@ from .networks import MultiCategoricalHead as MultiCategoricalHead
 from .networks import ContinuousQHead as ContinuousQHead
 from .networks import DeterministicHead as DeterministicHead
 from .networks import DiscreteQHead as DiscreteQHead
+from .networks import DuelingQHead as DuelingQHead
 from .networks import Ensemble as Ensemble
 from .networks import GaussianHead as GaussianHead
 from .networks import LayerNorm as LayerNorm

@@ -10,6 +10,7 @@ from ._heads import MultiCategoricalHead as MultiCategoricalHead
 from ._heads import ContinuousQHead as ContinuousQHead
 from ._heads import DeterministicHead as DeterministicHead
 from ._heads import DiscreteQHead as DiscreteQHead
+from ._heads import DuelingQHead as DuelingQHead
 from ._heads import GaussianHead as GaussianHead
 from ._heads import TanhGaussianHead as TanhGaussianHead
 from ._heads import ValueHead as ValueHead

@@ -334,6 +334,38 @@ class DiscreteQHead(AbstractHead):
         return self.body_outputs(obs)
 
 
+class DuelingQHead(AbstractHead):
+    """`obs -> Q(obs, a)` for every discrete action through a dueling output (Wang et al. 2016,
+    one of Rainbow's parts): a value `V(obs)` and advantages `A(obs, a)` from the same torso,
+    `Q = V + A - mean_a A`, so that `V` is identified (the advantages sum to zero)."""
+
+    torso: Encoder
+    out: Linear  # (1 + num_actions outputs: the value, then the advantages)
+    obs_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        obs_size: int,
+        num_actions: int,
+        hidden_sizes: Sequence[int] = (64, 64),
+        activation: Activation = "relu",
+        *,
+        key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: ObsShape | None = None,
+    ):
+        """**Arguments:** as `DiscreteQHead`."""
+        self.obs_size = check_positive_int("DuelingQHead", "obs_size", obs_size)
+        self.num_actions = check_positive_int("DuelingQHead", "num_actions", num_actions)
+        self.build_body(1 + self.num_actions, hidden_sizes, activation, torso, key, 1.0, obs_shape)
+
+    def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch num_actions"]:
+        out = self.body_outputs(obs)
+        value, advantages = out[..., :1], out[..., 1:]
+        return value + advantages - jnp.mean(advantages, axis=-1, keepdims=True)
+
+
 class ContinuousQHead(AbstractHead):
     """`(obs, action) -> Q(obs, action)`, one scalar per pair (DDPG, TD3, SAC critics)."""
 
