@@ -2,7 +2,7 @@
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -306,13 +306,13 @@ class ValueHead(AbstractHead):
         return self.body_outputs(obs)[..., 0]
 
 
-class DiscreteQHead(AbstractHead):
-    """`obs -> Q(obs, a)` for every discrete action `a` (DQN)."""
+class AbstractDiscreteQHead(AbstractHead):
+    """The constructor of the heads that give `Q(obs, a)` for every one of `num_actions` discrete
+    actions (`DiscreteQHead`, `DuelingQHead`): `extra_outputs` is what their output layer adds
+    to `num_actions`."""
 
-    torso: Encoder
-    out: Linear
-    obs_size: int = eqx.field(static=True)
-    num_actions: int = eqx.field(static=True)
+    num_actions: eqx.AbstractVar[int]
+    extra_outputs: ClassVar[int] = 0
 
     def __init__(
         self,
@@ -326,39 +326,35 @@ class DiscreteQHead(AbstractHead):
         obs_shape: ObsShape | None = None,
     ):
         """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and `activation`, `key`."""
-        self.obs_size = check_positive_int("DiscreteQHead", "obs_size", obs_size)
-        self.num_actions = check_positive_int("DiscreteQHead", "num_actions", num_actions)
-        self.build_body(self.num_actions, hidden_sizes, activation, torso, key, 1.0, obs_shape)
+        owner = type(self).__name__
+        self.obs_size = check_positive_int(owner, "obs_size", obs_size)
+        self.num_actions = check_positive_int(owner, "num_actions", num_actions)
+        self.build_body(self.extra_outputs + self.num_actions, hidden_sizes, activation, torso, key, 1.0, obs_shape)
+
+
+class DiscreteQHead(AbstractDiscreteQHead):
+    """`obs -> Q(obs, a)` for every discrete action `a` (DQN)."""
+
+    torso: Encoder
+    out: Linear
+    obs_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch num_actions"]:
         return self.body_outputs(obs)
 
 
-class DuelingQHead(AbstractHead):
+class DuelingQHead(AbstractDiscreteQHead):
     """`obs -> Q(obs, a)` for every discrete action through a dueling output (Wang et al. 2016,
     one of Rainbow's parts): a value `V(obs)` and advantages `A(obs, a)` from the same torso,
-    `Q = V + A - mean_a A`, so that `V` is identified (the advantages sum to zero)."""
+    `Q = V + A - mean_a A`, so that `V` is identified (the advantages sum to zero). Its
+    constructor is `DiscreteQHead`'s."""
 
     torso: Encoder
     out: Linear  # (1 + num_actions outputs: the value, then the advantages)
     obs_size: int = eqx.field(static=True)
     num_actions: int = eqx.field(static=True)
-
-    def __init__(
-        self,
-        obs_size: int,
-        num_actions: int,
-        hidden_sizes: Sequence[int] = (64, 64),
-        activation: Activation = "relu",
-        *,
-        key: Key,
-        torso: AbstractTorso | None = None,
-        obs_shape: ObsShape | None = None,
-    ):
-        """**Arguments:** as `DiscreteQHead`."""
-        self.obs_size = check_positive_int("DuelingQHead", "obs_size", obs_size)
-        self.num_actions = check_positive_int("DuelingQHead", "num_actions", num_actions)
-        self.build_body(1 + self.num_actions, hidden_sizes, activation, torso, key, 1.0, obs_shape)
+    extra_outputs: ClassVar[int] = 1
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch num_actions"]:
         out = self.body_outputs(obs)
