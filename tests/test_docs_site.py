@@ -26,6 +26,7 @@ NOT_IN_REFERENCE = {
     "eqxrl.cli",
 }
 HEADING = re.compile(r'<h\d id="(eqxrl[\w.]*)" class="doc doc-heading"')
+MODULE = re.compile(r'<a id="(eqxrl[\w.]*)"></a>')  # (a module's docstring follows its page's title)
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -80,14 +81,16 @@ def test_site_builds_strictly_with_every_public_name(tmp_path):
     assert built.returncode == 0, f"mkdocs build --strict failed:\n{built.stderr[-3000:]}"
     assert "not included in the \"nav\"" not in built.stderr, f"docs pages left out of mkdocs.yml's nav:\n{built.stderr}"
 
-    rendered = set()
+    headings, modules_rendered = set(), set()
     for page in (tmp_path / "site" / "api").rglob("*.html"):
-        rendered |= set(HEADING.findall(page.read_text()))
+        text = page.read_text()
+        headings |= set(HEADING.findall(text))
+        modules_rendered |= set(MODULE.findall(text))
     modules = public_modules()
     assert {"eqxrl", "eqxrl.agents", "eqxrl.testing.probes"} <= set(modules)
-    expected = [m for m in modules] + [f"{m}.{n}" for m, path in modules.items() for n in public_names(m, path)]
-    assert len(expected) > 400  # (492 public names when this test was written)
-    missing = [name for name in expected if name not in rendered]
+    names = [f"{m}.{n}" for m, path in modules.items() for n in public_names(m, path)]
+    assert len(names) > 400  # (479 public names in 13 modules when this test was written)
+    missing = [m for m in modules if m not in modules_rendered] + [n for n in names if n not in headings]
     assert not missing, f"public names the API reference (docs/api/) does not render: {', '.join(missing)}"
 
 
