@@ -1,7 +1,7 @@
 """Screenshots of the docs site, to look at (not run by CI or the tests).
 
-Builds the site strictly and opens its index and two API pages (`eqxrl.agents`, `eqxrl.core`) in headless
-Chromium from the OS packages (`apt-get install chromium`), saving one PNG per page:
+Builds the site strictly and opens its index and two API pages (`eqxrl.agents`, `eqxrl.core`)
+in headless Chromium from the OS packages (`apt-get install chromium`), saving one PNG per page:
 
     python docs/screenshots.py [OUT_DIR]     # default: docs-screenshots/ (then delete it)
 """
