@@ -155,7 +155,8 @@ class Report:
             "",
             f"- date: {datetime.date.today().isoformat()}",
             f"- versions: {versions(*packages)}; eqxrl at {git_rev()}",
-            f"- machine: {jax.default_backend()} backend ({jax.devices()[0].device_kind}), nproc = {nproc()} ({cpu_model()}); shared machine, "
+            f"- machine: {jax.default_backend()} backend ({jax.devices()[0].device_kind}, {jax.device_count()} "
+            f"device{'s' if jax.device_count() > 1 else ''}), nproc = {nproc()} ({cpu_model()}); shared machine, "
             f"timings are noisy (1/5/15-min load average at start {self.load_start}, at end {load_average()})",
             f"- command: `{self.command}`",
             f"- wall time of the whole benchmark: {duration(self.elapsed)}{wall}",

@@ -45,3 +45,20 @@ def test_bad_shard_value_is_named():
     agent = PPO("CartPole-v1", num_envs=2, rollout_length=8, num_minibatches=2, num_epochs=1, hidden_sizes=(8,))
     with pytest.raises(ValueError, match=r"train\(shard\) must be None \(automatic\), True or False, got 'yes'"):
         eqxrl.train(agent, jax.random.key(0), 16, progress=False, shard="yes")
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_the_state_train_returns_is_on_one_device_and_eager_ops_over_members_finish():
+    # On several CPU devices (eqxrl's default: one per core) the run is sharded, but the state it
+    # returns is not: XLA:CPU (jax 0.10.2) deadlocks on eager ops that need a collective across
+    # CPU devices once a few are in flight, and a mean over the seeds leaf by leaf is one.
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=8, num_minibatches=2, num_epochs=1, hidden_sizes=(8,))
+    seen = []
+    state, _ = eqxrl.train(agent, jax.random.split(jax.random.key(0), 2 * jax.device_count() + 1), 32,
+                           progress=False, callback=seen.append)  # fmt: skip
+    arrays = [x for x in jax.tree.leaves(state) if isinstance(x, jax.Array)]
+    assert {len(x.sharding.device_set) for x in arrays} == {1}
+    assert {x.shape[0] for x in arrays if x.ndim} == {2 * jax.device_count() + 1}
+    floats = [x for x in arrays if jax.numpy.issubdtype(x.dtype, jax.numpy.floating) and x.ndim]
+    for _ in range(5):
+        jax.block_until_ready([jax.numpy.mean(x, axis=0) for x in floats])

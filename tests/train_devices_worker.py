@@ -18,12 +18,16 @@ def arrays(state):
     return [np.asarray(x) for x in jax.tree.leaves(jax.tree.map(as_data, state))]
 
 
+def device_counts(state):
+    return {len(x.sharding.device_set) for x in jax.tree.leaves(state) if isinstance(x, jax.Array)}
+
+
 def same(agent, key, steps, **kw):
-    sharded, m_sharded = eqxrl.train(agent, key, steps, progress=False, shard=True, **kw)
+    seen = []  # (a callback sees the sharded state; train hands back the final one on one device)
+    sharded, m_sharded = eqxrl.train(agent, key, steps, progress=False, shard=True, callback=seen.append, **kw)
     single, m_single = eqxrl.train(agent, key, steps, progress=False, shard=False, **kw)
-    devices = {len(x.sharding.device_set) for x in jax.tree.leaves(sharded) if isinstance(x, jax.Array)}
-    assert devices == {4}, devices
-    assert {len(x.sharding.device_set) for x in jax.tree.leaves(single) if isinstance(x, jax.Array)} == {1}
+    assert device_counts(seen[-1].state) == {4}, device_counts(seen[-1].state)
+    assert device_counts(sharded) == {1} and device_counts(single) == {1}
     # Same numbers up to float reduction order (a device vectorises 1 member instead of 4).
     for a, b in zip(arrays(sharded), arrays(single), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
@@ -31,8 +35,9 @@ def same(agent, key, steps, **kw):
     for k in m_single:
         np.testing.assert_allclose(m_sharded[k], m_single[k], rtol=1e-4, atol=1e-6)
     # The default (shard=None) shards a batch of 4 on 4 devices.
-    auto, _ = eqxrl.train(agent, key, steps, progress=False, **kw)
-    assert {len(x.sharding.device_set) for x in jax.tree.leaves(auto) if isinstance(x, jax.Array)} == {4}
+    seen.clear()
+    eqxrl.train(agent, key, steps, progress=False, callback=seen.append, **kw)
+    assert device_counts(seen[-1].state) == {4}
 
 
 ppo = PPO("CartPole-v1", num_envs=2, rollout_length=8, num_minibatches=2, num_epochs=1, hidden_sizes=(8,))

@@ -102,6 +102,7 @@ class HostMetrics:
         self.batched = batched
         self.arrays: dict[str, np.ndarray] | None = None
         self.pending: list[tuple[Any, int]] = []
+        self.members: int | None = None  # (a padded batch's: its other members' columns are dropped)
 
     def add(self, metrics: dict[str, Any], start: int) -> None:
         """Queue one chunk's metrics (iterations first, device arrays) for rows from `start`."""
@@ -111,7 +112,8 @@ class HostMetrics:
         arrays = {}
         for k, v in first.items():
             fill = np.nan if np.issubdtype(v.dtype, np.floating) else 0
-            arrays[k] = np.full((self.num_iterations, *v.shape[1:]), fill, v.dtype)
+            shape = v.shape[1:] if self.members is None else (self.members, *v.shape[2:])
+            arrays[k] = np.full((self.num_iterations, *shape), fill, v.dtype)
             if k in self.before and self.done_before:
                 old = np.asarray(self.before[k])
                 arrays[k][: self.done_before] = np.moveaxis(old, 1, 0) if self.batched else old
@@ -127,7 +129,7 @@ class HostMetrics:
                 self.arrays = self._allocate(metrics)
             count = min(len(next(iter(metrics.values()))), self.num_iterations - start)
             for k, v in metrics.items():
-                self.arrays[k][start : start + count] = v[:count]
+                self.arrays[k][start : start + count] = v[:count] if self.members is None else v[:count, : self.members]
         self.pending = []
 
     def iterations_first(self, upto: int) -> dict[str, np.ndarray]:

@@ -13,10 +13,8 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..core import Key, check_positive_int, nanmean
-from ._chunk import (
-    compile_chunk, compile_train, devices_padding, member_sharding, pad_members, padded_batch, run_chunk, run_init,
-    shard_state, unpad_members,
-)  # fmt: skip
+from ._chunk import compile_chunk, compile_train, member_sharding, run_chunk, run_init, shard_state
+from ._padding import devices_padding, on_one_device, pad_members, padded_batch
 from ._keys import as_keys, batch_and_keys, eval_iterations_for, num_iterations_for
 from ._pure import TrainFunction
 from ._progress import Progress
@@ -103,7 +101,9 @@ def train(
       or True: whenever there is more than one device (a batch that is not a multiple
       of their count is padded with copies of its first member, whose results are
       dropped); False: one device. The numbers are those of a one-device run up to
-      float rounding (members never interact). One run is not split.
+      float rounding (members never interact). One run is not split. The state
+      returned is on one device (callbacks see it sharded): eager ops across CPU
+      devices, a mean over the members leaf by leaf, can deadlock XLA:CPU.
 
     **Returns:** `(state, metrics)` (and `info`): the final training state and a
     dict of per-iteration NumPy arrays (`env_steps`, `episode_return`, losses,
@@ -134,7 +134,7 @@ def train(
     if pad and batch.stacked:
         pure = eqx.tree_at(lambda p: p.agent, pure, batch.unwrap())
     sharding = member_sharding(batch, shard)
-    visible = (lambda state: unpad_members(state, members)) if pad else (lambda state: state)  # noqa: E731
+    visible = (lambda state: on_one_device(state, members)) if pad else (lambda state: state)  # noqa: E731
     config = lambda start: pure.chunk_config(key, start, length, guard, sharding)  # noqa: E731
     t0 = time.perf_counter()
     if resume is None:
@@ -154,6 +154,7 @@ def train(
     # Each chunk's metrics cross to the host once, into arrays of the run's length
     # (a callback's `Checkpoint.metrics` is a view of the rows done, not a copy).
     host = HostMetrics(num_iterations, before, done_before, batch.batched)
+    host.members = members if pad else None
     t0 = time.perf_counter()
     last_good: Checkpoint | None = resume
     last_eval = math.nan
@@ -165,8 +166,6 @@ def train(
     try:
         for start in starts:
             leaves, metrics = program(start, leaves)
-            if pad:  # (metrics are iterations first)
-                metrics = unpad_members(metrics, members, axis=1)
             host.add(metrics, start)
             done_iters = min(start + length, num_iterations)
             if guard and bool(np.asarray(metrics["nonfinite"]).any()):
@@ -174,7 +173,7 @@ def train(
                 row = int(np.argmax(np.asarray(metrics["nonfinite"])))
                 it = start + row  # 0-based
                 steps_at = (it + 1) * per_iter
-                quantities = nonfinite_report(visible(program.state(leaves)), by_iteration, it, batch.batched)
+                quantities = nonfinite_report(on_one_device(program.state(leaves), members if pad else None), by_iteration, it, batch.batched)
                 raise NonFiniteError(
                     f"training stopped: non-finite values after iteration {it + 1} of {num_iterations} "
                     f"(env step {steps_at:,} per member): {listing(quantities)}",
@@ -203,7 +202,9 @@ def train(
                 if any(stop) and done_iters < num_iterations:
                     stopped_at = done_iters
                     break
-        state = visible(program.state(leaves))
+        # The state handed back is on one device (eager ops across CPU devices can deadlock:
+        # on_one_device); callbacks see a sharded run's state as it is, sharded.
+        state = on_one_device(program.state(leaves), members if pad else None) if sharding is not None else program.state(leaves)
         out = host.view(done_iters)
     finally:
         bar.close()
