@@ -200,3 +200,18 @@ def test_export_command(tmp_path):
     for flags, message in bad:
         code, _, err = main_captured(["export", str(run_dir), *flags])
         assert code == 2 and message in err.splitlines()[-1], err
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_docs_page_runs(tmp_path, monkeypatch):
+    """docs/export.md's Python blocks run, in order, and do what they say."""
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "export.md").read_text()
+    namespace = {"__name__": "docs_export"}
+    for i, block in enumerate(re.findall(r"^```python[ \t]*\n(.*?)^```[ \t]*$", text, re.DOTALL | re.MULTILINE)):
+        exec(compile(block, f"docs/export.md [python block {i + 1}]", "exec"), namespace)
+    assert [o["name"] for o in namespace["description"]["outputs"]] == ["action", "scores"]
+    assert namespace["action"].shape == (3,) and namespace["scores"].shape == (3, 2)
+    assert (tmp_path / "policy.stablehlo.json").is_file() and (tmp_path / "policy.onnx.json").is_file()
