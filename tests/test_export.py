@@ -19,7 +19,9 @@ from typecheck import no_runtime_typecheck
 import eqxrl
 from eqxrl.agents import DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3
 from eqxrl.runs import export, export_run, load_policy, save_run
+from eqxrl.envs import ACTION_MASK
 from eqxrl.runs._export import ONNX_SAMPLING, policy_function
+from eqxrl.testing.probes import MaskedActions
 
 pytest.importorskip("jax2onnx")
 PARITY = pathlib.Path(__file__).parent.parent / ".ci" / "export_parity.py"
@@ -163,6 +165,32 @@ def test_sampling_policy_takes_the_key(make, tmp_path):
     call = jax.export.deserialize(bytearray((tmp_path / "p.stablehlo").read_bytes())).call
     got = call(obs, np.asarray(jax.random.key_data(key)))[0]
     np.testing.assert_allclose(np.asarray(got), np.asarray(agent.act(state, obs, key)), atol=1e-6)
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+@pytest.mark.parametrize("cls", [PPO, DQN])
+def test_dict_observations_with_action_masks(cls, tmp_path):
+    """A Dict observation is one input per entry (`obs.<name>`), its action mask among them; both formats
+    give act's actions and the masked scores (an illegal action's the lowest float)."""
+    import onnxruntime
+
+    agent = cls(MaskedActions(), **(ON if cls is PPO else OFF))
+    state = agent.init(jax.random.key(0))
+    obs = jax.vmap(lambda k: agent.eval_env.reset(k)[1].obs)(jax.random.split(jax.random.key(1), 64))
+    want = np.asarray(agent.act(state, obs, None, deterministic=True))
+    inputs = {"obs.action_mask": np.asarray(obs[ACTION_MASK]), "obs.legal": np.asarray(obs["legal"])}
+    for fmt in ("stablehlo", "onnx"):
+        # (a fixed batch: the suite's runtime type checks cannot match jaxtyping's *batch to a symbolic one)
+        record = export(agent, state, tmp_path / f"p.{fmt}", format=fmt, batch_size=64)
+        assert [i["name"] for i in record["inputs"]] == list(inputs), record["inputs"]
+        if fmt == "onnx":
+            action, scores = onnxruntime.InferenceSession(tmp_path / "p.onnx").run(None, inputs)
+        else:
+            exported = jax.export.deserialize(bytearray((tmp_path / "p.stablehlo").read_bytes()))
+            action, scores = (np.asarray(x) for x in exported.call(*inputs.values()))
+        np.testing.assert_array_equal(action, want)
+        assert np.all(inputs["obs.action_mask"][np.arange(64), action]), fmt  # every action legal
+        assert np.all(scores[inputs["obs.action_mask"] == 0] == np.finfo(np.float32).min), fmt
 
 
 def test_bad_arguments(tmp_path):
