@@ -199,7 +199,7 @@ def test_bad_arguments(tmp_path):
     (tmp_path / "there.onnx").write_bytes(b"")
     cases = [
         (dict(path=tmp_path / "p", format="tflite"), "export(format) must be 'stablehlo' or 'onnx', got 'tflite'"),
-        (dict(path=tmp_path / "there.onnx", format="onnx"), "export(path) must not exist (pass overwrite=True"),
+        (dict(path=tmp_path / "there.onnx", format="onnx"), "export(path) must not exist (overwrite=True, or --force on the command line, replaces it)"),
         (dict(path=tmp_path / "no" / "p", format="onnx"), "export(path) must be in an existing directory"),
         (dict(path=tmp_path / "p", batch_size=0), "export(batch_size) must be None (a symbolic batch) or a positive int, got 0"),
         (dict(path=tmp_path / "p", format="onnx", deterministic=False), ONNX_SAMPLING),
@@ -220,7 +220,7 @@ def test_export_command(tmp_path):
     code, out, err = main_captured(["export", str(run_dir), "--sample", "--out", str(tmp_path / "s.stablehlo")])
     assert code == 0 and (tmp_path / "s.stablehlo").is_file(), err
     bad = [
-        (["--format", "onnx"], "export(path) must not exist (pass overwrite=True to replace it)"),
+        (["--format", "onnx"], "export(path) must not exist (overwrite=True, or --force on the command line, replaces it)"),
         (["--format", "onnx", "--sample", "--force"], ONNX_SAMPLING),
         (["--format", "tflite"], "argument --format: invalid choice: 'tflite'"),
         (["--checkpoint", "first"], "argument --checkpoint: must be best, last or an env step"),

@@ -204,7 +204,7 @@ def _check(path: Any, format: Any, batch_size: Any, overwrite: bool) -> pathlib.
         raise ValueError(f"export(batch_size) must be None (a symbolic batch) or a positive int, got {batch_size!r}")
     path = pathlib.Path(path)
     if path.exists() and not overwrite:
-        raise ValueError(f"export(path) must not exist (pass overwrite=True to replace it), got {str(path)!r}")
+        raise ValueError(f"export(path) must not exist (overwrite=True, or --force on the command line, replaces it), got {str(path)!r}")
     if not path.parent.is_dir():
         raise ValueError(f"export(path) must be in an existing directory, got {str(path)!r}")
     return path
