@@ -272,15 +272,27 @@ def _to_stablehlo(fn: Callable, inputs: list, batch_size: int | None, name: str)
 
 
 def _to_onnx(fn: Callable, inputs: list, outputs: list, batch_size: int | None, name: str) -> tuple[bytes, str]:
+    # (jax2onnx's plugins for other libraries warn as they load, onnx_ir of types it leaves unset)
+    loggers = {n: logging.getLogger(n) for n in ("jax2onnx", "onnx_ir")}
+    levels = {n: logger.level for n, logger in loggers.items()}
+    for logger in loggers.values():
+        logger.setLevel(logging.ERROR)
     try:
-        logging.getLogger("jax2onnx").setLevel(logging.ERROR)  # (its plugins for other libraries warn on import)
+        return _convert(fn, inputs, outputs, batch_size, name)
+    finally:
+        for n, logger in loggers.items():
+            logger.setLevel(levels[n])
+
+
+def _convert(fn: Callable, inputs: list, outputs: list, batch_size: int | None, name: str) -> tuple[bytes, str]:
+    try:
         from jax2onnx import to_onnx
     except ImportError:
         raise ValueError("export(format='onnx') needs jax2onnx: pip install 'eqxrl[export]'") from None
     version = importlib.metadata.version("jax2onnx")
     try:
         model = to_onnx(
-            fn, _specs(inputs, batch_size), model_name=f"eqxrl_{name}", input_names=[n for n, _ in inputs],
+            fn, _specs(inputs, batch_size), model_name=f"eqxrl_{name.split()[0]}", input_names=[n for n, _ in inputs],
             output_names=[n for n, _ in outputs],
         )  # fmt: skip
     except Exception as e:
