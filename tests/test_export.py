@@ -3,6 +3,7 @@ serialised StableHLO and ONNX, checked against `eqxrl.runs.load_policy` on 1,000
 observations where eqxrl (StableHLO) or JAX and eqxrl (ONNX) cannot be imported
 (`.ci/export_parity.py`; CI runs it again in a virtual environment without JAX)."""
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -18,12 +19,14 @@ from typecheck import no_runtime_typecheck
 
 import eqxrl
 from eqxrl.agents import DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3
-from eqxrl.runs import export, export_run, load_policy, save_run
 from eqxrl.envs import ACTION_MASK
+from eqxrl.runs import export, export_run, load_policy, save_run
 from eqxrl.runs._export import ONNX_SAMPLING, policy_function
 from eqxrl.testing.probes import MaskedActions
 
-pytest.importorskip("jax2onnx")
+if importlib.util.find_spec("jax2onnx") is None or importlib.util.find_spec("onnxruntime") is None:
+    # (found, not imported: importing jax2onnx takes a second in every worker that collects this module)
+    pytest.skip("the export tests need eqxrl[export] (jax2onnx, onnxruntime)", allow_module_level=True)
 PARITY = pathlib.Path(__file__).parent.parent / ".ci" / "export_parity.py"
 ON = dict(num_envs=2, rollout_length=4, num_minibatches=2, num_epochs=1, hidden_sizes=(8,))
 OFF = dict(num_envs=2, learning_starts=2, batch_size=4, buffer_size=32, hidden_sizes=(8,))
