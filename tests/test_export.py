@@ -214,6 +214,21 @@ def test_bad_arguments(tmp_path):
 
 
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_export_takes_one_member(tmp_path):
+    agent = DQN("CartPole-v1", **OFF)
+    seeds = jax.vmap(agent.init)(jax.random.split(jax.random.key(0), 2))
+    stacked = eqxrl.stack([agent, agent])
+    cases = [
+        (agent, seeds, "export(state) must be one member's state: .learner.q"),
+        (stacked, seeds, "export(agent) must be one agent, got a Stacked population of 2: export one member"),
+    ]
+    for which, state, message in cases:
+        with no_runtime_typecheck(), pytest.raises(ValueError) as info:
+            export(which, state, tmp_path / "p.stablehlo")
+        assert str(info.value).startswith(message) and "\n" not in str(info.value), str(info.value)
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_export_command(tmp_path):
     agent = DQN("CartPole-v1", **OFF)
     run_dir = _run_dir(tmp_path / "run", agent)

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..agents import DQN, MPO, PPO, PQN, SAC, agent_name
+from ..agents import DQN, MPO, PPO, PQN, SAC, Stacked, agent_name
 from ..components import RunningMeanStd
 from ..core import __version__, one_line
 from ..envs import Box, ClipAction, Dict, Discrete, MultiBinary, MultiDiscrete, RescaleAction
@@ -210,6 +210,23 @@ def _check(path: Any, format: Any, batch_size: Any, overwrite: bool) -> pathlib.
     return path
 
 
+def _check_one_member(agent: Any, state: Any) -> None:
+    """`export` takes one agent and one member's state (what `load_policy` holds), not a population."""
+    if isinstance(agent, Stacked):
+        raise ValueError(
+            f"export(agent) must be one agent, got a Stacked population of {agent.size}: export one member "
+            "(eqxrl.runs.export_run(run_dir, member=i), or eqxrl.runs.load_policy(run_dir, member=i).agent and .state)"
+        )
+    want = jax.eval_shape(agent.init, jax.random.key(0))
+    for (where, x), y in zip(jax.tree_util.tree_leaves_with_path(state), jax.tree.leaves(want)):
+        if np.shape(x) != y.shape:
+            raise ValueError(
+                f"export(state) must be one member's state: {jax.tree_util.keystr(where)} has shape {np.shape(x)} "
+                f"where {agent_name(agent)}.init gives {y.shape} (a seed batch? pass jax.tree.map(lambda x: x[i], state), "
+                "or export_run(run_dir, member=i))"
+            )
+
+
 def export(
     agent: Any, state: Any, path: PathLike, *, format: str = "stablehlo", deterministic: bool = True,
     batch_size: int | None = None, overwrite: bool = False,
@@ -229,6 +246,7 @@ def export(
     policy the converter cannot express, naming the agent and the operation.
     """
     path = _check(path, format, batch_size, overwrite)
+    _check_one_member(agent, state)
     name = agent_name(agent) + (" (recurrent)" if agent.initial_carry(state, ()) is not None else "")
     if format == "onnx" and not deterministic:
         raise ValueError(ONNX_SAMPLING)
