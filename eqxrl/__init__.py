@@ -5,7 +5,12 @@ The floors, each importing only the ones before it: `core` (types, checks),
 directories), `pbt`, `cli`.
 """
 
-from . import agents as agents
+from .core import configure_cpu_devices as _configure_cpu_devices
+
+# One CPU device per available core, before anything starts JAX's backend (eqxrl.core._devices).
+_configure_cpu_devices()
+
+from . import agents as agents  # noqa: E402
 from . import components as components
 from . import core as core
 from . import envs as envs

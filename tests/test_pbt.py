@@ -562,3 +562,13 @@ def test_pbt_td3_beats_the_median_of_fixed_hyperparameters():
     assert np.sum(pbt_returns > fixed_medians + 50) >= 3, (pbt_returns, fixed_medians)
     # And TD3 learns (the bound of test_off_policy's DDPG test).
     assert np.sum(pbt_returns > -600) >= 2, (pbt_returns, fixed_medians)
+
+
+def test_a_population_the_devices_do_not_divide_is_sharded_over_the_most_that_do():
+    # The suite runs on eqxrl's default devices (one per core: 2 on CI's machines).
+    n = jax.device_count()
+    for size in (2, 3, n, n + 1, 2 * n + 1, 6):
+        sharding = _small_pbt(population_size=size).sharding()
+        used = max(d for d in range(1, n + 1) if size % d == 0)
+        assert (sharding is None) if used == 1 else (sharding.mesh.size == used), (size, n, sharding)
+    assert _small_pbt(population_size=2 * n, shard=False).sharding() is None

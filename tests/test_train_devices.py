@@ -28,11 +28,15 @@ def test_sharded_seeds_and_sweeps_match_one_device():
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), (out.stdout + out.stderr)[-4000:]
 
 
-def test_one_device_and_unbatched_runs_are_not_sharded():
+def test_batches_are_sharded_over_the_devices_and_single_runs_are_not():
+    # The suite runs with eqxrl's default: one CPU device per available core (2 on CI's machines).
     agent = PPO("CartPole-v1", num_envs=2, rollout_length=8, num_minibatches=2, num_epochs=1, hidden_sizes=(8,))
-    batch, _ = eqxrl.loop.batch_and_keys(agent, jax.random.split(jax.random.key(0), 4))
-    assert member_sharding(batch, None) is None  # one device here
-    assert member_sharding(batch, True) is None
+    batch, _ = eqxrl.loop.batch_and_keys(agent, jax.random.split(jax.random.key(0), 4 * jax.device_count()))
+    sharding = member_sharding(batch, None)
+    assert (sharding is None) == (jax.device_count() == 1)
+    if sharding is not None:
+        assert sharding.mesh.devices.size == jax.device_count()
+    assert member_sharding(batch, False) is None
     single, _ = eqxrl.loop.batch_and_keys(agent, jax.random.key(0))
     assert member_sharding(single, True) is None
 

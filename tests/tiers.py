@@ -29,9 +29,9 @@ FAST_TIER_RULE = """The fast tier (`python -m pytest -n auto -m "not slow"`) mus
 cores; it holds tests that take under about 2 s each there. A test measured over that (its first
 compilation, a subprocess, a suite's import) is marked `slow` with the comment "(over 2 s in the
 fast tier: tests/tiers.py)" and runs in CI's slow tier instead. The exceptions are the kit's
-`check_agent` runs of every built-in agent that checks in under 10 s (PPO, DQN, PQN, SAC, TD3,
-DDPG, MPO) and of the tutorial's agent, which the fast tier keeps on purpose: users run the same
-check in their own fast tests (docs/testing.md; issue 32 asks it of every agent), and the
+`check_agent` runs of every built-in agent (each under 10 s on a small configuration) and of the
+tutorial's agent, which the fast tier keeps on purpose: users run the same check in their own fast
+tests (docs/testing.md; issue 32 asks it of every agent), and the
 tests of the SECONDARY_MODULES, whose slow tests run in the exhaustive tier only (marking one slow
 would take it out of CI)."""
 

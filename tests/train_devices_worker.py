@@ -1,6 +1,7 @@
 """Run by test_train_devices.py in a subprocess with 4 forced CPU devices (XLA_FLAGS is set
 before jax is imported): `eqxrl.train` with the member axis sharded over the devices gives the
-one-device run's numbers, for seeds (PPO, SAC with evaluation during training) and a sweep."""
+one-device run's numbers, for seeds (PPO, SAC with evaluation during training), a sweep, and a
+batch that does not divide by the devices (padded)."""
 
 import jax
 import numpy as np
@@ -45,14 +46,29 @@ sweep = eqxrl.stack([
 ])
 same(sweep, jax.random.key(1), 64)
 
-# Three seeds do not split over four devices: shard=None runs them on one, shard=True says why.
+# Three seeds (or a sweep of three) do not split over four devices: train pads the batch with a
+# copy of its first member, runs the four sharded and drops the copy: the one-device numbers, and
+# callbacks and resume see the three members only.
+def close(a, b):
+    for x, y in zip(arrays(a), arrays(b), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
+
+
 three = jax.random.split(jax.random.key(0), 3)
-state, _ = eqxrl.train(ppo, three, 64, progress=False)
-assert {len(x.sharding.device_set) for x in jax.tree.leaves(state) if isinstance(x, jax.Array)} == {1}
-try:
-    eqxrl.train(ppo, three, 64, progress=False, shard=True)
-except ValueError as e:
-    assert "train(shard=True): the 3 seeds/members must be a multiple of the 4 devices" in str(e), e
-else:
-    raise AssertionError("shard=True with 3 seeds on 4 devices did not raise")
+seen = []
+padded, m_padded = eqxrl.train(ppo, three, 64, progress=False, chunk_iterations=2, callback=lambda c: seen.append(c.copy()))
+single, m_single = eqxrl.train(ppo, three, 64, progress=False, shard=False)
+close(padded, single)
+close(m_padded, m_single)
+assert {k: v.shape for k, v in m_padded.items()} == {k: v.shape for k, v in m_single.items()}
+assert all(x.shape[0] == 3 for x in jax.tree.leaves(padded) if isinstance(x, jax.Array) and x.ndim)
+assert all(x.shape[0] == 3 for c in seen for x in jax.tree.leaves(c.state) if isinstance(x, jax.Array) and x.ndim)
+resumed, m_resumed = eqxrl.train(ppo, three, 64, progress=False, chunk_iterations=2, resume=seen[0], shard=True)
+close(resumed, padded)
+close(m_resumed, m_padded)
+sweep3 = eqxrl.stack([
+    PPO("CartPole-v1", num_envs=2, rollout_length=8, num_minibatches=2, num_epochs=1, hidden_sizes=(8,), learning_rate=lr)
+    for lr in (1e-3, 2e-3, 3e-3)
+])
+close(eqxrl.train(sweep3, jax.random.key(1), 64, progress=False), eqxrl.train(sweep3, jax.random.key(1), 64, progress=False, shard=False))
 print("ok")

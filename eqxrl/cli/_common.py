@@ -103,6 +103,28 @@ def print_returns(summary: dict[str, Any], seed: int, deterministic: bool) -> No
 COMPILE_CACHE_ENV = "EQXRL_COMPILE_CACHE"
 """Environment variable: the CLI's compilation-cache directory, or `off`."""
 
+DEVICES_HELP = (
+    "CPU devices to run on (default: one per core this process may use, or $EQXRL_CPU_DEVICES); "
+    "a batch of seeds, a sweep or a PBT population is sharded over them"
+)
+
+
+def add_devices_flag(parser: Any) -> None:
+    """`--devices N` on a command's parser or argument group (eqxrl.core.configure_cpu_devices,
+    applied before any array is made)."""
+    parser.add_argument("--devices", type=positive_devices, default=None, metavar="N", help=DEVICES_HELP)
+
+
+def positive_devices(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int (CPU devices), got {text!r}")
+    return value
+
+
 NO_COMPILE_CACHE_HELP = (
     "do not use JAX's persistent compilation cache (default: on, in $EQXRL_COMPILE_CACHE or "
     "$XDG_CACHE_HOME/eqxrl/jax, ~/.cache/eqxrl/jax; EQXRL_COMPILE_CACHE=off switches it off too)"

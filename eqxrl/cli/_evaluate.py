@@ -7,7 +7,7 @@ from typing import Any
 from ..core import one_line
 from ..loop import MAX_EVAL_EPISODES, evaluate
 from ..runs import diverged_checkpoint, eval_key, load_run, summarize_returns
-from ._common import NO_COMPILE_CACHE_HELP, print_returns
+from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, print_returns
 from ._flags import DEFAULT_EVAL_EPISODES, add_trust_flag
 from ._parse import parse_int, parse_seed, positive
 
@@ -37,6 +37,7 @@ def add_evaluate_command(commands: Any) -> None:
         help="evaluation seed (default: the run's seed, which reproduces eval.json)",
     )  # fmt: skip
     ev.add_argument("--no-compile-cache", action="store_true", help=NO_COMPILE_CACHE_HELP)
+    add_devices_flag(ev)
     add_trust_flag(ev)
 
 

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from ..agents import AGENTS, agent_name, import_agent
-from ..core import __version__, one_line, trust_modules, trusting
+from ..core import __version__, configure_cpu_devices, one_line, trust_modules, trusting
 from ._common import use_compile_cache
 from ._evaluate import add_evaluate_command, evaluate_command
 from ._export import add_export_command, export_command
@@ -74,6 +74,8 @@ def _main(argv: list[str]) -> int:
     except ValueError as e:
         build_parser().error(one_line(e))
     args = build_parser().parse_args(argv)
+    if getattr(args, "devices", None) is not None:
+        configure_cpu_devices(args.devices, owner="--devices")
     use_compile_cache(getattr(args, "no_compile_cache", False))
     try:
         if args.command == "train":

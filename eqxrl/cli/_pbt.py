@@ -16,7 +16,7 @@ from ..envs import make
 from ..loop import MAX_EVAL_EPISODES
 from ..pbt import PBT, LogUniform, Novelty, checkpoint_generations, pbt_from_config, resume
 from ..runs import CheckpointError, RunDirectoryError, read_text_bounded
-from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir
+from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir
 from ._flags import add_field_flags, add_trust_flag, build_agent, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_seed, parse_tune, positive, parse_int
 
@@ -84,6 +84,7 @@ def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
     run.add_argument("--run-dir", default=None, metavar="PATH", help="where to save (default: runs/pbt-<agent>-<env>-<timestamp>)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--no-compile-cache", action="store_true", help=NO_COMPILE_CACHE_HELP)
+    add_devices_flag(run)
     add_trust_flag(run)
     add_field_flags(p, cls)
 

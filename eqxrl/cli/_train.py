@@ -15,7 +15,7 @@ from ..runs import (
     CONFIG, MAX_SEED, CheckpointError, RunDirectoryError, agent_from_config, check_config, checkpoint_steps, load_config,
     read_text_bounded, resume_run, run_lock, train_run,
 )  # fmt: skip
-from ._common import NO_COMPILE_CACHE_HELP, disk_error, prepare_run_dir, print_returns
+from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
 
@@ -81,6 +81,7 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         )  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--no-compile-cache", action="store_true", help=NO_COMPILE_CACHE_HELP)
+    add_devices_flag(run)
     run.add_argument(
         "--checkpoint-every", type=positive_int, default=None, metavar="STEPS",
         help="env steps between checkpoints in the run directory (default: about 10 per run)",

@@ -23,7 +23,7 @@ from ..components import BufferState
 from ._evaluate import episode_returns
 from ._keys import eval_key_at
 
-__all__ = ["MEMBER_AXIS", "REQUIRED_METRICS", "Chunk", "FlatChunk", "check_metrics", "chunk", "compile_train", "guarded_leaves", "init_state", "member_sharding", "placeholder", "run_chunk", "run_init", "shard_state"]
+__all__ = ["MEMBER_AXIS", "REQUIRED_METRICS", "Chunk", "FlatChunk", "check_metrics", "chunk", "compile_train", "guarded_leaves", "init_state", "devices_padding", "member_sharding", "pad_members", "padded_batch", "placeholder", "run_chunk", "run_init", "shard_state", "unpad_members"]
 
 
 class Chunk(eqx.Module):
@@ -62,24 +62,48 @@ def member_sharding(batch: Batch, shard: Any = None, owner: str = "train") -> Na
     """The sharding of a batch's member axis over all devices (`jax.devices()`), as PBT
     shards its population.
 
-    - `shard=None` (automatic): shard a batch of seeds or a sweep whose size is a
-      multiple of the device count, when there is more than one device.
-    - `shard=True`: require it (a `ValueError` if the size is not a multiple).
+    - `shard=None` (automatic) or True: shard a batch of seeds or a sweep whose size is a
+      multiple of the device count, when there is more than one device (`train` pads a
+      batch to a multiple first: `devices_padding`).
     - `shard=False`, one device, or an unbatched run: None (one device).
     """
     if shard is not None and not isinstance(shard, (bool, np.bool_)):
         raise ValueError(f"{owner}(shard) must be None (automatic), True or False, got {shard!r}")
     devices = jax.devices()
-    if shard is False or len(devices) == 1 or not batch.batched:
-        return None
-    if batch.size % len(devices):
-        if shard:
-            raise ValueError(
-                f"{owner}(shard=True): the {batch.size} seeds/members must be a multiple of the {len(devices)} "
-                "devices to shard them (or pass shard=None to run on one device when they are not)"
-            )
+    if shard is False or len(devices) == 1 or not batch.batched or batch.size % len(devices):
         return None
     return NamedSharding(Mesh(np.array(devices), (MEMBER_AXIS,)), P(MEMBER_AXIS))
+
+
+def devices_padding(batch: Batch, shard: Any = None) -> int:
+    """Members to add to a batch so that its size is a multiple of the device count (0 for
+    one device, one run, `shard=False` or a batch that divides already)."""
+    count = len(jax.devices())
+    return 0 if shard is False or count == 1 or not batch.batched else -batch.size % count
+
+
+def pad_members(tree: PyTree, pad: int) -> PyTree:
+    """`tree` with its member axis (every array leaf with a leading axis) extended by `pad`
+    copies of member 0; scalars (shared by every member) as they are."""
+    if not pad:
+        return tree
+    grow = lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]) if eqx.is_array(x) and x.ndim else x  # noqa: E731
+    return jax.tree.map(grow, tree)
+
+
+def unpad_members(tree: PyTree, size: int, axis: int = 0) -> PyTree:
+    """`tree` with its member axis (at `axis` of every array leaf that has it) cut to `size`."""
+    cut = lambda x: jax.lax.slice_in_dim(x, 0, size, axis=axis) if eqx.is_array(x) and x.ndim > axis else x  # noqa: E731
+    return jax.tree.map(cut, tree)
+
+
+def padded_batch(batch: Batch, keys: Array, pad: int) -> tuple[Batch, Array]:
+    """The batch and its keys with `pad` more members, copies of member 0 (their results are
+    dropped: members never interact, so the others' numbers are those of the batch alone)."""
+    if not pad:
+        return batch, keys
+    agent = pad_members(batch.agent, pad) if batch.stacked else batch.agent
+    return Batch(agent, batch.size + pad, batch.stacked), pad_members(keys, pad)
 
 
 def _replicated(sharding: NamedSharding) -> NamedSharding:

@@ -13,7 +13,10 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..core import Key, check_positive_int, nanmean
-from ._chunk import compile_chunk, compile_train, member_sharding, run_chunk, run_init, shard_state
+from ._chunk import (
+    compile_chunk, compile_train, devices_padding, member_sharding, pad_members, padded_batch, run_chunk, run_init,
+    shard_state, unpad_members,
+)  # fmt: skip
 from ._keys import as_keys, batch_and_keys, eval_iterations_for, num_iterations_for
 from ._pure import TrainFunction
 from ._progress import Progress
@@ -94,11 +97,13 @@ def train(
       iteration, `eval_episodes` episodes of `agent.eval_env` (as `eqxrl.evaluate`,
       with the key `eqxrl.loop.eval_key_at(key, iteration)`), their mean logged as the
       metric `eval_return` (NaN on the other rows). Training is unchanged by it.
-    - `shard`: spread a batch of seeds or a sweep over all devices (`jax.devices()`),
-      members split along a one-axis mesh as PBT splits its population. None
-      (default): whenever there is more than one device and the batch size is a
-      multiple of their count; True: require it; False: one device. The numbers are
-      those of a one-device run (members never interact). One run is not split.
+    - `shard`: spread a batch of seeds or a sweep over all devices (`jax.devices()`;
+      eqxrl makes one CPU device per available core, `eqxrl.core.configure_cpu_devices`),
+      members split along a one-axis mesh as PBT splits its population. None (default)
+      or True: whenever there is more than one device (a batch that is not a multiple
+      of their count is padded with copies of its first member, whose results are
+      dropped); False: one device. The numbers are those of a one-device run up to
+      float rounding (members never interact). One run is not split.
 
     **Returns:** `(state, metrics)` (and `info`): the final training state and a
     dict of per-iteration NumPy arrays (`env_steps`, `episode_return`, losses,
@@ -121,7 +126,15 @@ def train(
     starts = list(range(done_before, num_iterations, length))
 
     guard = bool(nan_guard)
+    # A batch that does not divide by the device count is padded with copies of member 0,
+    # whose rows are dropped from everything the caller sees (state, metrics, callbacks).
+    members = batch.num_members
+    pad = devices_padding(batch, shard)
+    batch, key = padded_batch(batch, key, pad)
+    if pad and batch.stacked:
+        pure = eqx.tree_at(lambda p: p.agent, pure, batch.unwrap())
     sharding = member_sharding(batch, shard)
+    visible = (lambda state: unpad_members(state, members)) if pad else (lambda state: state)  # noqa: E731
     config = lambda start: pure.chunk_config(key, start, length, guard, sharding)  # noqa: E731
     t0 = time.perf_counter()
     if resume is None:
@@ -131,7 +144,7 @@ def train(
         before: dict[str, np.ndarray] = {}
     else:
         state = jax.tree.map(lambda x: jnp.asarray(x).copy() if eqx.is_array(x) else x, resume.state)  # (donated below)
-        state = shard_state(state, sharding)
+        state = shard_state(pad_members(state, pad), sharding)
         program = compile_chunk(config(starts[0] if starts else done_before), state, run_chunk)
         compile_seconds = time.perf_counter() - t0
         before = dict(resume.metrics)
@@ -152,6 +165,8 @@ def train(
     try:
         for start in starts:
             leaves, metrics = program(start, leaves)
+            if pad:  # (metrics are iterations first)
+                metrics = unpad_members(metrics, members, axis=1)
             host.add(metrics, start)
             done_iters = min(start + length, num_iterations)
             if guard and bool(np.asarray(metrics["nonfinite"]).any()):
@@ -159,7 +174,7 @@ def train(
                 row = int(np.argmax(np.asarray(metrics["nonfinite"])))
                 it = start + row  # 0-based
                 steps_at = (it + 1) * per_iter
-                quantities = nonfinite_report(program.state(leaves), by_iteration, it, batch.batched)
+                quantities = nonfinite_report(visible(program.state(leaves)), by_iteration, it, batch.batched)
                 raise NonFiniteError(
                     f"training stopped: non-finite values after iteration {it + 1} of {num_iterations} "
                     f"(env step {steps_at:,} per member): {listing(quantities)}",
@@ -182,13 +197,13 @@ def train(
                 bar_from, bar_time = done_iters, time.perf_counter()
             if callbacks:
                 # (the metrics come to the host only if a callback looks at them)
-                last_good = Checkpoint(program.state(leaves), done_iters, num_iterations, length, LazyMetrics(host, done_iters))
+                last_good = Checkpoint(visible(program.state(leaves)), done_iters, num_iterations, length, LazyMetrics(host, done_iters))
                 # Every callback sees every chunk; any of them returning True stops the run.
                 stop = [_wants_stop(call(last_good)) for call in callbacks]
                 if any(stop) and done_iters < num_iterations:
                     stopped_at = done_iters
                     break
-        state = program.state(leaves)
+        state = visible(program.state(leaves))
         out = host.view(done_iters)
     finally:
         bar.close()
@@ -196,14 +211,14 @@ def train(
 
     if not return_info:
         return state, out
-    env_steps = (done_iters - done_before) * per_iter * batch.num_members
+    env_steps = (done_iters - done_before) * per_iter * members
     info = TrainInfo(
         compile_seconds=compile_seconds,
         run_seconds=run_seconds,
         env_steps=env_steps,
         steps_per_second=env_steps / max(run_seconds, 1e-9),
         num_iterations=num_iterations,
-        total_env_steps=done_iters * per_iter * batch.num_members,
+        total_env_steps=done_iters * per_iter * members,
         stopped_at=stopped_at,
     )
     return state, out, info

@@ -79,7 +79,7 @@ class PBT(eqx.Module):
       path (`agent.hyperparameters()` lists them) or by a flat name that names one
       path only, e.g. `{"learning_rate": LogUniform(1e-4, 1e-2)}` or
       `{"critic_optimizer.learning_rate": ..., "buffer.alpha": Uniform(0.4, 0.8)}`.
-    - `population_size`: members (a multiple of the device count when sharded).
+    - `population_size`: members (sharded over the devices that divide it).
     - `ready`: env steps per member between two exploit/explore steps.
     - `exploit`: `Truncation(num_replaced, num_parents)` (default: the worst
       and best quarter, at least one each) or `Tournament()`.
@@ -96,8 +96,9 @@ class PBT(eqx.Module):
       callable `(state, obs) -> vector` (see `eqxrl.loop.episode_descriptor`).
       Default None. With a custom `fitness` callable it adds an evaluation of
       `eval_episodes` episodes per member and generation.
-    - `shard`: shard the population over all devices (`jax.devices()`) when there
-      are several (default True).
+    - `shard`: shard the population over the devices (`jax.devices()`: eqxrl makes
+      one CPU device per available core) when there are several (default True): all
+      of them when they divide `population_size`, else the most of them that do.
     - `eval_every`: env steps per member (whole iterations, counted over the run)
       between deterministic evaluations of `eval_episodes` episodes inside the
       generation's training chunk, as `eqxrl.train(eval_every=)` (default None: none).
@@ -225,15 +226,25 @@ class PBT(eqx.Module):
         return g
 
     def sharding(self) -> NamedSharding | None:
-        """The population-axis sharding over all devices (None on one device or with `shard=False`)."""
+        """The population-axis sharding over the devices (None on one device or with `shard=False`).
+
+        All devices when they divide the population; in one process otherwise the most of
+        them that do (a population of 6 on 4 devices: 3 of them; of 3 on 2: one device,
+        unsharded). Across processes (`jax.distributed`) every device must hold members:
+        a population that does not divide is a `ValueError`."""
         devices = jax.devices()
         if not self.shard or len(devices) == 1:
             return None
         if self.population_size % len(devices):
-            raise ValueError(
-                f"PBT(population_size={self.population_size}) must be a multiple of the {len(devices)} devices "
-                "to shard the population (or pass shard=False)"
-            )
+            if jax.process_count() > 1:
+                raise ValueError(
+                    f"PBT(population_size={self.population_size}) must be a multiple of the {len(devices)} devices "
+                    f"of the {jax.process_count()} processes to shard the population (or pass shard=False)"
+                )
+            used = max(d for d in range(1, len(devices)) if self.population_size % d == 0)
+            if used == 1:
+                return None
+            devices = devices[:used]
         return NamedSharding(Mesh(np.array(devices), (AXIS,)), P(AXIS))
 
     def fitness_fn(self) -> Fitness | Novelty:

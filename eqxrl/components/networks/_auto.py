@@ -89,12 +89,13 @@ def auto_torso(
         - nothing else: it is flattened (vectors, scalars, `Discrete`, `MultiDiscrete`, a
           rank-2 real matrix, an entry with a side under 3, rank 4 and up).
 
-      `cnn` is `CNNTorso.minatar()` (3x3 kernel: both sides at least 3), or `CNNTorso.nature()`
-      when both sides are at least 36. When no entry gets a torso, the `Dict` observation goes
-      through `MLPTorso(hidden_sizes, activation)` as one flat vector (the entries concatenated
-      in key order), exactly as a flat observation would; otherwise through
-      `MultiInputTorso({name: torso}, hidden_sizes=hidden_sizes, activation=activation)`: the
-      entries' features and the flattened entries concatenated, then the MLP layers.
+        `cnn` is `CNNTorso.minatar()` (3x3 kernel: both sides at least 3), or `CNNTorso.nature()`
+        when both sides are at least 36. When no entry gets a torso, the `Dict` observation goes
+        through `MLPTorso(hidden_sizes, activation)` as one flat vector (the entries concatenated
+        in key order), exactly as a flat observation would; otherwise through
+        `MultiInputTorso({name: torso}, hidden_sizes=hidden_sizes, activation=activation)`: the
+        entries' features and the flattened entries concatenated, then the MLP layers.
+
     - `normalized=True` (the agent normalises its observations): integer codes do not reach
       the torso as codes, so nothing is embedded (an integer `(H, W, C)` grid gets `cnn`).
 
