@@ -33,5 +33,6 @@ from .loop import evaluate as evaluate
 from .loop import make_train as make_train
 from .loop import rollout as rollout
 from .loop import train as train
+from .runs import export as export
 from .runs import load as load
 from .runs import save as save

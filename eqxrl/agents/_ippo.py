@@ -144,7 +144,7 @@ class IPPO(PPO):
             return self.act(state, obs, key, deterministic), carry
         return self._team_act(state, obs, key, deterministic, carry, jnp.asarray(reset, bool))
 
-    def _team_batch_shape(self, obs: Any) -> tuple[int, ...]:
+    def _team_batch_shape(self, obs: Any) -> tuple[Any, ...]:  # (a symbolic dimension under jax.export)
         """The batch axes of team observations `obs` (`(*batch, num_agents, *obs_shape)`, or a dict
         of such entries), checked against the team's observation space as PPO checks its own."""
         n, layout = self.num_agents, ObservationLayout.of(self.team_env.observation_space.space)

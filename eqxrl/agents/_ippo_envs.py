@@ -70,7 +70,7 @@ def _first_lane_key(key: Key) -> Key:
     return jax.random.wrap_key_data(data, impl=jax.random.key_impl(key)) if typed else data
 
 
-def with_agent_ids(obs: Any, index: Array | int, num_agents: int, lead: tuple[int, ...]) -> Any:
+def with_agent_ids(obs: Any, index: Array | int, num_agents: int, lead: tuple[Any, ...]) -> Any:  # (lead: ints, or symbolic under jax.export)
     """`[obs, one_hot(index, num_agents)]` along the last axis, for observations with leading
     axes `lead`; a dict observation gets the one-hot id as its `AGENT_ID` entry instead, a
     tuple one as its last entry."""

@@ -9,6 +9,7 @@ from ..agents import AGENTS, agent_name, import_agent
 from ..core import __version__, configure_cpu_devices, one_line, trust_modules, trusting
 from ._common import use_compile_cache
 from ._evaluate import add_evaluate_command, evaluate_command
+from ._export import add_export_command, export_command
 from ._flags import DEFAULT_AGENT, trusted_in_argv
 from ._parse import attach_negative_values
 from ._pbt import add_pbt_command, pbt_command
@@ -16,7 +17,7 @@ from ._train import add_train_command, train_command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """**Returns:** the `eqxrl` argument parser (commands `train`, `evaluate` and `pbt`)."""
+    """**Returns:** the `eqxrl` argument parser (commands `train`, `evaluate`, `export` and `pbt`)."""
     parser = argparse.ArgumentParser(
         prog="eqxrl",
         description="Train and evaluate eqxrl agents from the command line.",
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_train_command(commands)
     add_evaluate_command(commands)
+    add_export_command(commands)
     add_pbt_command(commands)
     return parser
 
@@ -80,6 +82,8 @@ def _main(argv: list[str]) -> int:
             return train_command(args, argv)
         if args.command == "pbt":
             return pbt_command(args, argv)
+        if args.command == "export":
+            return export_command(args)
         return evaluate_command(args)
     except KeyboardInterrupt:
         print("eqxrl: interrupted", file=sys.stderr)

@@ -49,6 +49,10 @@ from ._config import load_config as load_config
 from ._config import member_configs as member_configs
 from ._config import run_config as run_config
 from ._config import seed_keys as seed_keys
+from ._export import FORMATS as EXPORT_FORMATS  # noqa: F401
+from ._export import export as export
+from ._export import export_run as export_run
+from ._export import read_description as read_description
 from ._files import CHECKPOINTS as CHECKPOINTS
 from ._files import CONFIG as CONFIG
 from ._files import CURVE as CURVE
@@ -117,6 +121,10 @@ __all__ = [
     "member_configs",
     "run_config",
     "seed_keys",
+    "EXPORT_FORMATS",
+    "export",
+    "export_run",
+    "read_description",
     "CHECKPOINTS",
     "CONFIG",
     "CURVE",

@@ -6,6 +6,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from ...core import Key
@@ -17,7 +18,7 @@ def _check_event_value(owner: str, value: Array, shape: tuple[int, ...]) -> None
     """`value` for a distribution of batch-and-event `shape` (the last axis the event): the event
     size must match; a batch axis of `value` may be 1, and extra leading axes (samples) broadcast,
     but never give a batch axis a new size (`(8,)` against `(8, 1)` would broadcast to `(8, 8)`)."""
-    got = tuple(jnp.shape(value))
+    got = tuple(np.shape(value))
     ok = len(got) >= 1 and got[-1] == shape[-1] and all(g in (1, s) for g, s in zip(got[-2::-1], shape[-2::-1]))
     if not ok:
         raise ValueError(
@@ -66,10 +67,10 @@ class Categorical(AbstractDistribution):
     mask: Bool[Array, "*#batch n"] | None = None
 
     def __check_init__(self):
-        if self.mask is not None and jnp.shape(self.mask)[-1:] != jnp.shape(self.logits)[-1:]:
+        if self.mask is not None and np.shape(self.mask)[-1:] != np.shape(self.logits)[-1:]:
             raise ValueError(
-                f"Categorical(mask) must have the logits' last axis ({jnp.shape(self.logits)[-1]} actions), "
-                f"got shape {tuple(jnp.shape(self.mask))}"
+                f"Categorical(mask) must have the logits' last axis ({np.shape(self.logits)[-1]} actions), "
+                f"got shape {tuple(np.shape(self.mask))}"
             )
 
     def _masked_logits(self) -> Float[Array, "*batch n"]:
@@ -89,10 +90,10 @@ class Categorical(AbstractDistribution):
         shape (a `(batch, 1)` column is rejected: it would broadcast to `(batch, batch)`);
         NaN for an action outside `0, ..., n - 1`, `-inf` for an illegal one."""
         batch = tuple(self.logits.shape[:-1])
-        if tuple(jnp.shape(value)) != batch:
+        if tuple(np.shape(value)) != batch:
             raise ValueError(
                 f"Categorical.log_prob(value) must have shape {batch} (the batch shape of the logits), "
-                f"got {tuple(jnp.shape(value))}"
+                f"got {tuple(np.shape(value))}"
             )
         logp = self._log_probs()
         value = jnp.asarray(value).astype(jnp.int32)
@@ -141,13 +142,13 @@ class MultiCategorical(AbstractDistribution):
         nvec = tuple(int(n) for n in nvec)
         if not nvec or not all(n >= 1 for n in nvec):
             raise ValueError(f"MultiCategorical(nvec) must be a non-empty tuple of positive ints, got {nvec!r}")
-        if jnp.shape(logits)[-1:] != (sum(nvec),):
+        if np.shape(logits)[-1:] != (sum(nvec),):
             raise ValueError(
-                f"MultiCategorical(logits) must have a last axis of sum(nvec) = {sum(nvec)}, got shape {tuple(jnp.shape(logits))}"
+                f"MultiCategorical(logits) must have a last axis of sum(nvec) = {sum(nvec)}, got shape {tuple(np.shape(logits))}"
             )
-        if mask is not None and jnp.shape(mask)[-1:] != (sum(nvec),):
+        if mask is not None and np.shape(mask)[-1:] != (sum(nvec),):
             raise ValueError(
-                f"MultiCategorical(mask) must have a last axis of sum(nvec) = {sum(nvec)}, got shape {tuple(jnp.shape(mask))}"
+                f"MultiCategorical(mask) must have a last axis of sum(nvec) = {sum(nvec)}, got shape {tuple(np.shape(mask))}"
             )
         self.logits, self.nvec, self.mask = logits, nvec, mask
 
@@ -168,10 +169,10 @@ class MultiCategorical(AbstractDistribution):
     def log_prob(self, value: Int[Array, "*batch k"]) -> Float[Array, "*batch"]:
         """**Returns:** the log-mass of `value`, integer actions of shape `(*batch, len(nvec))`."""
         batch = tuple(self.logits.shape[:-1]) + (len(self.nvec),)
-        if tuple(jnp.shape(value)) != batch:
+        if tuple(np.shape(value)) != batch:
             raise ValueError(
                 f"MultiCategorical.log_prob(value) must have shape {batch} (the batch shape and one entry "
-                f"per factor), got {tuple(jnp.shape(value))}"
+                f"per factor), got {tuple(np.shape(value))}"
             )
         return jnp.sum(self.factors().log_prob(value), axis=-1)
 
