@@ -183,7 +183,9 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
                    f"hyperparameters x 0.99]) failed: {error}") from None  # fmt: skip
     kept = []
     keep = lambda checkpoint: kept.append(checkpoint.copy())  # noqa: E731
-    stacked = train(population, keys, budget, progress=False, chunk_iterations=iterations, callback=keep)
+    # (The stack on one device: the contracts checked are the agent's; sharding members over
+    # devices is train's, and would cost the check a partitioned compile and padding.)
+    stacked = train(population, keys, budget, progress=False, chunk_iterations=iterations, callback=keep, shard=False)
     alone = [train(m, keys[i], budget, progress=False, chunk_iterations=2 * iterations)
              for i, m in enumerate(members[:2])]  # fmt: skip
     steps = np.asarray(alone[0][1]["env_steps"])
@@ -206,7 +208,7 @@ def _runs(agent: AbstractAgent, key: Any, paths: dict[str, Any], iterations: int
             what, gap = "the original" if i == 0 else "hyperparameters x 0.99", first_difference(a, b, rtol=rtol, atol=atol)
             raise fail("a stack of N agents equals N separate runs (hyperparameters vmapped as leaves)",
                        where(f"member {i} ({what}) vs its own run, {label} {gap}"))  # fmt: skip
-    resumed = train(population, keys, budget, progress=False, chunk_iterations=iterations, resume=kept[0])
+    resumed = train(population, keys, budget, progress=False, chunk_iterations=iterations, resume=kept[0], shard=False)
     for label, a, b in (("state", resumed[0], stacked[0]), ("metrics", resumed[1], stacked[1])):
         if (gap := first_difference(a, b, rtol=rtol, atol=atol)) is not None:
             raise fail("resume does not change a run",
