@@ -117,6 +117,11 @@ def test_the_devices_flag_sets_the_count_and_refuses_a_bad_one(tmp_path):
         "m.train_command = lambda args, argv: print('devices', jax.device_count()) or 0\n"
         "sys.exit(m.main(['train', '--devices', '3', '--total-steps', '8']))\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
-                         env={k: v for k, v in os.environ.items() if k != CPU_DEVICES_ENV})  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != CPU_DEVICES_ENV}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0 and "devices 3" in out.stdout, out.stderr[-2000:]
+    # Without the flag: one device for one seed (a single run is slower on several), one per core for a batch.
+    for argv, expected in ((["train", "--total-steps", "8"], 1), (["train", "--seeds", "4", "--total-steps", "8"], AFFINITY)):
+        code = probe.replace("['train', '--devices', '3', '--total-steps', '8']", repr(argv))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0 and f"devices {expected}" in out.stdout, (argv, out.stdout, out.stderr[-2000:])

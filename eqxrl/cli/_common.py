@@ -104,8 +104,8 @@ COMPILE_CACHE_ENV = "EQXRL_COMPILE_CACHE"
 """Environment variable: the CLI's compilation-cache directory, or `off`."""
 
 DEVICES_HELP = (
-    "CPU devices to run on (default: one per core this process may use, or $EQXRL_CPU_DEVICES); "
-    "a batch of seeds, a sweep or a PBT population is sharded over them"
+    "CPU devices to run on (default: $EQXRL_CPU_DEVICES, else one per core this process may use, and one "
+    "for a single seed, which runs slower on several); a batch of seeds or a PBT population is sharded over them"
 )
 
 

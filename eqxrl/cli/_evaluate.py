@@ -28,10 +28,7 @@ def add_evaluate_command(commands: Any) -> None:
     ev.add_argument(
         "--stochastic", action="store_true", help="sample actions from the policy instead of taking its mode"
     )
-    ev.add_argument(
-        "--checkpoint", type=parse_checkpoint, default=None, metavar="WHICH",
-        help="evaluate a checkpoint instead of the final state: best, last, or an env step (default: the final state)",
-    )  # fmt: skip
+    add_checkpoint_flag(ev, "evaluate")
     ev.add_argument(
         "--seed", type=parse_seed, default=None, metavar="S",
         help="evaluation seed (default: the run's seed, which reproduces eval.json)",
@@ -39,6 +36,14 @@ def add_evaluate_command(commands: Any) -> None:
     ev.add_argument("--no-compile-cache", action="store_true", help=NO_COMPILE_CACHE_HELP)
     add_devices_flag(ev)
     add_trust_flag(ev)
+
+
+def add_checkpoint_flag(parser: Any, verb: str) -> None:
+    """`--checkpoint best|last|STEP` of a command that reads a run's state (`verb`: what it does to it)."""
+    parser.add_argument(
+        "--checkpoint", type=parse_checkpoint, default=None, metavar="WHICH",
+        help=f"{verb} a checkpoint instead of the final state: best, last, or an env step (default: the final state)",
+    )  # fmt: skip
 
 
 def parse_checkpoint(text: str) -> str | int:
@@ -54,15 +59,20 @@ def parse_checkpoint(text: str) -> str | int:
     return step
 
 
+def chosen_checkpoint(run_dir: str, checkpoint: str | int | None, doing: str) -> str | int | None:
+    """The checkpoint a command reads: the one asked for; else, for a diverged run (it has no
+    final state), its last checkpoint with finite parameters, said on stdout; else None."""
+    if checkpoint is None:
+        checkpoint = diverged_checkpoint(run_dir)
+        if checkpoint is not None:
+            print(f"{run_dir} diverged: {doing} its last checkpoint with finite parameters (env step {checkpoint:,})")
+    return checkpoint
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
     parser = args._parser
-    checkpoint = args.checkpoint
     try:
-        if checkpoint is None:
-            # A diverged run has no final state: its last checkpoint with finite parameters stands in.
-            checkpoint = diverged_checkpoint(args.run_dir)
-            if checkpoint is not None:
-                print(f"{args.run_dir} diverged: evaluating its last checkpoint with finite parameters (env step {checkpoint:,})")
+        checkpoint = chosen_checkpoint(args.run_dir, args.checkpoint, "evaluating")
         agent, state, config = load_run(args.run_dir, checkpoint=checkpoint)
     except ValueError as e:
         parser.error(one_line(e))

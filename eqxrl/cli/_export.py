@@ -5,8 +5,8 @@ import argparse
 from typing import Any
 
 from ..core import one_line
-from ..runs import EXPORT_FORMATS, diverged_checkpoint, export_run
-from ._evaluate import parse_checkpoint
+from ..runs import EXPORT_FORMATS, export_run
+from ._evaluate import add_checkpoint_flag, chosen_checkpoint
 from ._flags import add_trust_flag
 from ._parse import parse_int, positive
 
@@ -27,10 +27,7 @@ def add_export_command(commands: Any) -> None:
         "--out", default=None, metavar="FILE",
         help="where to write it (default: RUN_DIR/policy.stablehlo or RUN_DIR/policy.onnx; policy-sample.* with --sample)",
     )  # fmt: skip
-    ex.add_argument(
-        "--checkpoint", type=parse_checkpoint, default=None, metavar="WHICH",
-        help="export a checkpoint instead of the final state: best, last, or an env step (default: the final state)",
-    )  # fmt: skip
+    add_checkpoint_flag(ex, "export")
     ex.add_argument("--member", type=parse_int, default=0, metavar="I", help="which seed of the run (default: 0)")
     ex.add_argument(
         "--sample", action="store_true",
@@ -46,12 +43,8 @@ def add_export_command(commands: Any) -> None:
 
 def export_command(args: argparse.Namespace) -> int:
     parser = args._parser
-    checkpoint = args.checkpoint
     try:
-        if checkpoint is None:
-            checkpoint = diverged_checkpoint(args.run_dir)
-            if checkpoint is not None:
-                print(f"{args.run_dir} diverged: exporting its last checkpoint with finite parameters (env step {checkpoint:,})")
+        checkpoint = chosen_checkpoint(args.run_dir, args.checkpoint, "exporting")
         record = export_run(
             args.run_dir, args.out, format=args.format, checkpoint=checkpoint, member=args.member,
             deterministic=not args.sample, batch_size=args.batch_size, overwrite=args.force,

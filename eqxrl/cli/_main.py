@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from ..agents import AGENTS, agent_name, import_agent
-from ..core import __version__, configure_cpu_devices, one_line, trust_modules, trusting
+from ..core import __version__, configure_cpu_devices, one_device_for_one_run, one_line, trust_modules, trusting
 from ._common import use_compile_cache
 from ._evaluate import add_evaluate_command, evaluate_command
 from ._export import add_export_command, export_command
@@ -76,6 +76,8 @@ def _main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "devices", None) is not None:
         configure_cpu_devices(args.devices, owner="--devices")
+    elif args.command == "train" and args.seeds == 1 and args.resume is None and args.config is None:
+        one_device_for_one_run()  # (one run is not split, and runs slower on several CPU devices)
     use_compile_cache(getattr(args, "no_compile_cache", False))
     try:
         if args.command == "train":

@@ -18,6 +18,7 @@ from ._compat import foreign_promotion as foreign_promotion
 from ._devices import CPU_DEVICES_ENV as CPU_DEVICES_ENV
 from ._devices import available_cores as available_cores
 from ._devices import configure_cpu_devices as configure_cpu_devices
+from ._devices import one_device_for_one_run as one_device_for_one_run
 from ._plot import figure as figure
 from ._plot import png_bytes as png_bytes
 from ._spec import class_path as class_path

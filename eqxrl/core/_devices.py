@@ -13,6 +13,11 @@ alone when the user chose one already (`--xla_force_host_platform_device_count` 
 once the backend is up (anything that made an array before `import eqxrl`): eqxrl
 then warns in one line and runs on the devices there are. `EQXRL_CPU_DEVICES` (a
 positive int, or `auto`) and the command line's `--devices N` choose the count.
+
+One run (not a batch) is not split over devices, and runs slower on several (12-21% for
+PPO CartPole on 2 cores): `eqxrl train` with one seed goes back to one device
+(`one_device_for_one_run`); a Python program that trains one run can set
+`EQXRL_CPU_DEVICES=1`.
 """
 
 import math
@@ -22,13 +27,14 @@ import warnings
 
 import jax
 
-__all__ = ["CPU_DEVICES_ENV", "available_cores", "configure_cpu_devices", "cpu_devices_from_env"]
+__all__ = ["CPU_DEVICES_ENV", "available_cores", "configure_cpu_devices", "cpu_devices_from_env", "one_device_for_one_run"]
 
 CPU_DEVICES_ENV = "EQXRL_CPU_DEVICES"
 """The environment variable that chooses eqxrl's CPU device count: a positive int, or `auto`
 (one per available core, the default)."""
 
 _FORCE_FLAG = "--xla_force_host_platform_device_count"
+_automatic: int | None = None  # the count eqxrl chose by itself (None: none, or the user's)
 
 
 def _cgroup_quota(root: pathlib.Path, proc_cgroup: pathlib.Path) -> float | None:
@@ -149,5 +155,26 @@ def configure_cpu_devices(count: int | None = None, *, owner: str = CPU_DEVICES_
         return None
     if explicit is None and wanted == 1 and jax.config.jax_num_cpu_devices == -1:
         return None  # (one core: JAX's own default)
+    global _automatic
     jax.config.update("jax_num_cpu_devices", wanted)
+    _automatic = wanted if explicit is None else None
     return wanted
+
+
+def one_device_for_one_run() -> bool:
+    """Go back to one CPU device for a process that trains one run (not a batch), when the
+    count is eqxrl's automatic choice and JAX's backend has not started.
+
+    A single run is not split over devices, and on several it runs slower: PPO CartPole,
+    1 seed, 12-21% fewer env steps per second with 2 CPU devices than with 1 on 2 cores
+    (`benchmarks/results/cpu_devices.md`), XLA:CPU giving each device part of the
+    machine. The command line calls this for `eqxrl train` with one seed.
+
+    **Returns:** whether the count changed.
+    """
+    global _automatic
+    if _automatic is None or _backend_started() or jax.config.jax_num_cpu_devices != _automatic:
+        return False
+    jax.config.update("jax_num_cpu_devices", 1)
+    _automatic = None
+    return True
