@@ -14,8 +14,8 @@ once the backend is up (anything that made an array before `import eqxrl`): eqxr
 then warns in one line and runs on the devices there are. `EQXRL_CPU_DEVICES` (a
 positive int, or `auto`) and the command line's `--devices N` choose the count.
 
-One run (not a batch) is not split over devices, and runs slower on several (12-21% for
-PPO CartPole on 2 cores): `eqxrl train` with one seed goes back to one device
+One run (not a batch) is not split over devices, and tends to run slower on several (about
+13% for PPO CartPole on 2 cores): `eqxrl train` with one seed goes back to one device
 (`one_device_for_one_run`); a Python program that trains one run can set
 `EQXRL_CPU_DEVICES=1`.
 """
@@ -165,10 +165,11 @@ def one_device_for_one_run() -> bool:
     """Go back to one CPU device for a process that trains one run (not a batch), when the
     count is eqxrl's automatic choice and JAX's backend has not started.
 
-    A single run is not split over devices, and on several it runs slower: PPO CartPole,
-    1 seed, 12-21% fewer env steps per second with 2 CPU devices than with 1 on 2 cores
-    (`benchmarks/results/cpu_devices.md`), XLA:CPU giving each device part of the
-    machine. The command line calls this for `eqxrl train` with one seed.
+    A single run is not split over devices, and on several it tends to run slower: PPO
+    CartPole, 1 seed, on 2 cores: a median of 103k env steps per second with 2 CPU devices
+    against 119k with 1 (8 runs each, the spread wide: 70-149k) and about 10% more CPU
+    time (`benchmarks/results/cpu_devices.md`). The command line calls this for
+    `eqxrl train` with one seed.
 
     **Returns:** whether the count changed.
     """
