@@ -148,7 +148,8 @@ def configure_cpu_devices(count: int | None = None, *, owner: str = CPU_DEVICES_
         cpus = len(jax.devices("cpu")) if "cpu" in {d.platform for d in jax.devices()} else None
         if cpus is not None and cpus != wanted:
             warnings.warn(
-                f"eqxrl: JAX's backend started before eqxrl chose {wanted} CPU devices (one per core); running on "
+                f"eqxrl: JAX's backend started before eqxrl chose {wanted} CPU devices"
+                f"{' (one per core)' if explicit is None else ''}; running on "
                 f"{cpus} (import eqxrl before making arrays, or set {CPU_DEVICES_ENV}/XLA_FLAGS first)",
                 stacklevel=3,
             )
