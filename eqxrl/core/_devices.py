@@ -15,7 +15,7 @@ then warns in one line and runs on the devices there are. `EQXRL_CPU_DEVICES` (a
 positive int, or `auto`) and the command line's `--devices N` choose the count.
 
 One run (not a batch) is not split over devices, and tends to run slower on several (about
-13% for PPO CartPole on 2 cores): `eqxrl train` with one seed goes back to one device
+12% for PPO CartPole on 2 cores): `eqxrl train` with one seed goes back to one device
 (`one_device_for_one_run`); a Python program that trains one run can set
 `EQXRL_CPU_DEVICES=1`.
 """
@@ -167,8 +167,8 @@ def one_device_for_one_run() -> bool:
     count is eqxrl's automatic choice and JAX's backend has not started.
 
     A single run is not split over devices, and on several it tends to run slower: PPO
-    CartPole, 1 seed, on 2 cores: a median of 103k env steps per second with 2 CPU devices
-    against 119k with 1 (8 runs each, the spread wide: 70-149k) and about 10% more CPU
+    CartPole, 1 seed, on 2 cores: a median of 106k env steps per second with 2 CPU devices
+    against 120k with 1 (8 runs each, the spread wide: 70-149k) and about 14% more CPU
     time (`benchmarks/results/cpu_devices.md`). The command line calls this for
     `eqxrl train` with one seed.
 
