@@ -5,13 +5,15 @@ JAX's backend started first, and the switches (`EQXRL_CPU_DEVICES`, `--devices N
 The choice happens before the backend starts, so each case runs `import eqxrl` in a subprocess."""
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from eqxrl.core import CPU_DEVICES_ENV, available_cores
+from eqxrl.core import CPU_DEVICES_ENV, available_cores, configure_cpu_devices
 from eqxrl.core._devices import cpu_devices_from_env
+from typecheck import no_runtime_typecheck
 
 AFFINITY = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -66,6 +68,15 @@ def test_the_environment_variable_is_read(value, expected):
     assert cpu_devices_from_env(value) == expected
 
 
+@pytest.mark.parametrize("count", [0, -1, 1.5, True, "2"])
+def test_a_bad_count_is_named(count):
+    # (refused before anything touches JAX's configuration)
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=rf"^--devices must be a positive int, got {re.escape(repr(count))}$"):
+        configure_cpu_devices(count, owner="--devices")
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=r"^EQXRL_CPU_DEVICES must be a positive int, got 0$"):
+        configure_cpu_devices(0)
+
+
 @pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
 def test_a_bad_environment_variable_is_named(value):
     with pytest.raises(ValueError, match=rf"^EQXRL_CPU_DEVICES must be a positive int or 'auto', got '{value}'$"):
@@ -111,17 +122,21 @@ def test_the_devices_flag_sets_the_count_and_refuses_a_bad_one(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "eqxrl", "train", "--devices", "0"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].endswith("argument --devices: must be a positive int (CPU devices), got '0'")
-    probe = (
-        "import sys, jax\n"
-        "from eqxrl.cli import _main as m\n"
-        "m.train_command = lambda args, argv: print('devices', jax.device_count()) or 0\n"
-        "sys.exit(m.main(['train', '--devices', '3', '--total-steps', '8']))\n"
-    )
     env = {k: v for k, v in os.environ.items() if k != CPU_DEVICES_ENV}
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=env)
+
+    def devices_seen(argv: list[str]) -> subprocess.CompletedProcess:
+        """`eqxrl.cli.main(argv)` with the train command replaced by a print of the device count."""
+        probe = (
+            "import sys, jax\n"
+            "from eqxrl.cli import _main as m\n"
+            "m.train_command = lambda args, argv: print('devices', jax.device_count()) or 0\n"
+            f"sys.exit(m.main({argv!r}))\n"
+        )
+        return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=env)
+
+    out = devices_seen(["train", "--devices", "3", "--total-steps", "8"])
     assert out.returncode == 0 and "devices 3" in out.stdout, out.stderr[-2000:]
     # Without the flag: one device for one seed (a single run is slower on several), one per core for a batch.
     for argv, expected in ((["train", "--total-steps", "8"], 1), (["train", "--seeds", "4", "--total-steps", "8"], AFFINITY)):
-        code = probe.replace("['train', '--devices', '3', '--total-steps', '8']", repr(argv))
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+        out = devices_seen(argv)
         assert out.returncode == 0 and f"devices {expected}" in out.stdout, (argv, out.stdout, out.stderr[-2000:])

@@ -6,6 +6,7 @@ and drops the copies from everything the caller sees; the final state comes back
 device (`on_one_device`).
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -26,23 +27,22 @@ def devices_padding(batch: Batch, shard: Any = None) -> int:
     return 0 if shard is False or count == 1 or not batch.batched else -batch.size % count
 
 
+def _through_host(x: Any, edit: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """`x` (a PRNG key array too) copied to the host shard by shard, `edit`ed there, and put
+    on the first device: no XLA program runs across devices on the way (see `on_one_device`)."""
+    key = jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+    out = jax.device_put(edit(np.asarray(jax.random.key_data(x) if key else x)), jax.devices()[0])
+    return jax.random.wrap_key_data(out, impl=jax.random.key_impl(x)) if key else out
+
+
 def pad_members(tree: PyTree, pad: int) -> PyTree:
     """`tree` with its member axis (every array leaf with a leading axis) extended by `pad`
     copies of member 0, on the first device (through the host, as `on_one_device`: the tree
     may be a sharded run's checkpoint); scalars (shared by every member) as they are."""
     if not pad:
         return tree
-    device = jax.devices()[0]
-
-    def grow(x):
-        if not eqx.is_array(x) or not x.ndim:
-            return x
-        key = jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-        data = np.asarray(jax.random.key_data(x) if key else x)
-        out = jax.device_put(np.concatenate([data, np.repeat(data[:1], pad, axis=0)]), device)
-        return jax.random.wrap_key_data(out, impl=jax.random.key_impl(x)) if key else out
-
-    return jax.tree.map(grow, tree)
+    grow = lambda data: np.concatenate([data, np.repeat(data[:1], pad, axis=0)])  # noqa: E731
+    return jax.tree.map(lambda x: _through_host(x, grow) if eqx.is_array(x) and x.ndim else x, tree)
 
 
 def on_one_device(tree: PyTree, members: int | None = None) -> PyTree:
@@ -52,17 +52,11 @@ def on_one_device(tree: PyTree, members: int | None = None) -> PyTree:
     Through the host, shard by shard: XLA:CPU (jax 0.10.2) deadlocks on eager ops that need a
     collective across CPU devices (slicing the member axis, or a mean over it, applied leaf by
     leaf) once a few are in flight, so a state handed to the user holds no sharded array."""
-    device = jax.devices()[0]
 
     def one(x):
         if not isinstance(x, jax.Array) or (members is None and len(x.sharding.device_set) == 1):
             return x
-        key = jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-        data = np.asarray(jax.random.key_data(x) if key else x)
-        if members is not None and x.ndim:
-            data = data[:members]
-        out = jax.device_put(data, device)
-        return jax.random.wrap_key_data(out, impl=jax.random.key_impl(x)) if key else out
+        return _through_host(x, lambda data: data[:members] if members is not None and x.ndim else data)
 
     return jax.tree.map(one, tree)
 

@@ -92,17 +92,21 @@ class HostMetrics:
 
     **Arguments:** `num_iterations` (the run's length), `before` (a resumed
     checkpoint's metrics, laid out as `train` returns them), `done_before` (its
-    iterations), `batched` (a leading member axis in what `view` returns).
+    iterations), `batched` (a leading member axis in what `view` returns), `members`
+    (a padded batch's own members: the padding's columns are dropped; None: all).
     """
 
-    def __init__(self, num_iterations: int, before: dict[str, np.ndarray], done_before: int, batched: bool):
+    def __init__(
+        self, num_iterations: int, before: dict[str, np.ndarray], done_before: int, batched: bool,
+        members: int | None = None,
+    ):  # fmt: skip
         self.num_iterations = num_iterations
         self.before = before
         self.done_before = done_before
         self.batched = batched
         self.arrays: dict[str, np.ndarray] | None = None
         self.pending: list[tuple[Any, int]] = []
-        self.members: int | None = None  # (a padded batch's: its other members' columns are dropped)
+        self.members = members
 
     def add(self, metrics: dict[str, Any], start: int) -> None:
         """Queue one chunk's metrics (iterations first, device arrays) for rows from `start`."""

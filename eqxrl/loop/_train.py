@@ -130,11 +130,12 @@ def train(
     # whose rows are dropped from everything the caller sees (state, metrics, callbacks).
     members = batch.num_members
     pad = devices_padding(batch, shard)
+    kept = members if pad else None  # (the rows kept of what the program returns: None, all)
     batch, key = padded_batch(batch, key, pad)
     if pad and batch.stacked:
         pure = eqx.tree_at(lambda p: p.agent, pure, batch.unwrap())
     sharding = member_sharding(batch, shard)
-    visible = (lambda state: on_one_device(state, members)) if pad else (lambda state: state)  # noqa: E731
+    visible = (lambda state: on_one_device(state, kept)) if pad else (lambda state: state)  # noqa: E731
     config = lambda start: pure.chunk_config(key, start, length, guard, sharding)  # noqa: E731
     t0 = time.perf_counter()
     if resume is None:
@@ -153,8 +154,7 @@ def train(
                    initial=done_before * per_iter)  # fmt: skip
     # Each chunk's metrics cross to the host once, into arrays of the run's length
     # (a callback's `Checkpoint.metrics` is a view of the rows done, not a copy).
-    host = HostMetrics(num_iterations, before, done_before, batch.batched)
-    host.members = members if pad else None
+    host = HostMetrics(num_iterations, before, done_before, batch.batched, kept)
     t0 = time.perf_counter()
     last_good: Checkpoint | None = resume
     last_eval = math.nan
@@ -173,7 +173,7 @@ def train(
                 row = int(np.argmax(np.asarray(metrics["nonfinite"])))
                 it = start + row  # 0-based
                 steps_at = (it + 1) * per_iter
-                quantities = nonfinite_report(on_one_device(program.state(leaves), members if pad else None), by_iteration, it, batch.batched)
+                quantities = nonfinite_report(on_one_device(program.state(leaves), kept), by_iteration, it, batch.batched)
                 raise NonFiniteError(
                     f"training stopped: non-finite values after iteration {it + 1} of {num_iterations} "
                     f"(env step {steps_at:,} per member): {listing(quantities)}",
@@ -204,7 +204,7 @@ def train(
                     break
         # The state handed back is on one device (eager ops across CPU devices can deadlock:
         # on_one_device); callbacks see a sharded run's state as it is, sharded.
-        state = on_one_device(program.state(leaves), members if pad else None) if sharding is not None else program.state(leaves)
+        state = on_one_device(program.state(leaves), kept) if sharding is not None else program.state(leaves)
         out = host.view(done_iters)
     finally:
         bar.close()
