@@ -5,10 +5,14 @@ The floors, each importing only the ones before it: `core` (types, checks),
 directories), `pbt`, `cli`.
 """
 
+from .core import configure_compile_cache as _configure_compile_cache
 from .core import configure_cpu_devices as _configure_cpu_devices
 
-# One CPU device per available core, before anything starts JAX's backend (eqxrl.core._devices).
+# One CPU device per available core, before anything starts JAX's backend (eqxrl.core._devices),
+# and JAX's persistent compilation cache, so a script run again loads its programs
+# (eqxrl.core._compile_cache; EQXRL_COMPILE_CACHE=off opts out).
 _configure_cpu_devices()
+_configure_compile_cache()
 
 from . import agents as agents  # noqa: E402
 from . import components as components

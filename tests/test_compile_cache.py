@@ -1,6 +1,7 @@
-"""The CLI's persistent compilation cache: on by default in the user's cache home, switchable
-off with `--no-compile-cache` or `EQXRL_COMPILE_CACHE=off`; a second run of a command loads its
-programs (no new cache entries) and gives the same numbers."""
+"""The persistent compilation cache: on by default (at `import eqxrl`, for scripts and the
+command line) in the user's cache home, switchable off with `--no-compile-cache` or
+`EQXRL_COMPILE_CACHE=off`, and left alone where the user chose a directory; a second run of a
+command or a script loads its programs (no new cache entries) and gives the same numbers."""
 
 import os
 import pathlib
@@ -9,7 +10,10 @@ import sys
 
 import pytest
 
-from eqxrl.cli._common import COMPILE_CACHE_ENV, default_compile_cache, use_compile_cache
+import jax
+from typecheck import no_runtime_typecheck
+
+from eqxrl.core import COMPILE_CACHE_ENV, configure_compile_cache, default_compile_cache
 
 TINY = [
     "--total-steps", "1024", "--num-envs", "2", "--rollout-length", "64",
@@ -49,24 +53,101 @@ def test_second_run_loads_its_programs_from_the_cache(tmp_path):
     assert {name: second.get(name) for name in first} == first
     metrics = [(tmp_path / d / "metrics.csv").read_text() for d in ("a", "b")]
     assert metrics[0] == metrics[1]
-    # Switched off by the flag: nothing is written. (The test run's own cache, which JAX reads from
-    # the environment whatever the flag says, is the first run's here: the programs are loaded, not
-    # compiled a third time.)
+    # Switched off by the flag: nothing is written, neither in $EQXRL_COMPILE_CACHE (which replaced
+    # the test run's own JAX_COMPILATION_CACHE_DIR at import) nor anywhere else.
     off = tmp_path / "off"
     _train(tmp_path / "c", off, "--no-compile-cache", env={"JAX_COMPILATION_CACHE_DIR": str(cache)})
     assert _entries(off) == {}
+    assert _entries(cache) == second
 
 
-def test_cache_directory_and_switches(tmp_path, monkeypatch):
+@pytest.fixture
+def jax_cache_settings():
+    """Restore JAX's cache settings, and eqxrl's record of its own directory, after a test."""
+    from eqxrl.core import _compile_cache
+
+    names = ("jax_compilation_cache_dir", "jax_enable_compilation_cache", "jax_persistent_cache_min_compile_time_secs")
+    saved = {name: getattr(jax.config, name) for name in names}
+    ours = _compile_cache._ours
+    yield
+    for name, value in saved.items():
+        jax.config.update(name, value)
+    _compile_cache._ours = ours
+
+
+def test_cache_directory_and_switches(tmp_path, monkeypatch, jax_cache_settings):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_compile_cache() == tmp_path / "xdg" / "eqxrl" / "jax"
+    jax.config.update("jax_compilation_cache_dir", None)
     for off in ("off", "OFF", "0", "false"):
         monkeypatch.setenv(COMPILE_CACHE_ENV, off)
-        assert use_compile_cache() is None
+        assert configure_compile_cache() is None
+        assert jax.config.jax_compilation_cache_dir is None
+    # On by default, in the user's cache home, writing programs that compile in over 0.2 s...
+    monkeypatch.delenv(COMPILE_CACHE_ENV)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    assert configure_compile_cache() == tmp_path / "xdg" / "eqxrl" / "jax"
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "xdg" / "eqxrl" / "jax")
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.2
+    # ...and off again by the command line's --no-compile-cache.
+    assert configure_compile_cache(False) is None
+    assert jax.config.jax_compilation_cache_dir is None
+    # In $EQXRL_COMPILE_CACHE; a threshold the user changed stays.
     monkeypatch.setenv(COMPILE_CACHE_ENV, str(tmp_path / "c"))
-    assert use_compile_cache(disabled=True) is None
-    assert not (tmp_path / "c").exists()
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 3.0)
+    assert configure_compile_cache() == tmp_path / "c" and (tmp_path / "c").is_dir()
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 3.0
+    # A directory the user chose is theirs: eqxrl's default neither replaces it nor switches it
+    # off; $EQXRL_COMPILE_CACHE, named for eqxrl, does replace it.
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))
+    assert configure_compile_cache() == tmp_path / "c"
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))
+    monkeypatch.delenv(COMPILE_CACHE_ENV)
+    assert configure_compile_cache() is None and configure_compile_cache(False) is None
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
+    # A cache the user switched off stays off, unless eqxrl is asked explicitly.
+    jax.config.update("jax_compilation_cache_dir", None)
+    jax.config.update("jax_enable_compilation_cache", False)
+    assert configure_compile_cache() is None
+    monkeypatch.setenv(COMPILE_CACHE_ENV, "off")
+    assert configure_compile_cache(True) == default_compile_cache()
+    assert jax.config.jax_enable_compilation_cache
     # A path that cannot be a directory (a file is in the way): the run goes on without a cache.
+    configure_compile_cache(False)
     (tmp_path / "file").write_text("")
     monkeypatch.setenv(COMPILE_CACHE_ENV, str(tmp_path / "file" / "cache"))
-    assert use_compile_cache() is None
+    assert configure_compile_cache() is None
+    assert jax.config.jax_compilation_cache_dir is None
+
+
+def test_configure_compile_cache_names_a_bad_argument(jax_cache_settings):
+    with no_runtime_typecheck(), pytest.raises(
+        ValueError, match=r"configure_compile_cache\(enabled\) must be True, False or None, got 'off'"
+    ):
+        configure_compile_cache("off")
+
+
+SCRIPT = """
+import eqxrl
+import jax
+agent = eqxrl.agents.PPO("CartPole-v1", num_envs=2, rollout_length=64, num_minibatches=2, hidden_sizes=(16,))
+state, metrics = eqxrl.train(agent, jax.random.key(0), 1024, progress=False)
+print(float(metrics["episode_return"][-1]), float(metrics["loss"][-1]))
+"""
+
+
+@pytest.mark.slow
+def test_a_script_run_again_loads_its_programs_from_the_cache(tmp_path):
+    """The cache is on for Python users too: `import eqxrl` switches it on, no flag needed."""
+    cache = tmp_path / "cache"
+    env = dict(os.environ, **{COMPILE_CACHE_ENV: str(cache)})
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)  # (the test run's own, which a user does not have)
+    run = lambda: subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)  # noqa: E731
+    first_out = run()
+    assert first_out.returncode == 0, first_out.stderr[-3000:]
+    first = _entries(cache)
+    assert any(name.startswith("jit__flat_chunk") for name in first), sorted(first)
+    second_out = run()
+    assert second_out.returncode == 0, second_out.stderr[-3000:]
+    assert {name: _entries(cache).get(name) for name in first} == first
+    assert first_out.stdout == second_out.stdout

@@ -2,7 +2,6 @@
 
 import argparse
 import datetime
-import os
 import pathlib
 import shutil
 from typing import Any
@@ -100,9 +99,6 @@ def print_returns(summary: dict[str, Any], seed: int, deterministic: bool) -> No
     print(f"    mean over {n} seed{'s' if n > 1 else ''}: {summary['mean']:.2f}")
 
 
-COMPILE_CACHE_ENV = "EQXRL_COMPILE_CACHE"
-"""Environment variable: the CLI's compilation-cache directory, or `off`."""
-
 DEVICES_HELP = (
     "CPU devices to run on (default: $EQXRL_CPU_DEVICES, else one per core this process may use, and one "
     "for a single seed, which runs slower on several); a batch of seeds or a PBT population is sharded over them"
@@ -129,36 +125,3 @@ NO_COMPILE_CACHE_HELP = (
     "do not use JAX's persistent compilation cache (default: on, in $EQXRL_COMPILE_CACHE or "
     "$XDG_CACHE_HOME/eqxrl/jax, ~/.cache/eqxrl/jax; EQXRL_COMPILE_CACHE=off switches it off too)"
 )
-
-
-def default_compile_cache() -> pathlib.Path:
-    """`$XDG_CACHE_HOME/eqxrl/jax`, or `~/.cache/eqxrl/jax`."""
-    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(home) / "eqxrl" / "jax"
-
-
-def use_compile_cache(disabled: bool = False) -> pathlib.Path | None:
-    """Switch on JAX's persistent compilation cache for this process, so that running a
-    command again loads its programs instead of compiling them.
-
-    The directory is `$EQXRL_COMPILE_CACHE`, else `default_compile_cache()`; `disabled`
-    (`--no-compile-cache`) or `EQXRL_COMPILE_CACHE=off` leaves the cache off. A directory
-    that cannot be created leaves it off too (the run goes on, compiling as usual).
-    Programs that compile in under 0.2 s are not written (JAX's default is 1 s; the
-    CLI's few programs are all worth keeping).
-
-    **Returns:** the directory in use, or None.
-    """
-    setting = os.environ.get(COMPILE_CACHE_ENV, "").strip()
-    if disabled or setting.lower() in ("off", "0", "false", "no", "none"):
-        return None
-    path = pathlib.Path(setting).expanduser() if setting else default_compile_cache()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    import jax
-
-    jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-    return path

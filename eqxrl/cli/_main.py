@@ -6,8 +6,15 @@ import sys
 from collections.abc import Sequence
 
 from ..agents import AGENTS, agent_name, import_agent
-from ..core import __version__, configure_cpu_devices, one_device_for_one_run, one_line, trust_modules, trusting
-from ._common import use_compile_cache
+from ..core import (
+    __version__,
+    configure_compile_cache,
+    configure_cpu_devices,
+    one_device_for_one_run,
+    one_line,
+    trust_modules,
+    trusting,
+)
 from ._evaluate import add_evaluate_command, evaluate_command
 from ._export import add_export_command, export_command
 from ._flags import DEFAULT_AGENT, trusted_in_argv
@@ -78,7 +85,8 @@ def _main(argv: list[str]) -> int:
         configure_cpu_devices(args.devices, owner="--devices")
     elif args.command == "train" and args.seeds == 1 and args.resume is None and args.config is None:
         one_device_for_one_run()  # (one run is not split, and runs slower on several CPU devices)
-    use_compile_cache(getattr(args, "no_compile_cache", False))
+    if getattr(args, "no_compile_cache", False):
+        configure_compile_cache(False)  # (eqxrl's import switched it on)
     try:
         if args.command == "train":
             return train_command(args, argv)

@@ -15,6 +15,9 @@ from ._checks import one_line as one_line
 from ._checks import tree_mismatch as tree_mismatch
 from ._checks import tree_select as tree_select
 from ._compat import foreign_promotion as foreign_promotion
+from ._compile_cache import COMPILE_CACHE_ENV as COMPILE_CACHE_ENV
+from ._compile_cache import configure_compile_cache as configure_compile_cache
+from ._compile_cache import default_compile_cache as default_compile_cache
 from ._devices import CPU_DEVICES_ENV as CPU_DEVICES_ENV
 from ._devices import available_cores as available_cores
 from ._devices import configure_cpu_devices as configure_cpu_devices
