@@ -45,6 +45,7 @@ from ._render import VIDEO_SUFFIXES as VIDEO_SUFFIXES
 from ._render import Recording as Recording
 from ._render import check_video_path as check_video_path
 from ._render import render as render
+from ._render import require_imageio as require_imageio
 from ._render import video_bytes as video_bytes
 from ._render import write_video as write_video
 from ._results import Checkpoint as Checkpoint

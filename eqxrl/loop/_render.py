@@ -16,7 +16,7 @@ from ..envs import check_renderable, frame_rate, render_frames, render_html
 from ._evaluate import default_eval_steps, rollout, state_batch
 from ._keys import MAX_EVAL_EPISODES, as_keys
 
-__all__ = ["Recording", "VIDEO_SUFFIXES", "check_video_path", "render", "video_bytes", "write_video"]
+__all__ = ["Recording", "VIDEO_SUFFIXES", "check_video_path", "render", "require_imageio", "video_bytes", "write_video"]
 
 VIDEO_SUFFIXES = (".gif", ".mp4", ".html")
 """The files `render` writes: an animated GIF, an H.264 MP4, or brax's interactive HTML viewer."""
@@ -48,11 +48,13 @@ def check_video_path(path: Any, owner: str = "render(out)") -> pathlib.Path:
     if not path.parent.is_dir():
         raise ValueError(f"{owner} must be in an existing directory, got {str(path)!r}")
     if suffix != ".html":
-        _imageio(suffix, owner.split("(")[0])
+        require_imageio(suffix, owner.split("(")[0])
     return path
 
 
-def _imageio(suffix: str, owner: str) -> Any:
+def require_imageio(suffix: str, owner: str) -> Any:
+    """**Returns:** `imageio.v3`, with imageio-ffmpeg for an `.mp4` `suffix`; without them, a one-line
+    `ValueError` naming `owner` and `pip install 'eqxrl[video]'`."""
     try:
         import imageio.v3 as iio
 
@@ -74,7 +76,7 @@ def video_bytes(frames: np.ndarray, fps: int) -> bytes:
     """An animated GIF of `frames` (`uint8`, `(n, height, width, 3)`) at `fps`, looping, written by
     imageio's Pillow plugin. Pillow merges identical consecutive frames into one shown longer, so the
     file may hold fewer frames than `n`; it plays for as long."""
-    iio = _imageio(".gif", "render")
+    iio = require_imageio(".gif", "render")
     return iio.imwrite("<bytes>", np.asarray(frames, np.uint8), extension=".gif", duration=1000.0 / fps, loop=0)
 
 
@@ -89,7 +91,7 @@ def write_video(path: Any, frames: np.ndarray, fps: int) -> pathlib.Path:
         if path.suffix.lower() == ".gif":
             tmp.write_bytes(video_bytes(frames, fps))
         else:
-            iio = _imageio(".mp4", "render")
+            iio = require_imageio(".mp4", "render")
             with warnings.catch_warnings():
                 # JAX warns at every fork; imageio's ffmpeg is a fork followed at once by exec.
                 warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
