@@ -19,6 +19,8 @@ def add_render_command(commands: Any) -> None:
     r = commands.add_parser(
         "render",
         help="record episodes of a run directory's policy (GIF, MP4 or brax's HTML viewer)",
+        # Short, so that an error is two lines: the usage and the reason.
+        usage="%(prog)s RUN_DIR [--checkpoint best|last|STEP] [--episodes N] [--out FILE.gif|.mp4|.html] [--FLAG ...]",
         description="Run episodes of the policy of a run directory and write them as an animated GIF, an MP4 "
         "(imageio: pip install 'eqxrl[video]') or, for a brax env, brax's interactive HTML viewer. "
         "Frames are drawn with the env suite's own renderer.",

@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ..core import foreign_promotion
 from ._base import AbstractEnv
 from ._brax import BraxEnv
 from ._gymnax import GymnaxEnv
@@ -159,17 +160,19 @@ def _figure_frames(fig: Any, update: Callable[[int], Any], n: int) -> list[np.nd
 def _gymnax_figure_frames(env: GymnaxEnv, seq: list[Any]) -> list[np.ndarray]:
     from gymnax.visualize.visualizer import Visualizer
 
-    vis = Visualizer(env.gymnax_env, env.params, seq)
-    vis.init()
-    return _figure_frames(vis.fig, vis.update, len(seq))
+    with foreign_promotion():  # (gymnax's visualisers mix dtypes, as its envs do)
+        vis = Visualizer(env.gymnax_env, env.params, seq)
+        vis.init()
+        return _figure_frames(vis.fig, vis.update, len(seq))
 
 
 def _mpe_frames(env: JaxMARLEnv, seq: list[Any]) -> list[np.ndarray]:
     from jaxmarl.environments.mpe import MPEVisualizer
 
-    with contextlib.redirect_stdout(io.StringIO()):  # (it prints whether agents communicate)
-        vis = MPEVisualizer(env.jaxmarl_env, seq)
-    return _figure_frames(vis.fig, vis.update, len(seq))
+    with foreign_promotion():
+        with contextlib.redirect_stdout(io.StringIO()):  # (it prints whether agents communicate)
+            vis = MPEVisualizer(env.jaxmarl_env, seq)
+        return _figure_frames(vis.fig, vis.update, len(seq))
 
 
 def _brax_frames(env: BraxEnv, seq: Sequence[Any]) -> list[np.ndarray]:
