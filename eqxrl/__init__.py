@@ -35,6 +35,7 @@ from .loop import StopAtReturn as StopAtReturn
 from .loop import TrainInfo as TrainInfo
 from .loop import evaluate as evaluate
 from .loop import make_train as make_train
+from .loop import render as render
 from .loop import rollout as rollout
 from .loop import train as train
 from .runs import export as export

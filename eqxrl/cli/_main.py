@@ -20,11 +20,12 @@ from ._export import add_export_command, export_command
 from ._flags import DEFAULT_AGENT, trusted_in_argv
 from ._parse import attach_negative_values
 from ._pbt import add_pbt_command, pbt_command
+from ._render import add_render_command, headless_mujoco, render_command
 from ._train import add_train_command, train_command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """**Returns:** the `eqxrl` argument parser (commands `train`, `evaluate`, `export` and `pbt`)."""
+    """**Returns:** the `eqxrl` argument parser (commands `train`, `evaluate`, `export`, `render` and `pbt`)."""
     parser = argparse.ArgumentParser(
         prog="eqxrl",
         description="Train and evaluate eqxrl agents from the command line.",
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_command(commands)
     add_evaluate_command(commands)
     add_export_command(commands)
+    add_render_command(commands)
     add_pbt_command(commands)
     return parser
 
@@ -87,6 +89,8 @@ def _main(argv: list[str]) -> int:
         one_device_for_one_run()  # (one run is not split, and runs slower on several CPU devices)
     if getattr(args, "no_compile_cache", False):
         configure_compile_cache(False)  # (eqxrl's import switched it on)
+    if getattr(args, "record_every", None) is not None:
+        headless_mujoco()  # (before the env is built: MuJoCo reads MUJOCO_GL when it is imported)
     try:
         if args.command == "train":
             return train_command(args, argv)
@@ -94,6 +98,8 @@ def _main(argv: list[str]) -> int:
             return pbt_command(args, argv)
         if args.command == "export":
             return export_command(args)
+        if args.command == "render":
+            return render_command(args)
         return evaluate_command(args)
     except KeyboardInterrupt:
         print("eqxrl: interrupted", file=sys.stderr)

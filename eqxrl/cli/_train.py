@@ -9,15 +9,19 @@ from typing import Any
 
 from ..agents import AGENTS, AbstractAgent, Batch
 from ..core import one_line
-from ..envs import make
-from ..loop import MAX_EVAL_EPISODES, NonFiniteError
+from ..envs import check_renderable, make
+from ..loop import MAX_EVAL_EPISODES, NonFiniteError, require_imageio
 from ..runs import (
-    CONFIG, MAX_SEED, CheckpointError, RunDirectoryError, agent_from_config, check_config, checkpoint_steps, load_config,
-    read_text_bounded, resume_run, run_lock, train_run,
+    CONFIG, MAX_SEED, CheckpointError, RunDirectoryError, agent_from_config, check_config, checkpoint_steps,
+    default_record_every, load_config, read_text_bounded, resume_run, run_lock, train_run,
 )  # fmt: skip
 from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_seed, positive
+
+
+RECORD_DEFAULT = -1
+"""`--record-every` given without STEPS (replaced by `eqxrl.runs.default_record_every`)."""
 
 
 def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
@@ -73,6 +77,12 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         "--eval-every", type=positive_int, default=None, metavar="STEPS",
         help="env steps per seed between deterministic evaluations during training (--eval-episodes each; "
         "eval_return in metrics.csv, the learning curve and TensorBoard; default: none)",
+    )  # fmt: skip
+    run.add_argument(
+        "--record-every", type=positive_int, nargs="?", const=RECORD_DEFAULT, default=None, metavar="STEPS",
+        help="env steps per seed between videos of one deterministic episode, at evaluation points and at the end "
+        f"(RUN_DIR/videos/<env steps>.mp4, and TensorBoard with --tensorboard; without STEPS: a quarter of the run; "
+        "needs pip install 'eqxrl[video]')",
     )  # fmt: skip
     if cls.presets:
         run.add_argument(
@@ -139,11 +149,13 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         total_steps, num_seeds, seed = config["total_steps"], config["seeds"], config["seed"]
         checkpoint_every = args.checkpoint_every or config.get("checkpoint_every")
         eval_every = args.eval_every or config.get("eval_every")
+        record_every = args.record_every or config.get("record_every")
     else:
         name, env_name = args.agent, args.env
         total_steps, num_seeds, seed = args.total_steps, args.seeds, args.seed
         checkpoint_every = args.checkpoint_every
         eval_every = args.eval_every
+        record_every = args.record_every
         cls = AGENTS[args.agent]
         try:
             fields = {**cls.presets[preset](), **given} if preset else given
@@ -165,6 +177,19 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
             f"--eval-every {eval_every} must be between one iteration of {type(base).__name__} "
             f"({per_iteration} env steps) and --total-steps {total_steps}"
         )
+    if record_every == RECORD_DEFAULT:
+        record_every = default_record_every(total_steps)
+    if record_every is not None and not per_iteration <= record_every <= total_steps:
+        parser.error(
+            f"--record-every {record_every} must be between one iteration of {type(base).__name__} "
+            f"({per_iteration} env steps) and --total-steps {total_steps}"
+        )
+    if record_every is not None:
+        try:  # (before the run directory is made: an env without a renderer is refused first)
+            check_renderable(base.eval_env, owner="--record-every")
+            require_imageio(".mp4", "--record-every")
+        except ValueError as e:
+            parser.error(one_line(e))
     if seed + num_seeds - 1 > MAX_SEED:
         parser.error(f"--seed {seed} with --seeds {num_seeds} goes past the largest seed {MAX_SEED}")
     run_dir = prepare_run_dir(parser, args.run_dir, f"{name}-{env_name}")
@@ -180,7 +205,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
             keep_checkpoints=args.keep_checkpoints, nan_guard=args.nan_guard, tensorboard=args.tensorboard,
             progress=not args.quiet, eval_episodes=args.eval_episodes, env_name=env_name,
             command=shlex.join(["eqxrl", *argv]),
-            eval_every=eval_every,
+            eval_every=eval_every, record_every=record_every,
         )  # fmt: skip
     except NonFiniteError as e:
         return nonfinite_exit(e, run_dir)

@@ -1,4 +1,4 @@
-"""The training loop: compiled chunks, `train`, `evaluate`, `rollout`, the progress bar.
+"""The training loop: compiled chunks, `train`, `evaluate`, `rollout`, `render`, the progress bar.
 
 `train` is a host shell around two compiled programs (`init_state` and `chunk`,
 see `_chunk.py`); PBT traces the same `chunk` into its generation program.
@@ -41,6 +41,13 @@ from ._keys import eval_iterations_for as eval_iterations_for
 from ._keys import eval_key_at as eval_key_at
 from ._keys import num_iterations_for as num_iterations_for
 from ._progress import Progress as Progress
+from ._render import VIDEO_SUFFIXES as VIDEO_SUFFIXES
+from ._render import Recording as Recording
+from ._render import check_video_path as check_video_path
+from ._render import render as render
+from ._render import require_imageio as require_imageio
+from ._render import video_bytes as video_bytes
+from ._render import write_video as write_video
 from ._results import Checkpoint as Checkpoint
 from ._results import HostMetrics as HostMetrics
 from ._results import LazyMetrics as LazyMetrics

@@ -299,7 +299,7 @@ def evaluate(
 
 
 @eqx.filter_jit
-def _rollout(batch: Batch, state, key, num_envs: int, num_steps: int, deterministic: bool):
+def _rollout(batch: Batch, state, key, num_envs: int, num_steps: int, deterministic: bool, states: bool = False):
     def single(agent: AbstractAgent, state, key, _):
         env = VectorEnv(AutoReset(agent.eval_env), num_envs)
         reset_key, key = jax.random.split(key)
@@ -312,6 +312,8 @@ def _rollout(batch: Batch, state, key, num_envs: int, num_steps: int, determinis
             action, memory = agent.act_with_carry(state, obs, memory, start, act_key, deterministic)
             env_state, ts = env.step(env_key, env_state, action)
             out = dict(obs=obs, action=action, reward=ts.reward, terminated=ts.terminated, truncated=ts.truncated)
+            if states:  # the suite's state the action was taken in (below eqxrl's wrappers)
+                out["state"] = innermost_state(carry[0])
             return (env_state, ts.obs, memory, ts.done), out
 
         memory = agent.initial_carry(state, (num_envs,))
@@ -330,17 +332,22 @@ def rollout(
     num_envs: int = 1,
     member: int | None = None,
     deterministic: bool = True,
-) -> dict[str, np.ndarray]:
+    states: bool = False,
+) -> dict[str, Any]:
     """Run a trained policy for `num_steps` steps in `num_envs` parallel envs (episodes
     restart automatically) and return the trajectory.
 
     **Arguments:** `agent` and `state` as returned by `train` (a seed batch or a
     sweep: every member, or only `member`), a PRNG `key`, `num_steps`,
-    `num_envs`, and `deterministic` (the policy's mode, or sampled actions).
+    `num_envs`, `deterministic` (the policy's mode, or sampled actions), and
+    `states`: also return each step's env state.
 
     **Returns:** NumPy arrays `obs`, `action`, `reward`, `terminated`, `truncated`
     of shape `(num_steps, num_envs, ...)`, with a leading member axis when the
-    state is batched and `member` is None.
+    state is batched and `member` is None; with `states`, `state`: the pytree of
+    the suite's env states (below eqxrl's wrappers, `eqxrl.envs.innermost_state`)
+    that `obs` was observed in, leaves of the same leading shape
+    (`eqxrl.envs.render_frames` draws them).
     """
     key = as_keys(key)
     if key.ndim != 0:
@@ -357,4 +364,4 @@ def rollout(
         batch = Batch.of(batch.member(member))
     if batch.batched:
         key = jax.random.split(key, batch.size)
-    return jax.device_get(_rollout(batch, state, key, num_envs, num_steps, bool(deterministic)))
+    return jax.device_get(_rollout(batch, state, key, num_envs, num_steps, bool(deterministic), bool(states)))

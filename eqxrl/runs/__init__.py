@@ -12,6 +12,7 @@ A run directory holds
   evaluate the best;
 - `learning_curve.png`: mean training episode return against env steps;
 - `eval.json`: evaluation returns (written by `save_evaluation`);
+- `videos/<env_steps>.mp4`: episodes recorded while training (`record_every`);
 - `.lock`: only while a process writes the directory (`run_lock`): a second
   writer is refused, naming the first's process id.
 
@@ -91,6 +92,11 @@ from ._stored import stored_arrays as stored_arrays
 from ._train_run import resume_run as resume_run
 from ._train_run import save_run as save_run
 from ._train_run import train_run as train_run
+from ._video import DEFAULT_RECORDINGS as DEFAULT_RECORDINGS
+from ._video import VIDEOS as VIDEOS
+from ._video import VideoRecorder as VideoRecorder
+from ._video import default_record_every as default_record_every
+from ._video import render_run as render_run
 
 __all__ = [
     "AGENTS",
@@ -161,4 +167,9 @@ __all__ = [
     "resume_run",
     "save_run",
     "train_run",
+    "DEFAULT_RECORDINGS",
+    "VIDEOS",
+    "VideoRecorder",
+    "default_record_every",
+    "render_run",
 ]

@@ -40,5 +40,16 @@ class TensorBoard:
         self.done = iteration
         self.writer.flush()
 
+    def video(self, tag: str, gif: bytes, shape: tuple[int, ...], step: int) -> None:
+        """An animated GIF (`gif`, frames of `shape` `(n, height, width, 3)`) as an image at `step`:
+        TensorBoard's image dashboard plays it (what tensorboardX's `add_video` writes, without
+        the moviepy it needs to encode one)."""
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        _, height, width, channels = shape
+        image = Summary.Image(height=height, width=width, colorspace=channels, encoded_image_string=gif)
+        self.writer._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+        self.writer.flush()
+
     def close(self) -> None:
         self.writer.close()

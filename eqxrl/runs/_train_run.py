@@ -25,10 +25,11 @@ from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
 from ._state import STATE_RECORD, save_state, template_state
 from ._tensorboard import TensorBoard
+from ._video import VIDEOS, VideoRecorder
 
 __all__ = ["resume_run", "save_run", "train_run"]
 
-_RUN_FILES = (CONFIG, METRICS, STATE, CURVE, EVAL, CHECKPOINTS, TENSORBOARD, "pbt.json", "population", "history.csv")
+_RUN_FILES = (CONFIG, METRICS, STATE, CURVE, EVAL, CHECKPOINTS, TENSORBOARD, VIDEOS, "pbt.json", "population", "history.csv")
 """What a run (or a PBT run) leaves in its directory: `train_run` refuses a directory holding one."""
 
 
@@ -133,6 +134,7 @@ def train_run(
     command: str | None = None,
     _resume: Checkpoint | None = None,
     eval_every: int | None = None,
+    record_every: int | None = None,
     _restart: bool = False,
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
     """Train with a run directory: `config.json` first, checkpoints in
@@ -163,6 +165,11 @@ def train_run(
       it); an evaluated state that beats the best so far is written as a
       checkpoint (waiting for the disk if need be), and the best by mean
       evaluation return is kept (`load_run(run_dir, checkpoint="best")`).
+    - `record_every`: env steps per seed between videos of one deterministic episode of
+      member 0, at the first chunk boundary past each multiple and at the end
+      (`RUN_DIR/videos/<env steps>.mp4`, and TensorBoard's images with `tensorboard`;
+      drawn on a background thread, see `eqxrl.runs.VideoRecorder`). Needs an env
+      with a renderer and imageio (`pip install 'eqxrl[video]'`).
 
     **Returns:** `(state, metrics, info, evaluation summary)`.
     `resume_run(run_dir)` continues an interrupted call exactly, or a finished one
@@ -185,6 +192,9 @@ def train_run(
     if batch.stacked:
         num_seeds = batch.size
     check_positive_int("train_run", "keep_checkpoints", keep_checkpoints)
+    if record_every is not None:
+        check_positive_int("train_run", "record_every", record_every)
+        VideoRecorder(run_dir, agent, seed, num_seeds, record_every)  # (the env renders, imageio is there)
     keys = seed_keys(seed, num_seeds)
     per_iteration = batch.agent.steps_per_iteration
     num_iterations = num_iterations_for("train_run", batch.agent, total_steps)
@@ -206,6 +216,7 @@ def train_run(
             chunk_iterations=chunk, checkpoint_every=every * per_iteration, keep_checkpoints=int(keep_checkpoints),
             nan_guard=bool(nan_guard), tensorboard=bool(tensorboard), eval_episodes=int(eval_episodes), status="running",
             eval_every=None if evals is None else evals * per_iteration,
+            record_every=None if record_every is None else int(record_every),
         )  # fmt: skip
         if command is not None:
             config["command"] = command
@@ -222,6 +233,8 @@ def train_run(
     done = _resume.iteration if _resume is not None else 0
     writer = CheckpointWriter(run_dir, agent, run_record(config), config.get("keep_checkpoints", keep_checkpoints))
     board = TensorBoard(run_dir, done, done * per_iteration + 1 if done else 0) if tensorboard else None
+    record = config.get("record_every")
+    recorder = None if record is None else VideoRecorder(run_dir, agent, seed, num_seeds, record, board, done)
     last_saved = [done]
     evaluating = config.get("eval_every") is not None
     best = [max((c["eval_return"] for c in checkpoint_steps(run_dir) if c["eval_return"] is not None), default=-math.inf)]
@@ -251,6 +264,8 @@ def train_run(
             if writer.submit(checkpoint, wait=final or better):
                 last_saved[0] = checkpoint.iteration
                 best[0] = max(best[0], value) if value is not None else best[0]
+        if recorder is not None:
+            recorder(checkpoint, final)
         return False
 
     try:
@@ -261,6 +276,8 @@ def train_run(
                 eval_every=config.get("eval_every"), eval_episodes=int(config.get("eval_episodes", eval_episodes)),
             )  # fmt: skip
         finally:
+            if recorder is not None:
+                recorder.close()
             if board is not None:
                 board.close()
     except BaseException as e:
@@ -274,6 +291,8 @@ def train_run(
     writer.close()
     # What this call's writer did (a checkpoint due while the previous was still being written is skipped).
     config["checkpoints"] = {"written": writer.written, "skipped": writer.skipped}
+    if recorder is not None:
+        config["videos"] = {"written": len(recorder.written), "skipped": recorder.skipped}
     if diverged:
         iteration, quantities = diverged[0]
         stopped = info.stopped_at if info.stopped_at is not None else info.num_iterations
@@ -332,6 +351,7 @@ def resume_run(
     options = dict(
         seed=config["seed"], num_seeds=config["seeds"], nan_guard=config.get("nan_guard", False),
         tensorboard=config.get("tensorboard", False), progress=progress, env_name=config["env"],
+        record_every=config.get("record_every"),
     )  # fmt: skip
     if not checkpoint_steps(run_dir):
         if config.get("status") == "complete":
