@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import _report  # noqa: F401  (its import keeps eqxrl's persistent compilation cache off: cold compiles)
+
 
 def fresh_caches() -> None:
     """Clear JAX's in-memory caches (and collect), so that the next run compiles from scratch."""

@@ -28,6 +28,17 @@ from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+def cold_compiles() -> None:
+    """Benchmarks time cold compiles: eqxrl's persistent compilation cache (on at `import eqxrl`)
+    stays off in this process and in every process it starts, unless the caller set
+    `EQXRL_COMPILE_CACHE` (compile_cache.py sets it per run). Called when this module is
+    imported; an eqxrl imported before has not compiled yet, so its cache is switched off."""
+    if os.environ.setdefault("EQXRL_COMPILE_CACHE", "off") == "off" and "eqxrl" in sys.modules:
+        sys.modules["eqxrl"].core.configure_compile_cache(False)
+
+
+cold_compiles()
+
 BENCHMARKS = Path(__file__).resolve().parent
 RESULTS = BENCHMARKS / "results"
 CORE_PACKAGES = ("jax", "jaxlib", "equinox", "optax", "gymnax")

@@ -25,6 +25,8 @@ or ``--quick``; writes ``benchmarks/results/checkpoint_overhead.md``.
 
 from __future__ import annotations
 
+import _report  # noqa: F401  (eqxrl's persistent compilation cache off: cold compiles)
+
 import argparse
 import os
 import pathlib

@@ -21,6 +21,8 @@ Each record's header gives the jax backend and device (``Report.header``).
 
 from __future__ import annotations
 
+import _report  # noqa: F401  (eqxrl's persistent compilation cache off: cold compiles)
+
 import argparse
 import os
 import sys

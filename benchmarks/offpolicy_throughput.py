@@ -126,26 +126,36 @@ METRICS = [
 ]
 
 
-def time_eqxrl(pair: str, total_steps: int, seed: int, brax_backend: str) -> dict:
+def seed_keys(seed: int, seeds: int):
+    """One key (`seeds` = 1), or a batch of `seeds` keys split from it (both libraries alike)."""
+    key = jax.random.key(seed)
+    return key if seeds == 1 else jax.random.split(key, seeds)
+
+
+def time_eqxrl(pair: str, total_steps: int, seed: int, brax_backend: str, seeds: int = 1) -> dict:
+    """One timed `eqxrl.train` of `seeds` seeds (a batch: sharded over the CPU devices eqxrl
+    makes at import, one per core, as its users get it); steps and updates of all seeds."""
     agent = pairs_.make_eqxrl(pair, brax_backend)
-    state, info, out = time_train(agent, jax.random.key(seed), total_steps)
-    out.update(steps=int(state.env_steps), updates=int(state.updates))
-    assert out["steps"] == info.env_steps == total_steps, (out["steps"], info.env_steps, total_steps)
+    state, info, out = time_train(agent, seed_keys(seed, seeds), total_steps)
+    out.update(steps=int(np.sum(np.asarray(state.env_steps))), updates=int(np.sum(np.asarray(state.updates))))
+    assert out["steps"] == info.env_steps == total_steps * seeds, (out["steps"], info.env_steps, total_steps)
     returns = eqxrl.evaluate(agent, state, jax.random.key(10_000 + seed), num_episodes=EVAL_EPISODES)
     out["ret"] = float(np.mean(np.asarray(returns)))
     return out
 
 
-def run_one(lib: str, pair: str, steps: int, seed: int, brax_backend: str) -> dict:
+def run_one(lib: str, pair: str, steps: int, seed: int, brax_backend: str, seeds: int = 1) -> dict:
     if lib == "eqxrl":
-        return time_eqxrl(pair, steps, seed, brax_backend)
+        return time_eqxrl(pair, steps, seed, brax_backend, seeds)
+    if seeds > 1 and pair not in ("sac", "td3"):
+        raise ValueError(f"--seeds {seeds} is measured for the sac and td3 pairs only, not {pair!r}")
     if pair in pairs_.BRAX_PAIRS:
         from peers import brax_sac
 
         return brax_sac.time_train(CONFIGS[pair], steps, seed, brax_backend, EVAL_EPISODES)
     from peers import rejax_adapter
 
-    return rejax_adapter.time_offpolicy(pair, CONFIGS[pair], steps, seed, EVAL_EPISODES)
+    return rejax_adapter.time_offpolicy(pair, CONFIGS[pair], steps, seed, EVAL_EPISODES, seeds)
 
 
 def main(argv=None) -> None:
@@ -158,6 +168,12 @@ def main(argv=None) -> None:
     )  # fmt: skip
     for pair in BUDGETS:
         p.add_argument(f"--{pair}-steps", type=int, default=None, help=f"env steps per {pair} run")
+    p.add_argument(
+        "--seeds", type=int, default=1,
+        help="seeds trained together per run (sac and td3 pairs): eqxrl.train of a key batch, as eqxrl's users run "
+        "seeds (sharded over one CPU device per core), against jax.vmap(rejax's train) over the same keys, as "
+        "rejax's users run them; steps/s count all seeds",
+    )  # fmt: skip
     a = p.parse_args(argv)
     report = Report(__file__, argv)
     pairs = [s.strip() for s in a.pairs.split(",") if s.strip()]
@@ -184,7 +200,7 @@ def main(argv=None) -> None:
         for pair in pairs:
             for lib in turn_order(r, ("eqxrl", "peer")):
                 fresh_caches()
-                res = run_one(lib, pair, budgets[pair], r, a.brax_backend)
+                res = run_one(lib, pair, budgets[pair], r, a.brax_backend, a.seeds)
                 results[(pair, lib)].append(res)
                 name = "eqxrl" if lib == "eqxrl" else PAIR_NAMES[pair][2]
                 print(
@@ -224,7 +240,10 @@ def render(report, a, pairs, budgets, results, nets, runs_minutes: float) -> str
     )  # fmt: skip
     lines += [
         f"- medians of {a.runs} run(s) per cell; the two libraries' runs interleaved, alternating which goes "
-        "first; in-memory JAX caches cleared before every run; run i uses seed i on both sides",
+        "first; in-memory JAX caches cleared before every run; run i uses seed i on both sides"
+        + (f"; **{a.seeds} seeds per run** (eqxrl.train of a key batch on eqxrl's default devices, "
+           f"{jax.device_count()} here; rejax: jax.vmap of its train over the same keys); steps/s and "
+           "updates/s count all seeds, the final return is the mean over them" if a.seeds > 1 else ""),
         "",
         "Configurations (the peer's, in the peer's terms; see the script's docstring and `make_eqxrl` "
         "in `benchmarks/_offpolicy_pairs.py` for the translation into eqxrl's fields):",

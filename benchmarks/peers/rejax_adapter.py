@@ -180,13 +180,24 @@ def _greedy_act(pair: str, algo, ts):
     raise ValueError(pair)
 
 
-def time_offpolicy(pair: str, c: dict, total_steps: int, seed: int, episodes: int) -> dict:
-    """One timed run (compile, then execution) and the trained greedy policy's mean return."""
+def time_offpolicy(pair: str, c: dict, total_steps: int, seed: int, episodes: int, seeds: int = 1) -> dict:
+    """One timed run (compile, then execution) and the trained greedy policy's mean return; with
+    `seeds` > 1, `jax.vmap(algo.train)` over that many keys split from `seed`'s (rejax's way to
+    train seeds), steps and updates summed and the return averaged over the seeds."""
     algo = make_offpolicy(pair, c, total_steps)
-    ts, out = time_train(algo, jax.random.key(seed))
-    assert out["steps"] == total_steps, (out["steps"], total_steps)
-    returns = evaluate(_greedy_act(pair, algo, ts), algo, jax.random.key(10_000 + seed), episodes)
-    out["updates"] = int(ts.q_ts.step) if pair == "dqn" else int(ts.critic_ts.step)
+    key = jax.random.key(seed)
+    ts, out = time_train(algo, key if seeds == 1 else jax.random.split(key, seeds))
+    assert out["steps"] == total_steps * seeds, (out["steps"], total_steps, seeds)
+    steps = ts.q_ts.step if pair == "dqn" else ts.critic_ts.step
+    out["updates"] = int(np.sum(np.asarray(steps)))
+    if seeds == 1:
+        returns = evaluate(_greedy_act(pair, algo, ts), algo, jax.random.key(10_000 + seed), episodes)
+    else:
+        member = lambda i: jax.tree.map(lambda x: x[i], ts)  # noqa: E731
+        returns = [
+            np.mean(np.asarray(evaluate(_greedy_act(pair, algo, member(i)), algo, jax.random.key(10_000 + seed), episodes)))
+            for i in range(seeds)
+        ]
     out["ret"] = float(np.mean(np.asarray(returns)))
     return out
 
