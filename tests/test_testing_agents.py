@@ -207,6 +207,7 @@ def test_continuous_agents_learn_every_probe(name):
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # (81 s: DADS is a secondary agent, tests/tiers.py; CI runs its check_agent)
 def test_dads_learns_skills_on_the_skill_probe():
     """DADS learns only from its intrinsic reward, so the value probes do not apply: its probe is
     Point2D (seen: spreads 16.7, 18.5, 12.3 against an untrained 0.06-0.12, intrinsic rewards 0.54,

@@ -259,7 +259,7 @@ class _SkillBlindDADS(DADS):
 
 
 @pytest.mark.slow
-@pytest.mark.exhaustive  # (45 s; DADS itself passes the same check in CI: test_testing_agents.py)
+@pytest.mark.exhaustive  # (45 s; DADS itself passes the same check in the exhaustive tier: test_testing_agents.py)
 def test_a_dads_whose_policy_does_not_see_its_skill_is_caught():
     msg = r"_SkillBlindDADS on Point2D-v0 after 20000 steps, on fewer than 2 of 3 seeds: its skills end .* apart"
     with pytest.raises(ContractError, match=msg):
