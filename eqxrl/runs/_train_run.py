@@ -290,13 +290,15 @@ def train_run(
                 eval_every=config.get("eval_every"), eval_episodes=int(config.get("eval_episodes", eval_episodes)),
             )  # fmt: skip
         finally:
-            if recorder is not None:
-                recorder.close()
             if board is not None:
+                if recorder is not None:
+                    recorder.close()  # (its thread writes the last GIF to TensorBoard)
                 board.close()
     except BaseException as e:
         with contextlib.suppress(Exception):  # the training error is the one to report
             writer.close()
+        if recorder is not None:
+            recorder.close()  # (it reports a failed video itself, and raises nothing)
         if isinstance(e, NonFiniteError) and e.iteration is not None:  # the guard stopped it
             last = e.checkpoint
             metrics = None if last is None else {k: np.asarray(v) for k, v in last.metrics.items()}
@@ -305,9 +307,8 @@ def train_run(
     writer.close()
     # What this call's writer did (a checkpoint due while the previous was still being written is skipped).
     config["checkpoints"] = {"written": writer.written, "skipped": writer.skipped}
-    if recorder is not None:
-        config["videos"] = {"written": len(recorder.written), "skipped": recorder.skipped, "seconds": round(recorder.budget.spent, 3)}
     if diverged:
+        _close_recorder(recorder, config)
         iteration, quantities = diverged[0]
         stopped = info.stopped_at if info.stopped_at is not None else info.num_iterations
         raise diverged_error(run_dir, agent, config, metrics, iteration, quantities, stopped)
@@ -318,9 +319,20 @@ def train_run(
     summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
     if not batch.stacked:
         summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
+    if recorder is not None:  # (the final video was drawn while the policy was evaluated)
+        _close_recorder(recorder, config)
+        write_json(run_dir / CONFIG, config)
     save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
              command=config.get("command"))  # fmt: skip
     return state, metrics, info, summary
+
+
+def _close_recorder(recorder: VideoRecorder | None, config: dict[str, Any]) -> None:
+    """Wait for the last video; what the recorder did goes to `config` (`"videos"`)."""
+    if recorder is not None:
+        recorder.close()
+        spent = round(recorder.budget.spent, 3)
+        config["videos"] = {"written": len(recorder.written), "skipped": recorder.skipped, "seconds": spent}
 
 
 @holds_run_lock("resume_run(run_dir)", create=False)
