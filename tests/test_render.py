@@ -23,6 +23,8 @@ from typecheck import no_runtime_typecheck
 import eqxrl
 from eqxrl.agents import IPPO, PPO
 from eqxrl.envs import make, render_frames
+from eqxrl.loop import Checkpoint
+from eqxrl.runs import VideoBudget, VideoRecorder
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TINY = dict(num_envs=2, rollout_length=8, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
@@ -182,6 +184,18 @@ def test_record_every_and_render_command(tmp_path, capsys):
     last, _ = _read_mp4(run_dir / "videos" / "320.mp4")
     assert len(last) == rec.lengths[0] and np.abs(last.astype(int) - rec.frames[0]).mean() < 3.0
 
+    # Without STEPS: the time budget. Milliseconds of training afford no video at the quarters,
+    # and the final one is written all the same.
+    auto_dir = tmp_path / "auto"
+    code, out, err = main_captured(
+        ["train", "ppo", "--env", "CartPole-v1", *TINY_FLAGS, "--total-steps", "320", "--run-dir", str(auto_dir),
+         "--record-every", "--eval-episodes", "2", "--quiet"]
+    )  # fmt: skip
+    assert code == 0, err
+    config = eqxrl.runs.load_config(auto_dir)
+    assert config["record_every"] == "auto" and sorted(p.name for p in (auto_dir / "videos").iterdir()) == ["320.mp4"]
+    assert config["videos"]["written"] == 1 and config["videos"]["skipped"] == 3 and config["videos"]["seconds"] > 0
+
     out_file = tmp_path / "episodes.mp4"
     code, out, err = main_captured(["render", str(run_dir), "--episodes", "2", "--out", str(out_file), "--checkpoint", "last"])
     assert code == 0, err
@@ -244,3 +258,70 @@ def test_brax_html_and_frames(tmp_path):
     assert got["colours"] > 10 and got["fps"] == 25  # (a drawn scene; inverted_pendulum's dt is 0.04 s)
     text = (tmp_path / "p.html").read_text()
     assert "<html" in text.lower() and "brax" in text.lower()
+
+
+def test_video_budget_accounting():
+    """`VideoBudget`: a video is allowed while what recording cost, plus this video and the final
+    one at the estimated cost, fits the fraction of the training time; the estimate is the prior
+    per frame until a video is measured, then the costliest frame measured."""
+    budget = VideoBudget(max_frames=8, fraction=0.25, frame_seconds=0.125)
+    assert budget.estimate() == 1.0 and budget.spent == 0.0
+    assert not budget.allows(7.0) and budget.allows(8.0)  # 0 + 2 * 1.0 <= 0.25 * 8
+    budget.spend(0.5)  # (compiling: no frames, the estimate stays)
+    assert budget.estimate() == 1.0 and not budget.allows(9.0) and budget.allows(10.0)
+    budget.spend(1.5, frames=8)  # a video measured: 0.1875 s a frame replaces the prior
+    assert budget.spent == 2.0 and budget.estimate() == 1.5
+    assert not budget.allows(19.0) and budget.allows(20.0)  # 2 + 2 * 1.5 <= 0.25 * 20
+    budget.spend(0.5, frames=8)  # a cheaper video: the costliest frame still estimates
+    assert budget.estimate() == 1.5
+    budget.spend(2.0, frames=8)
+    assert budget.estimate() == 2.0 and budget.spent == 4.5
+
+
+def _fake_recorder(tmp_path, agent, fraction, seconds_per_chunk=2.0, video_seconds=1.5):
+    """A `VideoRecorder` whose clock advances `seconds_per_chunk` per chunk (`tick`) and whose
+    videos cost `video_seconds` of its cost clock (8 frames each, nothing drawn)."""
+    clock, cost = [0.0], [0.0]
+    recorder = VideoRecorder(tmp_path, agent, 0, 1, agent.steps_per_iteration, fraction=fraction,
+                             clock=lambda: clock[0], precompile=False)  # fmt: skip
+    recorder.steps = 8  # (a short episode: the rollout runs for real)
+    recorder.budget = VideoBudget(max_frames=8, fraction=fraction or 1.0, frame_seconds=0.125)
+    recorder.cost = lambda: cost[0]
+
+    def draw(trajectory, step):
+        cost[0] += video_seconds
+        recorder.written.append(step)
+        return 8
+
+    recorder._draw = draw
+
+    def tick():
+        clock[0] += seconds_per_chunk
+
+    return recorder, tick
+
+
+def test_recorder_keeps_to_the_time_budget(cartpole, tmp_path):
+    """With a fraction, a due video is written only while the budget allows it after the training
+    time elapsed (an injected clock: 2 s a chunk, so 2 * i s at chunk i; each video costs 1.5 s on
+    an injected cost clock), and the final one always; without, every due video is written."""
+    agent, state = cartpole
+    n = 11
+
+    def run(fraction):
+        recorder, tick = _fake_recorder(tmp_path, agent, fraction)
+        for i in range(1, n + 1):
+            tick()
+            recorder(Checkpoint(state, i, n, 1, {}), final=i == n)
+            recorder.close()  # (the drawing thread is done before the next chunk: nothing is busy)
+        return recorder
+
+    recorder = run(0.25)
+    # Allowed when spent + 2 * estimate <= 0.25 * 2i: before any video 2 * 1.0 <= 0.5i (i = 4);
+    # then 1.5 + 2 * 1.5 <= 0.5i (i = 9); then 3 + 3 <= 0.5i needs i = 12, past the end:
+    # the final video (i = 11) is written over the budget.
+    per = agent.steps_per_iteration
+    assert recorder.written == [4 * per, 9 * per, 11 * per]
+    assert recorder.skipped == n - 3 and recorder.budget.spent == 4.5
+    recorder = run(None)
+    assert recorder.written == [i * per for i in range(1, n + 1)] and recorder.skipped == 0

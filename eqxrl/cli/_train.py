@@ -13,7 +13,7 @@ from ..envs import check_renderable, make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError, require_imageio
 from ..runs import (
     CONFIG, MAX_SEED, CheckpointError, RunDirectoryError, agent_from_config, check_config, checkpoint_steps,
-    default_record_every, load_config, read_text_bounded, resume_run, run_lock, train_run,
+    RECORD_AUTO, RECORD_BUDGET, load_config, read_text_bounded, resume_run, run_lock, train_run,
 )  # fmt: skip
 from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
@@ -21,7 +21,7 @@ from ._parse import parse_int, parse_seed, positive
 
 
 RECORD_DEFAULT = -1
-"""`--record-every` given without STEPS (replaced by `eqxrl.runs.default_record_every`)."""
+"""`--record-every` given without STEPS (replaced by `eqxrl.runs.RECORD_AUTO`, the time budget)."""
 
 
 def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
@@ -80,9 +80,11 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
     )  # fmt: skip
     run.add_argument(
         "--record-every", type=positive_int, nargs="?", const=RECORD_DEFAULT, default=None, metavar="STEPS",
-        help="env steps per seed between videos of one deterministic episode, at evaluation points and at the end "
-        f"(RUN_DIR/videos/<env steps>.mp4, and TensorBoard with --tensorboard; without STEPS: a quarter of the run; "
-        "needs pip install 'eqxrl[video]')",
+        help="videos of one deterministic episode (RUN_DIR/videos/<env steps>.mp4, and TensorBoard with --tensorboard), "
+        "always one of the final policy; STEPS: env steps per seed between videos (one is skipped while the previous "
+        f"is still being drawn); without STEPS: a time budget, a video at each evaluation (--eval-every; else each "
+        f"quarter of the run) only while recording costs at most {RECORD_BUDGET:.0%} of the training time so far, "
+        "the final video's cost reserved (config.json counts those written and skipped); needs pip install 'eqxrl[video]'",
     )  # fmt: skip
     if cls.presets:
         run.add_argument(
@@ -178,8 +180,8 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
             f"({per_iteration} env steps) and --total-steps {total_steps}"
         )
     if record_every == RECORD_DEFAULT:
-        record_every = default_record_every(total_steps)
-    if record_every is not None and not per_iteration <= record_every <= total_steps:
+        record_every = RECORD_AUTO
+    if isinstance(record_every, int) and not per_iteration <= record_every <= total_steps:
         parser.error(
             f"--record-every {record_every} must be between one iteration of {type(base).__name__} "
             f"({per_iteration} env steps) and --total-steps {total_steps}"

@@ -16,6 +16,7 @@ Every other env raises a one-line `ValueError` naming it (`check_renderable`).
 import contextlib
 import io
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -104,8 +105,8 @@ def render_frames(env: AbstractEnv, states: Any) -> np.ndarray:
         raise ValueError("render_frames(states) must hold at least one state")
     inner = env.unwrapped
     if name == "gymnasium classic control":
-        frames = _gym_frames(inner, seq)
-    elif name == "gymnax visualizer":
+        return _gym_frames(inner, seq)  # (uint8 RGB already)
+    if name == "gymnax visualizer":
         frames = _gymnax_figure_frames(inner, seq)
     elif name == "brax":
         frames = _brax_frames(inner, seq)
@@ -114,31 +115,47 @@ def render_frames(env: AbstractEnv, states: Any) -> np.ndarray:
     return np.stack([np.asarray(f, np.uint8)[..., :3] for f in frames])
 
 
-def _gym_frames(env: GymnaxEnv, seq: list[Any]) -> list[np.ndarray]:
-    # pygame starts SDL's audio and, without a display, complains about its video: neither is
-    # used to draw into an array (ALSA and XDG_RUNTIME_DIR errors on a headless host otherwise).
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    import gymnasium
+_GYM_ENVS: dict[str, Any] = {}
+"""One Gymnasium env per classic-control name, built at the first draw and reused (building it and
+starting pygame is done once per process, not once per video)."""
+_GYM_LOCK = threading.Lock()  # (one draw at a time: the env holds the state it draws)
+
+
+def _gym_env(name: str) -> Any:
+    if name not in _GYM_ENVS:
+        # pygame starts SDL's audio and, without a display, complains about its video: neither is
+        # used to draw into an array (ALSA and XDG_RUNTIME_DIR errors on a headless host otherwise).
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        import gymnasium
+
+        gym_env = gymnasium.make(name, render_mode="rgb_array")
+        gym_env.reset(seed=0)
+        _GYM_ENVS[name] = gym_env
+    return _GYM_ENVS[name]
+
+
+def _gym_frames(env: GymnaxEnv, seq: list[Any]) -> np.ndarray:
     from gymnax.visualize import vis_gym
 
     name = env.env_name
-    # gymnax's render_gym_frame builds a Gymnasium env per frame; one env is built here and given
-    # each state with the same helpers.
-    gym_env = gymnasium.make(name, render_mode="rgb_array")
-    try:
-        gym_env.reset(seed=0)
+    # gymnax's render_gym_frame builds a Gymnasium env per frame; one env (per process) is given
+    # each state with the same helpers, and each frame is copied once, into the output.
+    with _GYM_LOCK:
+        gym_env = _gym_env(name)
         unwrapped: Any = gym_env.unwrapped
         vis_gym.set_gym_params(unwrapped, name, env.params)
-        frames = []
-        for state in seq:
+        frames = None
+        for t, state in enumerate(seq):
             unwrapped.state = vis_gym.get_gym_state(state, name)
             if name == "Pendulum-v1":
                 unwrapped.last_u = np.asarray(state.last_u, dtype=np.float64)
-            frames.append(np.array(gym_env.render()))
-    finally:
-        gym_env.close()
+            frame = gym_env.render()
+            if frames is None:
+                frames = np.empty((len(seq), *frame.shape[:2], 3), np.uint8)
+            frames[t] = frame[..., :3]
+    assert frames is not None
     return frames
 
 

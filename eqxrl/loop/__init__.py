@@ -41,9 +41,11 @@ from ._keys import eval_iterations_for as eval_iterations_for
 from ._keys import eval_key_at as eval_key_at
 from ._keys import num_iterations_for as num_iterations_for
 from ._progress import Progress as Progress
+from ._render import FAST_H264 as FAST_H264
 from ._render import VIDEO_SUFFIXES as VIDEO_SUFFIXES
 from ._render import Recording as Recording
 from ._render import check_video_path as check_video_path
+from ._render import precompile_rollout as precompile_rollout
 from ._render import render as render
 from ._render import require_imageio as require_imageio
 from ._render import video_bytes as video_bytes

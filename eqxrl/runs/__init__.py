@@ -93,7 +93,11 @@ from ._train_run import resume_run as resume_run
 from ._train_run import save_run as save_run
 from ._train_run import train_run as train_run
 from ._video import DEFAULT_RECORDINGS as DEFAULT_RECORDINGS
+from ._video import FIRST_FRAME_SECONDS as FIRST_FRAME_SECONDS
+from ._video import RECORD_AUTO as RECORD_AUTO
+from ._video import RECORD_BUDGET as RECORD_BUDGET
 from ._video import VIDEOS as VIDEOS
+from ._video import VideoBudget as VideoBudget
 from ._video import VideoRecorder as VideoRecorder
 from ._video import default_record_every as default_record_every
 from ._video import render_run as render_run
@@ -168,7 +172,11 @@ __all__ = [
     "save_run",
     "train_run",
     "DEFAULT_RECORDINGS",
+    "FIRST_FRAME_SECONDS",
+    "RECORD_AUTO",
+    "RECORD_BUDGET",
     "VIDEOS",
+    "VideoBudget",
     "VideoRecorder",
     "default_record_every",
     "render_run",

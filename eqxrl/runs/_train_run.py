@@ -25,7 +25,7 @@ from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
 from ._state import STATE_RECORD, save_state, template_state
 from ._tensorboard import TensorBoard
-from ._video import VIDEOS, VideoRecorder
+from ._video import RECORD_AUTO, RECORD_BUDGET, VIDEOS, VideoRecorder, default_record_every
 
 __all__ = ["resume_run", "save_run", "train_run"]
 
@@ -134,7 +134,7 @@ def train_run(
     command: str | None = None,
     _resume: Checkpoint | None = None,
     eval_every: int | None = None,
-    record_every: int | None = None,
+    record_every: int | str | None = None,
     _restart: bool = False,
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
     """Train with a run directory: `config.json` first, checkpoints in
@@ -165,11 +165,18 @@ def train_run(
       it); an evaluated state that beats the best so far is written as a
       checkpoint (waiting for the disk if need be), and the best by mean
       evaluation return is kept (`load_run(run_dir, checkpoint="best")`).
-    - `record_every`: env steps per seed between videos of one deterministic episode of
-      member 0, at the first chunk boundary past each multiple and at the end
+    - `record_every`: videos of one deterministic episode of member 0
       (`RUN_DIR/videos/<env steps>.mp4`, and TensorBoard's images with `tensorboard`;
-      drawn on a background thread, see `eqxrl.runs.VideoRecorder`). Needs an env
-      with a renderer and imageio (`pip install 'eqxrl[video]'`).
+      drawn on a background thread, see `eqxrl.runs.VideoRecorder`), always one of the
+      final policy. `"auto"` (`RECORD_AUTO`, `--record-every` without STEPS): a time
+      budget, a video at each in-training evaluation (each quarter of the run without
+      `eval_every`) only while recording has cost at most `RECORD_BUDGET` (5%) of the
+      training time elapsed, reserving the final video's cost (`eqxrl.runs.VideoBudget`;
+      a short run may get the final video alone, whose cost is not bounded). An int: env
+      steps per seed between videos, at the first chunk boundary past each multiple,
+      skipped only while the previous one is still being drawn. `config.json` says how
+      many were written and skipped, and what they cost (`"videos"`). Needs an env with
+      a renderer and imageio (`pip install 'eqxrl[video]'`).
 
     **Returns:** `(state, metrics, info, evaluation summary)`.
     `resume_run(run_dir)` continues an interrupted call exactly, or a finished one
@@ -193,8 +200,11 @@ def train_run(
         num_seeds = batch.size
     check_positive_int("train_run", "keep_checkpoints", keep_checkpoints)
     if record_every is not None:
-        check_positive_int("train_run", "record_every", record_every)
-        VideoRecorder(run_dir, agent, seed, num_seeds, record_every)  # (the env renders, imageio is there)
+        if record_every != RECORD_AUTO:
+            if isinstance(record_every, str):
+                raise ValueError(f"train_run(record_every) must be a positive int or {RECORD_AUTO!r}, got {record_every!r}")
+            check_positive_int("train_run", "record_every", record_every)
+        VideoRecorder(run_dir, agent, seed, num_seeds, 1, precompile=False)  # (the env renders, imageio is there)
     keys = seed_keys(seed, num_seeds)
     per_iteration = batch.agent.steps_per_iteration
     num_iterations = num_iterations_for("train_run", batch.agent, total_steps)
@@ -216,7 +226,7 @@ def train_run(
             chunk_iterations=chunk, checkpoint_every=every * per_iteration, keep_checkpoints=int(keep_checkpoints),
             nan_guard=bool(nan_guard), tensorboard=bool(tensorboard), eval_episodes=int(eval_episodes), status="running",
             eval_every=None if evals is None else evals * per_iteration,
-            record_every=None if record_every is None else int(record_every),
+            record_every=record_every if record_every in (None, RECORD_AUTO) else int(record_every),
         )  # fmt: skip
         if command is not None:
             config["command"] = command
@@ -233,8 +243,12 @@ def train_run(
     done = _resume.iteration if _resume is not None else 0
     writer = CheckpointWriter(run_dir, agent, run_record(config), config.get("keep_checkpoints", keep_checkpoints))
     board = TensorBoard(run_dir, done, done * per_iteration + 1 if done else 0) if tensorboard else None
-    record = config.get("record_every")
-    recorder = None if record is None else VideoRecorder(run_dir, agent, seed, num_seeds, record, board, done)
+    record, recorder = config.get("record_every"), None
+    if record is not None:
+        # The time budget considers a video at each evaluation (each quarter without them).
+        auto = record == RECORD_AUTO
+        every = (config.get("eval_every") or default_record_every(config["total_steps"])) if auto else record
+        recorder = VideoRecorder(run_dir, agent, seed, num_seeds, every, board, done, RECORD_BUDGET if auto else None)
     last_saved = [done]
     evaluating = config.get("eval_every") is not None
     best = [max((c["eval_return"] for c in checkpoint_steps(run_dir) if c["eval_return"] is not None), default=-math.inf)]
@@ -276,13 +290,15 @@ def train_run(
                 eval_every=config.get("eval_every"), eval_episodes=int(config.get("eval_episodes", eval_episodes)),
             )  # fmt: skip
         finally:
-            if recorder is not None:
-                recorder.close()
             if board is not None:
+                if recorder is not None:
+                    recorder.close()  # (its thread writes the last GIF to TensorBoard)
                 board.close()
     except BaseException as e:
         with contextlib.suppress(Exception):  # the training error is the one to report
             writer.close()
+        if recorder is not None:
+            recorder.close()  # (it reports a failed video itself, and raises nothing)
         if isinstance(e, NonFiniteError) and e.iteration is not None:  # the guard stopped it
             last = e.checkpoint
             metrics = None if last is None else {k: np.asarray(v) for k, v in last.metrics.items()}
@@ -291,9 +307,8 @@ def train_run(
     writer.close()
     # What this call's writer did (a checkpoint due while the previous was still being written is skipped).
     config["checkpoints"] = {"written": writer.written, "skipped": writer.skipped}
-    if recorder is not None:
-        config["videos"] = {"written": len(recorder.written), "skipped": recorder.skipped}
     if diverged:
+        _close_recorder(recorder, config)
         iteration, quantities = diverged[0]
         stopped = info.stopped_at if info.stopped_at is not None else info.num_iterations
         raise diverged_error(run_dir, agent, config, metrics, iteration, quantities, stopped)
@@ -304,9 +319,20 @@ def train_run(
     summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
     if not batch.stacked:
         summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
+    if recorder is not None:  # (the final video was drawn while the policy was evaluated)
+        _close_recorder(recorder, config)
+        write_json(run_dir / CONFIG, config)
     save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
              command=config.get("command"))  # fmt: skip
     return state, metrics, info, summary
+
+
+def _close_recorder(recorder: VideoRecorder | None, config: dict[str, Any]) -> None:
+    """Wait for the last video; what the recorder did goes to `config` (`"videos"`)."""
+    if recorder is not None:
+        recorder.close()
+        spent = round(recorder.budget.spent, 3)
+        config["videos"] = {"written": len(recorder.written), "skipped": recorder.skipped, "seconds": spent}
 
 
 @holds_run_lock("resume_run(run_dir)", create=False)
