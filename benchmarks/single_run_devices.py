@@ -54,9 +54,13 @@ CASES = {
     "ppo4": ("PPO CartPole, defaults (4 envs)", ("PPO", "CartPole-v1", {}), 2**18, 2**12),
     "ppo64": ("PPO CartPole, 64 envs", ("PPO", "CartPole-v1", {"num_envs": 64}), 2**19, 2**15),
     "ppo256": ("PPO CartPole, 256 envs", ("PPO", "CartPole-v1", {"num_envs": 256}), 2**20, 2**17),
+    # (ppo1024 and sac4096, larger still for the trend: `--cases ppo1024,sac4096`, not run by default)
+    "ppo1024": ("PPO CartPole, 1,024 envs", ("PPO", "CartPole-v1", {"num_envs": 1024}), 2**21, 2**19),
     "sac": ("SAC Pendulum, defaults (batch 256)", ("SAC", "Pendulum-v1", {}), 3_000, 1_050),
     "sac1024": ("SAC Pendulum, batch 1,024", ("SAC", "Pendulum-v1", {"batch_size": 1024}), 1_600, 1_050),
+    "sac4096": ("SAC Pendulum, batch 4,096", ("SAC", "Pendulum-v1", {"batch_size": 4096}), 1_300, 1_050),
 }
+DEFAULT_CASES = ("ppo4", "ppo64", "ppo256", "sac", "sac1024")
 ARMS = {"ppo": ("1", "2", "2env", "2mb"), "sac": ("1", "2", "2mb")}
 ARM_DESC = {
     "1": "1 device",
@@ -214,7 +218,7 @@ def wait_for_quiet(limit: float, wait: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__, "single_run_devices", runs=3, quick="one run per arm, short budgets, no record")
-    p.add_argument("--cases", default=",".join(CASES), help=f"comma-separated cases ({', '.join(CASES)})")
+    p.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"comma-separated cases (of {', '.join(CASES)})")
     p.add_argument("--wait", type=float, default=600, help="seconds to wait for a 1-min load below 1.5 (0: none)")
     a = p.parse_args(argv)
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
