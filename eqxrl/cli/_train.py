@@ -83,7 +83,7 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         help="videos of one deterministic episode (RUN_DIR/videos/<env steps>.mp4, and TensorBoard with --tensorboard), "
         "always one of the final policy; STEPS: env steps per seed between videos (one is skipped while the previous "
         f"is still being drawn); without STEPS: a time budget, a video at each evaluation (--eval-every; else each "
-        f"quarter of the run) only while recording costs at most {RECORD_BUDGET:.0%} of the training time so far, "
+        f"quarter of the run) only while recording costs at most {RECORD_BUDGET * 100:.0f}%% of the training time so far, "
         "the final video's cost reserved (config.json counts those written and skipped); needs pip install 'eqxrl[video]'",
     )  # fmt: skip
     if cls.presets:
