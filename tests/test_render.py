@@ -140,6 +140,36 @@ def test_gymnax_and_mpe_visualisers():
         assert len(_merged(rec.frames[0])) > 1
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+@pytest.mark.parametrize("name", ["craftax/Craftax-Classic-Symbolic-v1", "xminigrid/MiniGrid-Empty-5x5"])
+def test_craftax_and_xminigrid_renderers(name):
+    """Craftax through its own JAX pixel renderer, XLand-MiniGrid through its env's `render`: one
+    frame per step, and the first and last frames are what the suite's renderer draws of those
+    states, called directly."""
+    agent = PPO(name, **TINY)
+    key = jax.random.key(0)
+    state = agent.init(key)
+    rec = eqxrl.render(agent, state, key, max_steps=5)
+    traj = eqxrl.rollout(agent, state, key, 5, states=True)
+    done = traj["terminated"][:, 0] | traj["truncated"][:, 0]
+    n = int(np.argmax(done)) + 1 if done.any() else 5
+    assert rec.lengths == [n] and rec.frames[0].shape[0] == n and rec.frames[0].dtype == np.uint8
+    inner = agent.eval_env.unwrapped
+    for t in (0, n - 1):
+        at = jax.tree.map(lambda x: x[t, 0], traj["state"])  # noqa: B023
+        if name.startswith("craftax"):
+            from craftax.craftax_classic.constants import BLOCK_PIXEL_SIZE_IMG
+            from craftax.craftax_classic.renderer import make_craftax_pixel_renderer
+
+            with eqxrl.core.foreign_promotion():
+                own = np.asarray(make_craftax_pixel_renderer(BLOCK_PIXEL_SIZE_IMG)(jax.tree.map(jax.numpy.asarray, at)))
+            own = np.clip(np.rint(own), 0, 255).astype(np.uint8)
+        else:
+            own = inner.xminigrid_env.render(inner.params.replace(render_mode="rgb_array"), at)
+        np.testing.assert_array_equal(rec.frames[0][t], own[..., :3])
+    assert rec.frames[0].shape[-1] == 3 and rec.frames[0].max() > rec.frames[0].min()
+
+
 def _tensorboard_images(run_dir: pathlib.Path) -> list[tuple[int, bytes]]:
     """The `(step, encoded image)` of every image summary in a run's TensorBoard event files."""
     from tensorboardX.proto.event_pb2 import Event
@@ -185,11 +215,12 @@ def test_record_every_and_render_command(tmp_path, capsys):
     assert len(last) == rec.lengths[0] and np.abs(last.astype(int) - rec.frames[0]).mean() < 3.0
 
     # Without STEPS: the time budget. Milliseconds of training afford no video at the quarters,
-    # and the final one is written all the same.
+    # and the final one is written all the same. (Two seeds: with the suite's default of a CPU
+    # device per core, the recorder takes member 0 of a state sharded over them.)
     auto_dir = tmp_path / "auto"
     code, out, err = main_captured(
         ["train", "ppo", "--env", "CartPole-v1", *TINY_FLAGS, "--total-steps", "320", "--run-dir", str(auto_dir),
-         "--record-every", "--eval-episodes", "2", "--quiet"]
+         "--record-every", "--eval-episodes", "2", "--seeds", "2", "--quiet"]
     )  # fmt: skip
     assert code == 0, err
     config = eqxrl.runs.load_config(auto_dir)

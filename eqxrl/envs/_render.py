@@ -9,6 +9,9 @@
   `MUJOCO_GL=egl` set before MuJoCo is imported), and `brax.io.html.render`, brax's interactive
   HTML viewer (`render_html`).
 - JaxMARL's MPE: `jaxmarl.environments.mpe.MPEVisualizer`'s figure, one draw per state.
+- Craftax (and Craftax-Classic): its own pixel renderer (`make_craftax_pixel_renderer`, a JAX
+  function: every state of an episode drawn in one compiled call), at 16 pixels per block.
+- XLand-MiniGrid: its env's `render(params, timestep)` (`render_mode="rgb_array"`), per state.
 
 Every other env raises a one-line `ValueError` naming it (`check_renderable`).
 """
@@ -26,8 +29,10 @@ import numpy as np
 from ..core import foreign_promotion
 from ._base import AbstractEnv
 from ._brax import BraxEnv
+from ._craftax import CraftaxEnv
 from ._gymnax import GymnaxEnv
 from ._jaxmarl import JaxMARLEnv
+from ._xminigrid import XMiniGridEnv
 
 __all__ = ["check_renderable", "frame_rate", "render_frames", "render_html", "renderer_name"]
 
@@ -49,7 +54,8 @@ def _is_mpe(env: Any) -> bool:
 
 def renderer_name(env: AbstractEnv) -> str | None:
     """**Returns:** which renderer draws `env`'s frames (`"gymnasium classic control"`,
-    `"gymnax visualizer"`, `"brax"`, `"jaxmarl mpe"`), or None when eqxrl knows none for it."""
+    `"gymnax visualizer"`, `"brax"`, `"jaxmarl mpe"`, `"craftax"`, `"xminigrid"`), or None when
+    eqxrl knows none for it."""
     inner = env.unwrapped
     if isinstance(inner, GymnaxEnv):
         if inner.env_name in GYM_CLASSIC:
@@ -61,6 +67,10 @@ def renderer_name(env: AbstractEnv) -> str | None:
         return "brax"
     if _is_mpe(inner):
         return "jaxmarl mpe"
+    if isinstance(inner, CraftaxEnv):
+        return "craftax"
+    if isinstance(inner, XMiniGridEnv):
+        return "xminigrid"
     return None
 
 
@@ -71,7 +81,7 @@ def check_renderable(env: AbstractEnv, html: bool = False, owner: str = "render"
     if name is None:
         raise ValueError(
             f"{owner}: env {env.name!r} has no renderer (eqxrl draws gymnax's classic-control, MinAtar and "
-            "misc envs with a visualiser, brax envs and JaxMARL's MPE)"
+            "misc envs with a visualiser, brax envs, JaxMARL's MPE, Craftax and XLand-MiniGrid)"
         )
     if html and name != "brax":
         raise ValueError(f"{owner}(out): an .html file is brax's interactive viewer, and env {env.name!r} is not a brax env: write .gif or .mp4")
@@ -80,7 +90,12 @@ def check_renderable(env: AbstractEnv, html: bool = False, owner: str = "render"
 
 def _frame_at(states: Any, t: int, i: int | None = None) -> Any:
     """The state at step `t` (and env `i`) of a stacked pytree of states, as NumPy arrays."""
-    return jax.tree.map(lambda x: np.asarray(x[t] if i is None else x[t, i]), states)
+    def at(x: Any) -> Any:
+        x = x[t] if i is None else x[t, i]
+        # (a PRNG key, as XLand-MiniGrid's state holds, has no NumPy form: it stays a JAX array)
+        return x if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key) else np.asarray(x)
+
+    return jax.tree.map(at, states)
 
 
 def _unstack(states: Any) -> list[Any]:
@@ -100,13 +115,20 @@ def render_frames(env: AbstractEnv, states: Any) -> np.ndarray:
     `ValueError` for an env without a renderer (`check_renderable`).
     """
     name = check_renderable(env)
+    inner = env.unwrapped
+    if name == "craftax":  # (a JAX renderer: the stacked states in one call)
+        leaves = jax.tree.leaves(states)
+        if not leaves or not np.shape(leaves[0])[0]:
+            raise ValueError("render_frames(states) must hold at least one state")
+        return _craftax_frames(inner, states)
     seq = _unstack(states)
     if not seq:
         raise ValueError("render_frames(states) must hold at least one state")
-    inner = env.unwrapped
     if name == "gymnasium classic control":
         return _gym_frames(inner, seq)  # (uint8 RGB already)
-    if name == "gymnax visualizer":
+    if name == "xminigrid":
+        frames = _xminigrid_frames(inner, seq)
+    elif name == "gymnax visualizer":
         frames = _gymnax_figure_frames(inner, seq)
     elif name == "brax":
         frames = _brax_frames(inner, seq)
@@ -205,6 +227,32 @@ def _brax_frames(env: BraxEnv, seq: Sequence[Any]) -> list[np.ndarray]:
             f"render: brax env {env.name!r} draws frames with MuJoCo's OpenGL renderer, which failed here ({reason}): "
             f"{fix}, or write an .html file (brax's interactive viewer)"
         ) from None
+
+
+_CRAFTAX_RENDERERS: dict[bool, Callable[[Any], Any]] = {}
+"""Craftax's pixel renderer, compiled over a time axis, per variant (Classic or not)."""
+
+
+def _craftax_frames(env: CraftaxEnv, states: Any) -> np.ndarray:
+    classic = "craftax_classic" in type(env.craftax_env).__module__
+    if classic not in _CRAFTAX_RENDERERS:
+        if classic:
+            from craftax.craftax_classic.constants import BLOCK_PIXEL_SIZE_IMG
+            from craftax.craftax_classic.renderer import make_craftax_pixel_renderer
+        else:
+            from craftax.craftax.constants import BLOCK_PIXEL_SIZE_IMG
+            from craftax.craftax.renderer import make_craftax_pixel_renderer
+        with foreign_promotion():  # (Craftax mixes dtypes, as its envs do)
+            draw = make_craftax_pixel_renderer(BLOCK_PIXEL_SIZE_IMG)
+        _CRAFTAX_RENDERERS[classic] = jax.jit(jax.vmap(draw))
+    with foreign_promotion():
+        pixels = np.asarray(_CRAFTAX_RENDERERS[classic](states))
+    return np.clip(np.rint(pixels), 0, 255).astype(np.uint8)[..., :3]
+
+
+def _xminigrid_frames(env: XMiniGridEnv, seq: list[Any]) -> list[np.ndarray]:
+    params = env.params.replace(render_mode="rgb_array")
+    return [np.asarray(env.xminigrid_env.render(params, timestep)) for timestep in seq]
 
 
 def render_html(env: AbstractEnv, states: Any) -> str:

@@ -31,6 +31,7 @@ from ._evaluate import episode_returns as episode_returns
 from ._evaluate import evaluate as evaluate
 from ._evaluate import rollout as rollout
 from ._evaluate import state_batch as state_batch
+from ._padding import on_one_device as on_one_device
 from ._keys import EVAL_STREAM as EVAL_STREAM
 from ._keys import MAX_EVAL_EPISODES as MAX_EVAL_EPISODES
 from ._keys import MAX_TOTAL_STEPS as MAX_TOTAL_STEPS

@@ -17,8 +17,8 @@ from ..agents import Batch
 from ..core import check_positive_int, one_line
 from ..envs import check_renderable, frame_rate, render_frames
 from ..loop import (
-    Checkpoint, Recording, check_video_path, default_eval_steps, precompile_rollout, render, require_imageio, rollout,
-    video_bytes, write_video,
+    Checkpoint, Recording, check_video_path, default_eval_steps, on_one_device, precompile_rollout, render, require_imageio,
+    rollout, video_bytes, write_video,
 )  # fmt: skip
 from ._config import eval_key, load_config
 from ._files import PathLike
@@ -196,7 +196,9 @@ class VideoRecorder:
         t0 = self.clock()
         state = checkpoint.state
         if self.member0:
-            state = jax.tree.map(lambda x: x[0], state)  # member 0 of a seed batch or a sweep
+            # Member 0 of a seed batch or a sweep; a state sharded over CPU devices (train's callbacks
+            # see it so) comes through the host first: eager slices across them can deadlock XLA:CPU.
+            state = jax.tree.map(lambda x: x[0], on_one_device(state))
         # Committed to one device, as `precompile_rollout` compiled for (jit's cache tells them apart).
         state = jax.device_put(state, jax.devices()[0])
         trajectory = rollout(self.agent, state, jax.random.fold_in(self.key, checkpoint.iteration), self.steps, states=True)
