@@ -116,11 +116,16 @@ def test_bad_arguments(cartpole, tmp_path, monkeypatch):
         deep = PPO("DeepSea-bsuite", **TINY)
         with pytest.raises(ValueError, match=r"^render: env 'DeepSea-bsuite' has no renderer \(eqxrl draws"):
             eqxrl.render(deep, deep.init(key), key)
+        with pytest.raises(ValueError, match=r"^record_every: env 'DeepSea-bsuite' has no renderer \(eqxrl draws"):
+            eqxrl.runs.check_recordable(deep)
+        assert eqxrl.runs.check_recordable(eqxrl.stack([agent, agent])).env.name == "CartPole-v1"
         # Without the video extra: one line naming it, before any episode runs.
         monkeypatch.setitem(sys.modules, "imageio", None)
         monkeypatch.setitem(sys.modules, "imageio.v3", None)
         with pytest.raises(ValueError, match=r"^render needs imageio and imageio-ffmpeg to write videos: pip install 'eqxrl\[video\]'$"):
             eqxrl.render(agent, state, key, tmp_path / "a.gif")
+        with pytest.raises(ValueError, match=r"^--record-every needs imageio and imageio-ffmpeg to write videos: pip install 'eqxrl\[video\]'$"):
+            eqxrl.runs.check_recordable(agent, owner="--record-every")
     assert not list(tmp_path.iterdir())
 
 
@@ -188,14 +193,19 @@ def _tensorboard_images(run_dir: pathlib.Path) -> list[tuple[int, bytes]]:
     return out
 
 
+def _train_recording(run_dir: pathlib.Path, *flags: str) -> None:
+    """`eqxrl train` of a tiny PPO on CartPole, 320 steps, into `run_dir`, with `flags`."""
+    code, _, err = main_captured(
+        ["train", "ppo", "--env", "CartPole-v1", *TINY_FLAGS, "--total-steps", "320", "--run-dir", str(run_dir),
+         "--eval-episodes", "2", "--quiet", *flags]
+    )  # fmt: skip
+    assert code == 0, err
+
+
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_record_every_and_render_command(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    code, out, err = main_captured(
-        ["train", "ppo", "--env", "CartPole-v1", *TINY_FLAGS, "--total-steps", "320", "--run-dir", str(run_dir),
-         "--record-every", "80", "--tensorboard", "--eval-episodes", "2", "--quiet"]
-    )  # fmt: skip
-    assert code == 0, err
+    _train_recording(run_dir, "--record-every", "80", "--tensorboard")
     config = eqxrl.runs.load_config(run_dir)
     assert config["record_every"] == 80
     written = sorted(int(p.stem) for p in (run_dir / "videos").iterdir())
@@ -218,11 +228,7 @@ def test_record_every_and_render_command(tmp_path, capsys):
     # and the final one is written all the same. (Two seeds: with the suite's default of a CPU
     # device per core, the recorder takes member 0 of a state sharded over them.)
     auto_dir = tmp_path / "auto"
-    code, out, err = main_captured(
-        ["train", "ppo", "--env", "CartPole-v1", *TINY_FLAGS, "--total-steps", "320", "--run-dir", str(auto_dir),
-         "--record-every", "--eval-episodes", "2", "--seeds", "2", "--quiet"]
-    )  # fmt: skip
-    assert code == 0, err
+    _train_recording(auto_dir, "--record-every", "--seeds", "2")
     config = eqxrl.runs.load_config(auto_dir)
     assert config["record_every"] == "auto" and sorted(p.name for p in (auto_dir / "videos").iterdir()) == ["320.mp4"]
     assert config["videos"]["written"] == 1 and config["videos"]["skipped"] == 3 and config["videos"]["seconds"] > 0

@@ -9,11 +9,11 @@ from typing import Any
 
 from ..agents import AGENTS, AbstractAgent, Batch
 from ..core import one_line
-from ..envs import check_renderable, make
-from ..loop import MAX_EVAL_EPISODES, NonFiniteError, require_imageio
+from ..envs import make
+from ..loop import MAX_EVAL_EPISODES, NonFiniteError
 from ..runs import (
     CONFIG, MAX_SEED, CheckpointError, RunDirectoryError, agent_from_config, check_config, checkpoint_steps,
-    RECORD_AUTO, RECORD_BUDGET, load_config, read_text_bounded, resume_run, run_lock, train_run,
+    RECORD_AUTO, RECORD_BUDGET, check_recordable, load_config, read_text_bounded, resume_run, run_lock, train_run,
 )  # fmt: skip
 from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
@@ -21,7 +21,8 @@ from ._parse import parse_int, parse_seed, positive
 
 
 RECORD_DEFAULT = -1
-"""`--record-every` given without STEPS (replaced by `eqxrl.runs.RECORD_AUTO`, the time budget)."""
+"""`--record-every` given without STEPS (replaced by `eqxrl.runs.RECORD_AUTO`, the time budget; not
+`RECORD_AUTO` itself: argparse passes a string `const` through the flag's `type`)."""
 
 
 def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
@@ -188,8 +189,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         )
     if record_every is not None:
         try:  # (before the run directory is made: an env without a renderer is refused first)
-            check_renderable(base.eval_env, owner="--record-every")
-            require_imageio(".mp4", "--record-every")
+            check_recordable(base, owner="--record-every")
         except ValueError as e:
             parser.error(one_line(e))
     if seed + num_seeds - 1 > MAX_SEED:

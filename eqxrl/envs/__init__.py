@@ -25,12 +25,12 @@ from ._make import register_suite as register_suite
 from ._make import registered as registered
 from ._make import suites as suites
 from ._pgx import PgxEnv as PgxEnv
+from ._pgx import PgxState as PgxState
 from ._render import check_renderable as check_renderable
 from ._render import frame_rate as frame_rate
 from ._render import render_frames as render_frames
 from ._render import render_html as render_html
 from ._render import renderer_name as renderer_name
-from ._pgx import PgxState as PgxState
 from ._multi_agent import AbstractMultiAgentEnv as AbstractMultiAgentEnv
 from ._multi_agent import MultiAgentSpace as MultiAgentSpace
 from ._multi_agent import agent_names as agent_names

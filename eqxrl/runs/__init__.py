@@ -99,6 +99,7 @@ from ._video import RECORD_BUDGET as RECORD_BUDGET
 from ._video import VIDEOS as VIDEOS
 from ._video import VideoBudget as VideoBudget
 from ._video import VideoRecorder as VideoRecorder
+from ._video import check_recordable as check_recordable
 from ._video import default_record_every as default_record_every
 from ._video import render_run as render_run
 
@@ -178,6 +179,7 @@ __all__ = [
     "VIDEOS",
     "VideoBudget",
     "VideoRecorder",
+    "check_recordable",
     "default_record_every",
     "render_run",
 ]

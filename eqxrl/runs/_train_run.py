@@ -25,7 +25,7 @@ from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
 from ._state import STATE_RECORD, save_state, template_state
 from ._tensorboard import TensorBoard
-from ._video import RECORD_AUTO, RECORD_BUDGET, VIDEOS, VideoRecorder, default_record_every
+from ._video import RECORD_AUTO, RECORD_BUDGET, VIDEOS, VideoRecorder, check_recordable, default_record_every
 
 __all__ = ["resume_run", "save_run", "train_run"]
 
@@ -204,7 +204,7 @@ def train_run(
             if isinstance(record_every, str):
                 raise ValueError(f"train_run(record_every) must be a positive int or {RECORD_AUTO!r}, got {record_every!r}")
             check_positive_int("train_run", "record_every", record_every)
-        VideoRecorder(run_dir, agent, seed, num_seeds, 1, precompile=False)  # (the env renders, imageio is there)
+        check_recordable(agent)
     keys = seed_keys(seed, num_seeds)
     per_iteration = batch.agent.steps_per_iteration
     num_iterations = num_iterations_for("train_run", batch.agent, total_steps)

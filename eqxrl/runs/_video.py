@@ -25,7 +25,7 @@ from ._files import PathLike
 
 __all__ = [
     "DEFAULT_RECORDINGS", "FIRST_FRAME_SECONDS", "RECORD_AUTO", "RECORD_BUDGET", "VIDEOS", "VideoBudget", "VideoRecorder",
-    "default_record_every", "render_run",
+    "check_recordable", "default_record_every", "render_run",
 ]
 
 VIDEOS = "videos"
@@ -43,6 +43,17 @@ RECORD_BUDGET = 0.05
 FIRST_FRAME_SECONDS = 0.01
 """`VideoBudget`'s cost of a frame before a video was measured (drawn and encoded: CartPole's
 600x400 frames cost about 3.5 ms; gymnax's and JaxMARL's matplotlib figures more)."""
+
+
+def check_recordable(agent: Any, owner: str = "record_every") -> Any:
+    """Raise a one-line `ValueError` naming `owner` unless videos of `agent` (an agent, a seed
+    batch's or a sweep's) can be recorded: its env has a renderer and imageio can write MP4s.
+    **Returns:** the agent whose episodes are recorded (a batch's member 0)."""
+    batch = Batch.of(agent)
+    one = batch.member(0) if batch.batched else batch.agent
+    check_renderable(one.eval_env, owner=owner)
+    require_imageio(".mp4", owner)
+    return one
 
 
 def default_record_every(total_steps: int) -> int:
@@ -142,9 +153,7 @@ class VideoRecorder:
                  precompile: bool = True):  # fmt: skip
         batch = Batch.of(agent)
         self.member0 = batch.stacked or num_seeds > 1  # (the state has a leading member axis)
-        self.agent = batch.member(0) if batch.batched else batch.agent
-        check_renderable(self.agent.eval_env, owner="record_every")
-        require_imageio(".mp4", "record_every")
+        self.agent = check_recordable(agent)
         self.run_dir, self.key, self.board = run_dir, eval_key(seed), board
         self.per_iteration = batch.agent.steps_per_iteration
         self.every = max(1, int(every) // self.per_iteration)
