@@ -1,6 +1,6 @@
 """Execute the Python code of the user documentation.
 
-`docs/tutorial.md`, `docs/getting-started.md`, `docs/jax-native.md` and `docs/composing.md` are run block by block: their
+`docs/tutorial.md`, `docs/getting-started.md`, `docs/jax-native.md`, `docs/composing.md`, `docs/logging.md` and others are run block by block: their
 ```python blocks, in order, in one namespace per page, skipping every block
 whose first line is `# not run by the tests` (long trainings, extra compiled
 programs). The tests then check what the pages claim.
@@ -144,6 +144,21 @@ def test_environments_page_masks_run():
     namespace = {"__name__": "docs_environments_masks"}
     exec(compile(blocks[0], "docs/components/environments.md [masks, python block 1]", "exec"), namespace)
     assert int(namespace["eqxrl"].envs.innermost_state(namespace["state"].env_state).illegal.sum()) == 0
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_logging_page_runs(tmp_path, monkeypatch):
+    """docs/logging.md: the trackers in a script, a user's sink by name and as a train callback."""
+    pytest.importorskip("mlflow")
+    pytest.importorskip("wandb")
+    monkeypatch.chdir(tmp_path)
+    ns = run_page("logging.md", {"__name__": "docs_logging"})
+    assert len(ns["history"]) >= 1 and ns["lines"][-1] == '{"status": "complete"}' and len(ns["lines"]) == 33
+    assert ns["rows"][:3] == [128, 256, 384]
+    assert (tmp_path / "runs" / "logged" / "wandb").is_dir() and (tmp_path / "runs" / "logged" / "tensorboard").is_dir()
+    from eqxrl.loop import SINKS
+
+    SINKS.pop("jsonl")
 
 
 @pytest.mark.slow

@@ -292,11 +292,13 @@ def test_tensorboard_writes_eval_return_only_where_there_is_one(tmp_path):
     pytest.importorskip("tensorboardX")
     from tensorboardX.proto import event_pb2
 
-    from eqxrl.runs._tensorboard import TensorBoard
+    from eqxrl.loop import RunInfo
+    from eqxrl.runs import TensorBoardSink
 
-    board = TensorBoard(tmp_path, 0, 0)
-    board.write(_metrics_with_evals(), 4)
-    board.close()
+    board = TensorBoardSink(tmp_path / "tensorboard")
+    board.start(RunInfo("t"))
+    board.rows_of(_metrics_with_evals(), 0, 4)
+    board.finish("complete")
     steps: dict[str, list[int]] = {}
     for path in glob.glob(str(tmp_path / "tensorboard" / "*")):
         data, i = pathlib.Path(path).read_bytes(), 0

@@ -1,5 +1,5 @@
 """Parsers of command-line values: numbers written as 5e5, booleans, tuples like 64,64, seeds,
-and PBT's search-space and exploit specs."""
+PBT's search-space and exploit specs, and `--log`'s sink names."""
 
 import argparse
 from collections.abc import Callable
@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..core import one_line
+from ..loop import SINKS
 from ..pbt import Choice, IntLogUniform, IntUniform, LogUniform, Tournament, Truncation, Uniform
 from ..runs import MAX_SEED
 
@@ -172,3 +173,12 @@ def parse_exploit(text: str) -> Any:
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"{text!r}: {one_line(e)}") from None
     raise argparse.ArgumentTypeError(f"expected truncation:K:M or tournament[:MARGIN], got {text!r}")
+
+
+def parse_log(text: str) -> list[str]:
+    """`--log tensorboard,wandb,mlflow`: sink names (`eqxrl.loop.SINKS`), comma-separated."""
+    names = [n.strip() for n in text.split(",")]
+    unknown = [n for n in names if n not in SINKS]
+    if unknown or not text.strip():
+        raise argparse.ArgumentTypeError(f"expected sink names from {', '.join(sorted(SINKS))} separated by commas, got {text!r}")
+    return list(dict.fromkeys(names))

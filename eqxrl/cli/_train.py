@@ -12,12 +12,14 @@ from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError
 from ..runs import (
-    CONFIG, MAX_SEED, CheckpointError, RunDirectoryError, agent_from_config, check_config, checkpoint_steps,
+    CONFIG, MAX_SEED, CheckpointError, agent_from_config, check_config, checkpoint_steps,
     RECORD_AUTO, RECORD_BUDGET, check_recordable, load_config, read_text_bounded, resume_run, run_lock, train_run,
 )  # fmt: skip
 from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
-from ._parse import parse_int, parse_seed, positive
+from ._parse import parse_int, parse_log, parse_seed, positive
+
+LOG_NAMES = "tensorboard (RUN_DIR/tensorboard), wandb, mlflow"
 
 
 RECORD_DEFAULT = -1
@@ -100,7 +102,12 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         help="env steps between checkpoints in the run directory (default: about 10 per run)",
     )  # fmt: skip
     run.add_argument("--nan-guard", action="store_true", help="stop at the first NaN/Inf in the state or a loss, naming it")
-    run.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files (RUN_DIR/tensorboard)")
+    run.add_argument(
+        "--log", type=parse_log, default=[], metavar="SINKS",
+        help=f"also log to these sinks, comma-separated: {LOG_NAMES} (W&B and MLflow read their usual "
+        "environment variables: WANDB_PROJECT, WANDB_MODE=offline, MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME)",
+    )  # fmt: skip
+    run.add_argument("--tensorboard", action="store_true", help="the same as --log tensorboard (RUN_DIR/tensorboard)")
     run.add_argument(
         "--resume", default=None, metavar="RUN_DIR",
         help="continue an interrupted run from its last checkpoint; with --total-steps N, a finished one to N steps",
@@ -204,7 +211,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         _, _, info, summary = train_run(
             run_dir, agent, total_steps=total_steps, seed=seed, num_seeds=num_seeds, checkpoint_every=checkpoint_every,
-            keep_checkpoints=args.keep_checkpoints, nan_guard=args.nan_guard, tensorboard=args.tensorboard,
+            keep_checkpoints=args.keep_checkpoints, nan_guard=args.nan_guard, tensorboard=args.tensorboard, log=args.log,
             progress=not args.quiet, eval_episodes=args.eval_episodes, env_name=env_name,
             command=shlex.join(["eqxrl", *argv]),
             eval_every=eval_every, record_every=record_every,
@@ -213,7 +220,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         return nonfinite_exit(e, run_dir)
     except (CheckpointError, OSError) as e:
         return disk_exit(parser, e, run_dir)
-    except RunDirectoryError as e:  # another command took the directory meanwhile
+    except ValueError as e:  # another command took the directory meanwhile; a sink that cannot start
         parser.error(one_line(e))
     except KeyboardInterrupt:
         return interrupted_exit(run_dir, None)
@@ -272,7 +279,8 @@ def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
         verb = "continuing" if total_steps is not None and total_steps != config.get("total_steps") else "resuming"
         print(f"{verb} {config['agent']} on {config['env']} from {run_dir} (compiling...)", flush=True)
         with run_lock(run_dir, "--resume", create=False):  # (resume_run holds it too: refused here, it names the flag)
-            _, _, info, summary = resume_run(run_dir, total_steps=total_steps, progress=not args.quiet)
+            log = [*args.log, *(["tensorboard"] if args.tensorboard else [])]
+            _, _, info, summary = resume_run(run_dir, total_steps=total_steps, progress=not args.quiet, log=log)
     except NonFiniteError as e:  # (a ValueError too: caught first, so it exits 1 as in the first run)
         return nonfinite_exit(e, run_dir)
     except OSError as e:

@@ -52,6 +52,14 @@ from ._render import require_imageio as require_imageio
 from ._render import video_bytes as video_bytes
 from ._render import write_video as write_video
 from ._results import Checkpoint as Checkpoint
+from ._sinks import SINKS as SINKS
+from ._sinks import STATUSES as STATUSES
+from ._sinks import AbstractSink as AbstractSink
+from ._sinks import RunInfo as RunInfo
+from ._sinks import SinkGroup as SinkGroup
+from ._sinks import make_sinks as make_sinks
+from ._sinks import register_sink as register_sink
+from ._sinks import scalar_rows as scalar_rows
 from ._results import HostMetrics as HostMetrics
 from ._results import LazyMetrics as LazyMetrics
 from ._results import NonFiniteError as NonFiniteError

@@ -13,6 +13,7 @@ A run directory holds
 - `learning_curve.png`: mean training episode return against env steps;
 - `eval.json`: evaluation returns (written by `save_evaluation`);
 - `videos/<env_steps>.mp4`: episodes recorded while training (`record_every`);
+- `tensorboard/`, `wandb/`: the sinks' files, where a run logs to them (`log=`);
 - `.lock`: only while a process writes the directory (`run_lock`): a second
   writer is refused, naming the first's process id.
 
@@ -89,6 +90,11 @@ from ._state import state_array_template as state_array_template
 from ._state import unflatten_state as unflatten_state
 from ._stored import check_stored as check_stored
 from ._stored import stored_arrays as stored_arrays
+from ._mlflow import MlflowSink as MlflowSink
+from ._mlflow import flat_params as flat_params
+from ._tensorboard import TensorBoardSink as TensorBoardSink
+from ._wandb import WandbSink as WandbSink
+from ._config import tracked_config as tracked_config
 from ._train_run import resume_run as resume_run
 from ._train_run import save_run as save_run
 from ._train_run import train_run as train_run
@@ -169,6 +175,11 @@ __all__ = [
     "template_state",
     "state_array_template",
     "unflatten_state",
+    "MlflowSink",
+    "flat_params",
+    "TensorBoardSink",
+    "WandbSink",
+    "tracked_config",
     "resume_run",
     "save_run",
     "train_run",

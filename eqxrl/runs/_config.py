@@ -19,7 +19,7 @@ from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_lin
 from ..envs import make
 from ._files import CONFIG, PathLike, read_text_bounded
 
-__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "diverged_record", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys"]
+__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "diverged_record", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys", "tracked_config"]
 
 MAX_SEED = 2**31 - 1
 
@@ -170,6 +170,8 @@ _OPTIONAL: dict[str, tuple[Any, str]] = {
     "eval_every": (lambda v: v is None or _positive(v), "an integer >= 1 or null"),
     "nan_guard": (lambda v: isinstance(v, bool), "true or false"),
     "tensorboard": (lambda v: isinstance(v, bool), "true or false"),
+    "log": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of sink names"),
+    "sinks": (lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()), "an object of objects"),
     "status": (lambda v: isinstance(v, str), "a string"),
     "command": (lambda v: isinstance(v, str), "a string"),
     "continued_from": (lambda v: isinstance(v, list) and all(_positive(x) for x in v), "a list of integers >= 1"),
@@ -197,6 +199,15 @@ def check_config(config: Any, where: str = CONFIG) -> None:
     for key, (ok, expected) in _OPTIONAL.items():
         if key in config and not ok(config[key]):
             raise ValueError(f"{where}: {key!r} must be {expected}, got {config[key]!r}")
+
+
+_VOLATILE = ("status", "created", "timings", "checkpoints", "videos", "sinks", "continued_from", "diverged")
+
+
+def tracked_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's `config.json` as experiment trackers record it: without what changes while the
+    run goes on (`status`, `timings`, `checkpoints`, `videos`, `sinks`, ...)."""
+    return {k: v for k, v in config.items() if k not in _VOLATILE}
 
 
 def diverged_record(config: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -15,7 +15,9 @@ from jaxtyping import PyTree
 
 from ..agents import Batch
 from ..core import check_positive_int, one_line
-from ..loop import Checkpoint, NonFiniteError, TrainInfo, eval_iterations_for, evaluate, num_iterations_for, train
+from ..loop import (
+    Checkpoint, NonFiniteError, RunInfo, SinkGroup, TrainInfo, eval_iterations_for, evaluate, make_sinks, num_iterations_for, train,
+)  # fmt: skip
 from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
 from ._config import agent_from_config, diverged_record, eval_key, load_config, run_config, seed_keys
 from ._divergence import DivergenceCheck, diverged_advice, diverged_error
@@ -24,7 +26,7 @@ from ._lock import RunDirectoryError, holds_run_lock
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
 from ._state import STATE_RECORD, save_state, template_state
-from ._tensorboard import TensorBoard
+from ._tensorboard import TensorBoardSink
 from ._video import RECORD_AUTO, RECORD_BUDGET, VIDEOS, VideoRecorder, check_recordable, default_record_every
 
 __all__ = ["resume_run", "save_run", "train_run"]
@@ -135,6 +137,7 @@ def train_run(
     _resume: Checkpoint | None = None,
     eval_every: int | None = None,
     record_every: int | str | None = None,
+    log: Any = (),
     _restart: bool = False,
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
     """Train with a run directory: `config.json` first, checkpoints in
@@ -154,8 +157,14 @@ def train_run(
       at a time: a checkpoint due while the previous one is still being written is
       skipped (training never waits for the disk); the final one is always written.
     - `keep_checkpoints`: the newest checkpoints kept (besides the best evaluated one).
-    - `nan_guard`, `progress`: as for `eqxrl.train`; `tensorboard`: write event files
-      under `RUN_DIR/tensorboard`.
+    - `nan_guard`, `progress`: as for `eqxrl.train`.
+    - `log`: sinks besides the files every run writes (`metrics.csv`, checkpoints, plots,
+      `eval.json`): names from `eqxrl.loop.SINKS` (`"tensorboard"`, `"wandb"`, `"mlflow"`, or a
+      registered one) or `eqxrl.loop.AbstractSink` instances, e.g. `log=["tensorboard",
+      MlflowSink("sqlite:///mlflow.db")]`. Each gets every metric row at each chunk boundary, the
+      final evaluation, the recorded videos and how the run ended; a registered sink is
+      recorded in `config.json` (with what its `start` returned, such as a tracker's run id)
+      and `resume_run` builds it again. `tensorboard=True` is `"tensorboard"` in `log`.
     - `eval_episodes`: deterministic evaluation episodes per seed at the end (and at
       each in-training evaluation).
     - `eval_every`: env steps per seed between in-training evaluations (`eval_return`
@@ -166,7 +175,7 @@ def train_run(
       checkpoint (waiting for the disk if need be), and the best by mean
       evaluation return is kept (`load_run(run_dir, checkpoint="best")`).
     - `record_every`: videos of one deterministic episode of member 0
-      (`RUN_DIR/videos/<env steps>.mp4`, and TensorBoard's images with `tensorboard`;
+      (`RUN_DIR/videos/<env steps>.mp4`, and to every sink of `log`;
       drawn on a background thread, see `eqxrl.runs.VideoRecorder`), always one of the
       final policy. `"auto"` (`RECORD_AUTO`, `--record-every` without STEPS): a time
       budget, a video at each in-training evaluation (each quarter of the run without
@@ -205,6 +214,7 @@ def train_run(
                 raise ValueError(f"train_run(record_every) must be a positive int or {RECORD_AUTO!r}, got {record_every!r}")
             check_positive_int("train_run", "record_every", record_every)
         check_recordable(agent)
+    sinks = SinkGroup(*make_sinks([*(log if isinstance(log, (list, tuple)) else [log]), *(["tensorboard"] if tensorboard else [])]))
     keys = seed_keys(seed, num_seeds)
     per_iteration = batch.agent.steps_per_iteration
     num_iterations = num_iterations_for("train_run", batch.agent, total_steps)
@@ -224,14 +234,14 @@ def train_run(
         config = run_config(
             agent, env_name=env_name, total_steps=total_steps, seed=seed, num_seeds=num_seeds,
             chunk_iterations=chunk, checkpoint_every=every * per_iteration, keep_checkpoints=int(keep_checkpoints),
-            nan_guard=bool(nan_guard), tensorboard=bool(tensorboard), eval_episodes=int(eval_episodes), status="running",
+            nan_guard=bool(nan_guard), tensorboard="tensorboard" in sinks.names, log=sinks.names, eval_episodes=int(eval_episodes),
+            status="running",
             eval_every=None if evals is None else evals * per_iteration,
             record_every=record_every if record_every in (None, RECORD_AUTO) else int(record_every),
         )  # fmt: skip
         if command is not None:
             config["command"] = command
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_json(run_dir / CONFIG, config)
     else:
         config = load_config(run_dir)
         chunk, every = config["chunk_iterations"], max(1, config["checkpoint_every"] // per_iteration)
@@ -239,16 +249,21 @@ def train_run(
             # Continuing a run with a larger budget: the config says so before training goes on.
             config["continued_from"] = [*config.get("continued_from", []), config["total_steps"]]
             config["total_steps"], config["status"] = int(total_steps), "running"
-            write_json(run_dir / CONFIG, config)
     done = _resume.iteration if _resume is not None else 0
+    write_json(run_dir / CONFIG, config)
+    if sinks:  # (started before training, once config.json is written: a tracker that cannot start fails now)
+        records = config.get("sinks", {})
+        started = {**records, **sinks.start(RunInfo(run_dir.name, config, run_dir, done, per_iteration, records))}
+        if started != records:  # (a tracker's run id, for resume_run)
+            config["sinks"] = started
+            write_json(run_dir / CONFIG, config)
     writer = CheckpointWriter(run_dir, agent, run_record(config), config.get("keep_checkpoints", keep_checkpoints))
-    board = TensorBoard(run_dir, done, done * per_iteration + 1 if done else 0) if tensorboard else None
     record, recorder = config.get("record_every"), None
     if record is not None:
         # The time budget considers a video at each evaluation (each quarter without them).
         auto = record == RECORD_AUTO
         every = (config.get("eval_every") or default_record_every(config["total_steps"])) if auto else record
-        recorder = VideoRecorder(run_dir, agent, seed, num_seeds, every, board, done, RECORD_BUDGET if auto else None)
+        recorder = VideoRecorder(run_dir, agent, seed, num_seeds, every, sinks, done, RECORD_BUDGET if auto else None)
     last_saved = [done]
     evaluating = config.get("eval_every") is not None
     best = [max((c["eval_return"] for c in checkpoint_steps(run_dir) if c["eval_return"] is not None), default=-math.inf)]
@@ -256,9 +271,11 @@ def train_run(
     diverged: list[tuple[int, list[str]]] = []  # (iteration, quantities) once training diverged
     check = DivergenceCheck(done)
 
+    logged = [done]
+
     def on_chunk(checkpoint: Checkpoint) -> bool:
-        if board is not None:
-            board.write(checkpoint.metrics, checkpoint.iteration)
+        sinks.rows_of(checkpoint.metrics, logged[0], checkpoint.iteration)
+        logged[0] = checkpoint.iteration
         final = checkpoint.iteration == checkpoint.num_iterations
         # A checkpoint at the first chunk boundary past each multiple of `every` iterations
         # (skipped while the previous one is being written), and at every evaluation that
@@ -290,16 +307,14 @@ def train_run(
                 eval_every=config.get("eval_every"), eval_episodes=int(config.get("eval_episodes", eval_episodes)),
             )  # fmt: skip
         finally:
-            if board is not None:
-                if recorder is not None:
-                    recorder.close()  # (its thread writes the last GIF to TensorBoard)
-                board.close()
+            if recorder is not None:
+                recorder.close()  # (its thread hands the last video to the sinks; it raises nothing)
     except BaseException as e:
         with contextlib.suppress(Exception):  # the training error is the one to report
             writer.close()
-        if recorder is not None:
-            recorder.close()  # (it reports a failed video itself, and raises nothing)
-        if isinstance(e, NonFiniteError) and e.iteration is not None:  # the guard stopped it
+        stopped = isinstance(e, NonFiniteError) and e.iteration is not None  # the guard stopped it
+        sinks.finish("diverged" if stopped else "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        if stopped:
             last = e.checkpoint
             metrics = None if last is None else {k: np.asarray(v) for k, v in last.metrics.items()}
             raise diverged_error(run_dir, agent, config, metrics, e.iteration, e.quantities, e.iteration) from None
@@ -309,6 +324,7 @@ def train_run(
     config["checkpoints"] = {"written": writer.written, "skipped": writer.skipped}
     if diverged:
         _close_recorder(recorder, config)
+        sinks.finish("diverged")
         iteration, quantities = diverged[0]
         stopped = info.stopped_at if info.stopped_at is not None else info.num_iterations
         raise diverged_error(run_dir, agent, config, metrics, iteration, quantities, stopped)
@@ -317,6 +333,7 @@ def train_run(
     # killed before that is still unfinished, and --resume continues it.
     returns = evaluate(agent, state, eval_key(seed), num_episodes=int(config.get("eval_episodes", eval_episodes)))
     summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
+    sinks.evaluation(summary, int(np.atleast_2d(metrics["env_steps"])[0, -1]))
     if not batch.stacked:
         summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
     if recorder is not None:  # (the final video was drawn while the policy was evaluated)
@@ -324,7 +341,16 @@ def train_run(
         write_json(run_dir / CONFIG, config)
     save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
              command=config.get("command"))  # fmt: skip
+    sinks.finish("complete")
     return state, metrics, info, summary
+
+
+def _logged(config: dict[str, Any], log: Any) -> list[Any]:
+    """The sinks a resumed run logs to: those `config.json` records (`"log"`; a run written
+    before sinks has `"tensorboard"`), built again from their records, then `log`'s."""
+    names = config.get("log", ["tensorboard"] if config.get("tensorboard") else [])
+    recorded, _ = make_sinks(names, config.get("sinks"), owner=f"{CONFIG} 'log'")
+    return [*recorded, *(log if isinstance(log, (list, tuple)) else [log])]
 
 
 def _close_recorder(recorder: VideoRecorder | None, config: dict[str, Any]) -> None:
@@ -337,7 +363,7 @@ def _close_recorder(recorder: VideoRecorder | None, config: dict[str, Any]) -> N
 
 @holds_run_lock("resume_run(run_dir)", create=False)
 def resume_run(
-    run_dir: PathLike, *, total_steps: int | None = None, progress: bool = True, trust: Any = ()
+    run_dir: PathLike, *, total_steps: int | None = None, progress: bool = True, trust: Any = (), log: Any = ()
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
     """Continue a `train_run` (or `eqxrl train`) from its last checkpoint.
 
@@ -348,6 +374,8 @@ def resume_run(
     `eqxrl.train(resume=)` for how schedules behave; with constant rates, N steps
     then M more equal one run of N + M). `trust`: modules whose classes `config.json`
     may name besides eqxrl's own and registered ones (`trust=("my_pkg",)`; see `load_run`).
+    The run's registered sinks (`train_run(log=)`) are built again from `config.json` and go on
+    where they were (the same tracker run); `log` adds sinks, e.g. an unregistered one's instance.
 
     Raises `RunDirectoryError` (a `ValueError`) when another process is writing
     `run_dir` (naming its process id) or a symbolic link lies below it.
@@ -376,8 +404,7 @@ def resume_run(
         )
     options = dict(
         seed=config["seed"], num_seeds=config["seeds"], nan_guard=config.get("nan_guard", False),
-        tensorboard=config.get("tensorboard", False), progress=progress, env_name=config["env"],
-        record_every=config.get("record_every"),
+        log=_logged(config, log), progress=progress, env_name=config["env"], record_every=config.get("record_every"),
     )  # fmt: skip
     if not checkpoint_steps(run_dir):
         if config.get("status") == "complete":

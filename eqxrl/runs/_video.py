@@ -18,7 +18,7 @@ from ..core import check_positive_int, one_line
 from ..envs import check_renderable, frame_rate, render_frames
 from ..loop import (
     Checkpoint, Recording, check_video_path, default_eval_steps, on_one_device, precompile_rollout, render, require_imageio,
-    rollout, video_bytes, write_video,
+    rollout, write_video,
 )  # fmt: skip
 from ._config import eval_key, load_config
 from ._files import PathLike
@@ -142,19 +142,19 @@ class VideoRecorder:
     The recording program is compiled on a thread at once (`precompile`; XLA releases the GIL,
     so it overlaps the training program's compile). The episode runs at a due boundary in the
     compiled rollout (the state is donated to the next chunk); drawing it and writing the MP4
-    (x264's cheapest settings, `FAST_H264`; a GIF to TensorBoard's images, `board`) happen on a
+    (x264's cheapest settings, `FAST_H264`; then handed to `sink`, an `eqxrl.loop.AbstractSink`) happen on a
     background thread, one video at a time; training never waits for one but the last.
     Each video's cost (CPU time of the drawing thread and ffmpeg, and the episode's time on the training thread) goes to
     the budget. A video that fails is reported on stderr; training goes on.
     """
 
-    def __init__(self, run_dir: pathlib.Path, agent: Any, seed: int, num_seeds: int, every: int, board: Any = None,
+    def __init__(self, run_dir: pathlib.Path, agent: Any, seed: int, num_seeds: int, every: int, sink: Any = None,
                  done: int = 0, fraction: float | None = None, clock: Callable[[], float] = time.perf_counter,
                  precompile: bool = True):  # fmt: skip
         batch = Batch.of(agent)
         self.member0 = batch.stacked or num_seeds > 1  # (the state has a leading member axis)
         self.agent = check_recordable(agent)
-        self.run_dir, self.key, self.board = run_dir, eval_key(seed), board
+        self.run_dir, self.key, self.sink = run_dir, eval_key(seed), sink
         self.per_iteration = batch.agent.steps_per_iteration
         self.every = max(1, int(every) // self.per_iteration)
         self.steps = default_eval_steps(self.agent)
@@ -233,9 +233,10 @@ class VideoRecorder:
         n = int(np.argmax(done)) + 1 if done.any() else self.steps
         frames = render_frames(self.agent.eval_env, jax.tree.map(lambda x: x[:n, 0], trajectory["state"]))
         (self.run_dir / VIDEOS).mkdir(exist_ok=True)
-        write_video(self.run_dir / VIDEOS / f"{step}.mp4", frames, self.fps, fast=True)
-        if self.board is not None:
-            self.board.video("episode", video_bytes(frames, self.fps), frames.shape, step)
+        path = self.run_dir / VIDEOS / f"{step}.mp4"
+        write_video(path, frames, self.fps, fast=True)
+        if self.sink is not None:
+            self.sink.video(path, frames, self.fps, step)
         self.written.append(step)
         return n
 

@@ -1,0 +1,239 @@
+"""Sinks: where a run's outputs go (TensorBoard, Weights & Biases, MLflow, or a user's own).
+
+A sink is one small class with four hooks, all called on the host:
+
+- `start(run)`: once, with a `RunInfo` (the run's name, config and directory, the
+  iterations already done on resume, and what this sink recorded in an earlier call);
+- `rows(steps, metrics)`: the metric rows of the iterations done since the last call;
+- `evaluation(summary, env_steps)` and `video(path, frames, fps, env_steps)`: the final
+  evaluation (`eval.json`'s summary) and each recorded episode;
+- `finish(status)`: once, with `"complete"`, `"diverged"`, `"interrupted"` or `"failed"`.
+
+A sink is also a `train` callback (`eqxrl.train(..., callback=TensorBoardSink("tb"))`): called
+with a `Checkpoint`, it starts itself on first use and hands on the new rows. `eqxrl.runs.train_run`
+and the command line (`--log tensorboard,wandb,mlflow`) drive the same hooks, so one class serves
+both. A sink registered by name (`register_sink`) can be named in `--log` and is built again
+when a run directory is resumed.
+"""
+
+import abc
+import dataclasses
+import pathlib
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..core import one_line
+from ._results import Checkpoint
+
+__all__ = ["SINKS", "STATUSES", "AbstractSink", "RunInfo", "SinkGroup", "make_sinks", "register_sink", "scalar_rows"]
+
+STATUSES = ("complete", "diverged", "interrupted", "failed")
+"""How a run ended, as `AbstractSink.finish` is told."""
+
+PER_MEMBER = ("episode_return", "eval_return")
+"""Metrics that `scalar_rows` also gives per member of a batch (`episode_return/member_3`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    """What a sink learns of a run when it starts.
+
+    - `name`: a title such as `"PPO on CartPole-v1"`.
+    - `config`: the run's `config.json` as written at the start (empty for a bare `train`).
+    - `run_dir`: the run directory, or None (a sink used as a `train` callback).
+    - `start_iteration`: iterations already done (nonzero when a run is resumed).
+    - `steps_per_iteration`: env steps per member per iteration, when known.
+    - `record`: what this sink's `start` returned when the run first started (its entry in
+      `config.json`'s `"sinks"`), e.g. the tracker's run id, so that a resumed run goes on
+      in the same tracked run; empty the first time.
+    """
+
+    name: str
+    config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    run_dir: pathlib.Path | None = None
+    start_iteration: int = 0
+    steps_per_iteration: int | None = None
+    record: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def scalar_rows(steps: np.ndarray, metrics: Mapping[str, np.ndarray]) -> Iterator[tuple[int, dict[str, float]]]:
+    """The scalars trackers plot, one dict per row: every metric's mean over the members
+    where it is finite (a metric with no finite value in a row, like `eval_return` between
+    evaluations, is left out of that row), and for a batch `episode_return/member_<i>` and
+    `eval_return/member_<i>` per member.
+
+    **Arguments:** `steps`, env steps per member of each row, shape `(n,)`; `metrics`, each of
+    shape `(members, n)` (as `AbstractSink.rows` gets them).
+
+    **Yields:** `(env_steps, scalars)` per row.
+    """
+    for i, step in enumerate(np.asarray(steps)):
+        out: dict[str, float] = {}
+        for k, v in metrics.items():
+            col = np.asarray(v, np.float64)[:, i]
+            if np.isfinite(col).any():
+                out[k] = float(np.nanmean(col))
+            if k in PER_MEMBER and col.size > 1:
+                out.update({f"{k}/member_{m}": float(x) for m, x in enumerate(col) if np.isfinite(x)})
+        yield int(step), out
+
+
+class AbstractSink(abc.ABC):
+    """One destination for what a run emits; subclass it and implement `rows` (the other
+    hooks do nothing unless overridden). See the module docstring for when each hook is
+    called. `name` is the sink's `--log` name (see `register_sink`)."""
+
+    name: ClassVar[str] = ""
+
+    def start(self, run: RunInfo) -> Mapping[str, Any] | None:
+        """Open the sink. **Returns:** what to record for a resumed run (JSON-able, kept in
+        `config.json` under `"sinks"` and handed back as `RunInfo.record`), or None."""
+        return None
+
+    @abc.abstractmethod
+    def rows(self, steps: np.ndarray, metrics: Mapping[str, np.ndarray]) -> None:
+        """New metric rows: `steps` (n,) env steps per member, `metrics[name]` of shape
+        `(members, n)` (one member for a single run; NaN where a metric has no value)."""
+
+    def evaluation(self, summary: Mapping[str, Any], env_steps: int) -> None:
+        """The final evaluation (`eval.json`: `mean`, `mean_per_seed`, `returns`, ...) at `env_steps`."""
+
+    def video(self, path: pathlib.Path, frames: np.ndarray, fps: int, env_steps: int) -> None:
+        """A recorded episode: the MP4 at `path`, its `frames` (n, height, width, 3) uint8."""
+
+    def finish(self, status: str) -> None:
+        """Close the sink; `status` is one of `STATUSES`."""
+
+    @classmethod
+    def resume(cls, record: Mapping[str, Any]) -> "AbstractSink":
+        """Build the sink again for a resumed run from what its `start` returned (default: `cls()`)."""
+        return cls()
+
+    def __call__(self, checkpoint: Checkpoint) -> None:
+        """As a `train(callback=...)`: start on the first call, then hand on the new rows."""
+        seen = getattr(self, "_seen", None)  # (iterations handed on so far; none before the first call)
+        if seen is None:
+            self.start(RunInfo(name=type(self).__name__))
+            seen = 0
+        self.rows_of(checkpoint.metrics, seen, checkpoint.iteration)
+        self._seen = checkpoint.iteration
+
+    def rows_of(self, metrics: Mapping[str, np.ndarray], start: int, stop: int) -> None:
+        """`rows` for iterations `start` to `stop` of metrics laid out as `train` returns them
+        (`(iterations,)` or `(members, iterations)`)."""
+        if stop <= start:
+            return
+        arrays = {k: np.atleast_2d(np.asarray(v))[:, start:stop] for k, v in metrics.items()}
+        steps = arrays.pop("env_steps")[0]
+        self.rows(steps, arrays)
+
+
+SINKS: dict[str, type[AbstractSink]] = {}
+"""Sink classes by `--log` name: `"tensorboard"`, `"wandb"`, `"mlflow"` and those registered."""
+
+
+def register_sink(cls: Any) -> Any:
+    """Make a sink class available by its `name` to `train_run(log=[name])`, `eqxrl train --log
+    NAME` and resumed runs (usable as a class decorator). A resumed run builds it again with
+    `cls.resume(record)`: the default calls `cls()`, so a sink with settings takes them back
+    from the record its `start` returned (as the trackers do with their run ids and stores).
+
+    **Returns:** `cls`.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, AbstractSink)):
+        raise ValueError(f"register_sink(cls) must be a subclass of eqxrl.loop.AbstractSink, got {cls!r}")
+    name = cls.name
+    if not isinstance(name, str) or not name.isidentifier() or name.lower() != name:
+        raise ValueError(f"register_sink(cls): {cls.__name__}.name must be a lower-case identifier such as 'my_logger', got {name!r}")
+    SINKS[name] = cls
+    return cls
+
+
+def make_sinks(
+    log: Any, records: Mapping[str, Any] | None = None, owner: str = "train_run(log)"
+) -> tuple[list[AbstractSink], list[str]]:
+    """Sinks from names (`SINKS`) and sink instances, in order, without repeated names.
+
+    **Arguments:** `log`, a name, a sink, or a list of them; `records`, a resumed run's
+    `config.json` `"sinks"` (a named sink with a record is built by `cls.resume(record)`).
+
+    **Returns:** `(sinks, names)`: the names are those of the registered sinks, which
+    `config.json` records so that `resume_run` builds them again (an instance of an
+    unregistered class is used but not recorded: pass it again to `resume_run`).
+    """
+    items = [log] if isinstance(log, (str, AbstractSink)) else list(log) if isinstance(log, (list, tuple)) else None
+    if items is None:
+        raise ValueError(f"{owner} must be a list of sink names ({', '.join(sorted(SINKS))}) or sinks, got {log!r}")
+    records = records or {}
+    sinks: list[AbstractSink] = []
+    names: list[str] = []
+    for item in items:
+        if isinstance(item, str):
+            if item not in SINKS:
+                known = ", ".join(repr(n) for n in sorted(SINKS))
+                raise ValueError(f"{owner} must name a sink ({known}; or register_sink), got {item!r}")
+            record = records.get(item)
+            sink = SINKS[item].resume(record) if isinstance(record, Mapping) and record else SINKS[item]()
+        elif isinstance(item, AbstractSink):
+            sink = item
+        else:
+            raise ValueError(f"{owner} must hold sink names or eqxrl.loop.AbstractSink instances, got {item!r}")
+        registered = SINKS.get(sink.name) is type(sink)
+        if registered and sink.name in names:
+            continue
+        if registered:
+            names.append(sink.name)
+        sinks.append(sink)
+    return sinks, names
+
+
+class SinkGroup(AbstractSink):
+    """Several sinks driven as one (what `train_run` holds): each hook goes to every sink in
+    order. A sink whose hook raises after it started is reported on stderr in one line and left
+    out for the rest of the run (a tracker's outage is not worth the training run); `start`'s
+    errors propagate, since they come before training.
+
+    **Arguments:** `sinks`, a list of `AbstractSink`; `names`, their recorded names (see `make_sinks`).
+    """
+
+    def __init__(self, sinks: list[AbstractSink], names: list[str] | None = None):
+        self.sinks, self.names = list(sinks), list(names or [])
+
+    def __bool__(self) -> bool:
+        return bool(self.sinks)
+
+    def start(self, run: RunInfo) -> dict[str, Any]:
+        """Start every sink (with its own `record` from `run.record[name]`). **Returns:** the
+        records by name of the registered sinks that returned one."""
+        records: dict[str, Any] = {}
+        for sink in self.sinks:
+            own = run.record.get(sink.name, {}) if sink.name in self.names else {}
+            record = sink.start(dataclasses.replace(run, record=own))
+            if record and sink.name in self.names:
+                records[sink.name] = dict(record)
+        return records
+
+    def _each(self, hook: str, *args: Any) -> None:
+        for sink in list(self.sinks):
+            try:
+                getattr(sink, hook)(*args)
+            except Exception as e:
+                self.sinks.remove(sink)
+                label = sink.name or type(sink).__name__
+                print(f"eqxrl: the {label} sink failed in {hook} and is left out of this run: {one_line(e)[:300]}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+
+    def rows(self, steps: np.ndarray, metrics: Mapping[str, np.ndarray]) -> None:
+        self._each("rows", steps, metrics)
+
+    def evaluation(self, summary: Mapping[str, Any], env_steps: int) -> None:
+        self._each("evaluation", summary, env_steps)
+
+    def video(self, path: pathlib.Path, frames: np.ndarray, fps: int, env_steps: int) -> None:
+        self._each("video", path, frames, fps, env_steps)
+
+    def finish(self, status: str) -> None:
+        self._each("finish", status)
