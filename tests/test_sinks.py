@@ -260,3 +260,29 @@ def test_log_flag_trains_with_mlflow_and_resume_goes_on_in_the_same_mlflow_run(t
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'm.db'}")
     history = client.get_metric_history(config["sinks"]["mlflow"]["run_id"], "env_steps")
     assert sorted(m.step for m in history) == list(range(32, 257, 32))
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_pbt_logs_each_generation_and_resume_logs_to_the_recorded_sinks(tmp_path):
+    mlflow = pytest.importorskip("mlflow")
+    from eqxrl.pbt import PBT, LogUniform, resume
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    pbt = PBT(PPO("CartPole-v1", **TINY), {"learning_rate": LogUniform(1e-4, 1e-2)}, population_size=2, ready=64, eval_episodes=2)
+    mine = Rows()
+    _, history = pbt.run(jax.random.key(0), 128, progress=False, run_dir=tmp_path / "pbt", log=[MlflowSink(uri), mine])
+    assert np.concatenate(mine.steps).tolist() == history.env_steps.tolist() == [64, 128]
+    np.testing.assert_array_equal(np.concatenate([m["fitness"] for m in mine.metrics], axis=1), history.fitness.T)
+    np.testing.assert_array_equal(
+        np.concatenate([m["hp/learning_rate"] for m in mine.metrics], axis=1), history.hyperparameters["learning_rate"].T
+    )
+    assert mine.statuses == ["complete"] and mine.started[0].steps_per_iteration == 64
+    config = __import__("json").loads((tmp_path / "pbt" / "pbt.json").read_text())
+    assert config["log"] == ["mlflow"] and config["sinks"]["mlflow"]["tracking_uri"] == uri
+    client = mlflow.MlflowClient(uri)
+    run_id = config["sinks"]["mlflow"]["run_id"]
+    got = {m.step: m.value for m in client.get_metric_history(run_id, "fitness/member_1")}
+    assert got == {64: history.fitness[0, 1], 128: history.fitness[1, 1]}
+    resume(tmp_path / "pbt", progress=False)  # (finished: no generation to run, but the recorded sink starts and ends again)
+    assert client.get_run(run_id).info.status == "FINISHED"
+    assert sorted(m.step for m in client.get_metric_history(run_id, "env_steps")) == [64, 128]

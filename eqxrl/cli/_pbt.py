@@ -18,7 +18,7 @@ from ..pbt import PBT, LogUniform, Novelty, checkpoint_generations, pbt_from_con
 from ..runs import CheckpointError, RunDirectoryError, read_text_bounded
 from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir
 from ._flags import add_field_flags, add_trust_flag, build_agent, given_fields
-from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_seed, parse_tune, positive, parse_int
+from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_log, parse_seed, parse_tune, positive, parse_int
 
 
 DESCRIPTOR_NAMES = ("auto", "observation", "xy")
@@ -83,6 +83,11 @@ def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
     run.add_argument("--seed", type=parse_seed, default=0, metavar="S", help="seed (default: 0)")
     run.add_argument("--run-dir", default=None, metavar="PATH", help="where to save (default: runs/pbt-<agent>-<env>-<timestamp>)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--log", type=parse_log, default=[], metavar="SINKS",
+        help="also log each generation (fitness, hyperparameters, per member) to these sinks, comma-separated: "
+        "tensorboard (RUN_DIR/tensorboard), wandb, mlflow",
+    )  # fmt: skip
     run.add_argument("--no-compile-cache", action="store_true", help=NO_COMPILE_CACHE_HELP)
     add_devices_flag(run)
     add_trust_flag(run)
@@ -149,7 +154,7 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
             parser.error("--resume RUN_DIR takes no AGENT (the run directory names it)")
         start = time.perf_counter()
         try:
-            population, history = resume(args.resume, progress=True)
+            population, history = resume(args.resume, progress=True)  # (logs to the sinks pbt.json records)
         except OSError as e:
             parser.error(disk_error(e, f"eqxrl pbt --resume {args.resume}"))
         except ValueError as e:
@@ -182,7 +187,7 @@ def pbt_command(args: argparse.Namespace, argv: list[str]) -> int:
     )
     start = time.perf_counter()
     try:
-        _, history = pbt.run(jax.random.key(args.seed), args.total_steps, progress=not args.quiet, run_dir=run_dir)
+        _, history = pbt.run(jax.random.key(args.seed), args.total_steps, progress=not args.quiet, run_dir=run_dir, log=args.log)
     except OSError as e:
         parser.error(disk_error(e, f"eqxrl pbt --resume {run_dir}"))
     except (CheckpointError, RunDirectoryError) as e:  # a checkpoint not written, or the directory taken meanwhile: one line

@@ -33,8 +33,9 @@ __all__ = ["SINKS", "STATUSES", "AbstractSink", "RunInfo", "SinkGroup", "make_si
 STATUSES = ("complete", "diverged", "interrupted", "failed")
 """How a run ended, as `AbstractSink.finish` is told."""
 
-PER_MEMBER = ("episode_return", "eval_return")
-"""Metrics that `scalar_rows` also gives per member of a batch (`episode_return/member_3`)."""
+PER_MEMBER = ("episode_return", "eval_return", "fitness", "train_return")
+"""Metrics that `scalar_rows` also gives per member of a batch (`episode_return/member_3`), besides
+PBT's hyperparameters (`hp/<name>`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +63,8 @@ class RunInfo:
 def scalar_rows(steps: np.ndarray, metrics: Mapping[str, np.ndarray]) -> Iterator[tuple[int, dict[str, float]]]:
     """The scalars trackers plot, one dict per row: every metric's mean over the members
     where it is finite (a metric with no finite value in a row, like `eval_return` between
-    evaluations, is left out of that row), and for a batch `episode_return/member_<i>` and
-    `eval_return/member_<i>` per member.
+    evaluations, is left out of that row), and for a batch each member's value of the metrics in
+    `PER_MEMBER` and of PBT's hyperparameters (`episode_return/member_<i>`, `hp/learning_rate/member_<i>`).
 
     **Arguments:** `steps`, env steps per member of each row, shape `(n,)`; `metrics`, each of
     shape `(members, n)` (as `AbstractSink.rows` gets them).
@@ -76,7 +77,7 @@ def scalar_rows(steps: np.ndarray, metrics: Mapping[str, np.ndarray]) -> Iterato
             col = np.asarray(v, np.float64)[:, i]
             if np.isfinite(col).any():
                 out[k] = float(np.nanmean(col))
-            if k in PER_MEMBER and col.size > 1:
+            if (k in PER_MEMBER or k.startswith("hp/")) and col.size > 1:
                 out.update({f"{k}/member_{m}": float(x) for m, x in enumerate(col) if np.isfinite(x)})
         yield int(step), out
 

@@ -41,6 +41,7 @@ from ._population import history_from_records as history_from_records
 from ._resume import pbt_from_config as pbt_from_config
 from ._resume import resume as resume
 from ._rundir import RunDirectory as RunDirectory
+from ._rundir import generation_rows as generation_rows
 from ._rundir import pbt_config as pbt_config
 from ._rundir import plot_history as plot_history
 from ._rundir import read_history_csv as read_history_csv

@@ -25,12 +25,12 @@ from jaxtyping import Array, Float, PyTree
 
 from ..agents import AbstractAgent, Stacked, hyperparameter_hint
 from ..core import Key, check_positive_int, is_positive_int, resolve_path
-from ..loop import EpisodeDescriptor, Progress, as_keys, episode_descriptor
+from ..loop import EpisodeDescriptor, Progress, RunInfo, SinkGroup, as_keys, episode_descriptor, make_sinks
 from ..runs import holds_run_lock
 from ._exploit import Exploit, Truncation
 from ._generation import EvaluationReturn, Novelty, run_generation, run_init_population
 from ._population import History, Population, gather, history_from_records
-from ._rundir import RunDirectory
+from ._rundir import RunDirectory, generation_rows, pbt_config
 from ._spaces import Domain
 
 __all__ = ["AXIS", "PBT", "Fitness"]
@@ -309,6 +309,7 @@ class PBT(eqx.Module):
         run_dir: Any = None,
         checkpoint: bool = True,
         callback: Callable[[Population, Sequence[Mapping[str, np.ndarray]]], None] | None = None,
+        log: Any = (),
     ) -> tuple[Population, History]:
         """Train the population for `total_steps` env steps per member.
 
@@ -326,6 +327,12 @@ class PBT(eqx.Module):
         - `callback`: called after every generation with the population and the
           records of the generations so far (see `step`). The population is donated
           to the next generation: copy what must outlive the call.
+        - `log`: sinks, as for `eqxrl.runs.train_run(log=)` (`["tensorboard", "wandb",
+          "mlflow"]` or `eqxrl.loop.AbstractSink` instances): one row per generation at its
+          env steps per member (`eqxrl.pbt.generation_rows`: fitness, train return and each
+          hyperparameter, their means and each member's, and the best fitness). With `run_dir`,
+          `pbt.json` records the registered ones and `resume` logs to them again. In a
+          multi-host run, only process 0 logs.
 
         **Returns:** `(population, history)`.
         """
@@ -333,12 +340,24 @@ class PBT(eqx.Module):
         population = key if isinstance(key, Population) else self.init(key)
         callbacks = [] if callback is None else [callback]
         records: list[dict[str, np.ndarray]] = []
+        sinks = SinkGroup(*make_sinks(log, owner="PBT.run(log)"))
         writer = None
         if run_dir is not None:
             writer = RunDirectory(run_dir, self, total_steps, checkpoint)
             records = writer.start(population)
             callbacks.insert(0, writer)
         start = int(population.generation)
+        if jax.process_index() != 0:
+            sinks = SinkGroup([])  # (one process logs)
+        if sinks:
+            names, saved = writer.sinks() if writer is not None else ([], {})
+            where = None if writer is None else writer.run_dir
+            name = f"PBT {type(self.agent).__name__} {self.agent.env.name}" if where is None else where.name
+            info = RunInfo(name, pbt_config(self, total_steps), where, start, self.steps_per_generation, saved)
+            started = {**saved, **sinks.start(info)}
+            if writer is not None and (started != saved or sinks.names != names):
+                writer.record_sinks(sinks.names, started)
+            callbacks.append(lambda population, records: sinks.rows(*generation_rows(self, records[-1], len(records))))
         bar = Progress(generations, enabled=progress, desc=f"PBT {type(self.agent).__name__} {self.agent.env.name}",
                        unit="gen", initial=start)  # fmt: skip
         try:
@@ -352,8 +371,12 @@ class PBT(eqx.Module):
                 best = float(np.nanmax(fitness)) if np.isfinite(fitness).any() else math.nan
                 sps = self.steps_per_generation * self.population_size / (time.perf_counter() - t0)
                 bar.update(g + 1, best=f"{best:.1f}", median=f"{float(np.nanmedian(fitness)):.1f}", sps=f"{sps:,.0f}")
+        except BaseException as e:
+            sinks.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+            raise
         finally:
             bar.close()
             if writer is not None:
                 writer.close()  # waits for the last checkpoint write
+        sinks.finish("complete")
         return population, history_from_records(self, records)

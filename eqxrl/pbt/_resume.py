@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core import one_line, trust_modules
+from ..loop import make_sinks
 from ..runs import agent_from_config, holds_run_lock, read_text_bounded
 from ._exploit import Tournament, Truncation
 from ._generation import Novelty
@@ -67,7 +68,7 @@ def pbt_from_config(config: Mapping[str, Any], fitness: Any = None, descriptor: 
 
 @holds_run_lock("resume(run_dir)", create=False)
 def resume(
-    run_dir: Any, *, fitness: Any = None, descriptor: Any = None, progress: bool = True, trust: Any = ()
+    run_dir: Any, *, fitness: Any = None, descriptor: Any = None, progress: bool = True, trust: Any = (), log: Any = ()
 ) -> tuple[Population, History]:
     """Continue an interrupted PBT run from its run directory, exactly where it stopped
     (its newest checkpoint, `RUN_DIR/population/<generation>/`; in a multi-host run every
@@ -76,7 +77,8 @@ def resume(
     **Arguments:** `run_dir` (written by `PBT.run(..., run_dir=...)` or `eqxrl pbt`),
     the custom `fitness` and `descriptor` callables if the run had them, `progress`, and
     `trust`: the modules whose classes `pbt.json` may name besides eqxrl's own and
-    registered ones (`trust=("my_pkg",)`; nothing else is imported).
+    registered ones (`trust=("my_pkg",)`; nothing else is imported). The sinks `pbt.json`
+    records (`PBT.run(log=)`) are built again and go on where they were; `log` adds sinks.
     A run that another process is writing is refused (`RunDirectoryError`, naming
     its process id), before anything is read.
 
@@ -100,9 +102,11 @@ def resume(
     try:
         pbt = pbt_from_config(config, fitness, descriptor, trust=trust)
         total_steps = config["total_steps"]
+        recorded, _ = make_sinks(config.get("log", []), config.get("sinks"), owner=f"{CONFIG} 'log'")
     except KeyError as e:
         raise ValueError(f"{path} is missing the key {e.args[0]!r}: it was not written by `eqxrl pbt`, or was edited") from None
     except (TypeError, ValueError) as e:
         raise ValueError(f"{path}: {one_line(e)}") from None
     population, _ = load_checkpoint(run_dir, pbt, total_steps)  # the newest generation
-    return pbt.run(population, total_steps, progress=progress, run_dir=run_dir)
+    extra = log if isinstance(log, (list, tuple)) else [log]
+    return pbt.run(population, total_steps, progress=progress, run_dir=run_dir, log=[*recorded, *extra])

@@ -22,12 +22,15 @@ import numpy as np
 
 from ..agents import agent_name, class_path
 from ..core import __version__, figure, png_bytes
-from ..runs import agent_config, atomic_write_bytes
+from ..runs import agent_config, atomic_write_bytes, read_text_bounded
 from ._checkpoint import CHECKPOINTS, CheckpointWriter, load_records
 from ._generation import EvaluationReturn, Novelty
 from ._population import History, Population, history_from_records
 
-__all__ = ["CONFIG", "HISTORY", "PLOT", "RunDirectory", "module_spec", "pbt_config", "plot_history", "read_history_csv", "write_history_csv"]
+__all__ = [
+    "CONFIG", "HISTORY", "PLOT", "RunDirectory", "generation_rows", "module_spec", "pbt_config", "plot_history", "read_history_csv",
+    "write_history_csv",
+]  # fmt: skip
 
 CONFIG = "pbt.json"
 HISTORY = "history.csv"
@@ -201,8 +204,34 @@ class RunDirectory:
         if self.writer is not None:
             self.writer.submit(population, records)
 
+    def sinks(self) -> tuple[list[str], dict[str, Any]]:
+        """**Returns:** the sink names and records `pbt.json` holds (`"log"`, `"sinks"`)."""
+        config = json.loads(read_text_bounded(self.run_dir / CONFIG))
+        return list(config.get("log", [])), dict(config.get("sinks", {}))
+
+    def record_sinks(self, names: list[str], records: Mapping[str, Any]) -> None:
+        """Write the run's sinks into `pbt.json`, so that `resume` logs to them again."""
+        config = json.loads(read_text_bounded(self.run_dir / CONFIG))
+        config.update(log=names, sinks=dict(records))
+        atomic_write_bytes(self.run_dir / CONFIG, (json.dumps(config, indent=2) + "\n").encode())
+
     def close(self) -> None:
         """Wait for the last checkpoint to be written (`CheckpointError` if it failed)."""
         if self.writer is not None:
             writer, self.writer = self.writer, None
             writer.close()
+
+
+def generation_rows(pbt: Any, record: Mapping[str, np.ndarray], generation: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """A generation's record (see `PBT.step`) as one row for `eqxrl.loop.AbstractSink.rows`: at
+    env steps `generation * steps_per_generation`, `fitness`, `train_return` (and `eval_return`)
+    and `hp/<name>` per member (`scalar_rows` gives their means, and each member's), and
+    `best_fitness`."""
+    fitness = np.asarray(record["fitness"], np.float64)
+    metrics = {"fitness": fitness[:, None], "train_return": np.asarray(record["train_return"], np.float64)[:, None]}
+    if "eval_return" in record and getattr(pbt, "eval_every", None):
+        metrics["eval_return"] = np.asarray(record["eval_return"], np.float64)[:, None]
+    metrics.update({f"hp/{n}": np.asarray(record[f"hp/{n}"], np.float64)[:, None] for n in pbt.space})
+    best = np.nanmax(fitness) if np.isfinite(fitness).any() else np.nan
+    metrics["best_fitness"] = np.array([[best]])
+    return np.array([generation * pbt.steps_per_generation]), metrics
