@@ -6,8 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from export_cases import CASES
 from typecheck import no_runtime_typecheck
 
+import eqxrl
 from eqxrl.components import AbstractDistribution, Categorical, MultiCategorical, Noise, Normal, TanhNormal
 
 KEY = jax.random.key(3)
@@ -78,6 +80,97 @@ def test_bad_noise():
         (lambda: TanhNormal(LOGITS, LOGITS).sample_from_noise(jnp.zeros((1, 64, 5))), "TanhNormal.sample_from_noise(noise) must have shape (64, 5)"),
         (lambda: KeyOnly().noise_spec(), "KeyOnly.noise_spec: this distribution samples from a PRNG key only"),
         (lambda: KeyOnly().sample_from_noise(jnp.zeros(1)), "KeyOnly.sample_from_noise: this distribution samples from a PRNG key only"),
+    ]  # fmt: skip
+    for call, message in cases:
+        with no_runtime_typecheck(), pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value).startswith(message) and "\n" not in str(info.value), str(info.value)
+
+
+# ----------------------------------------------------------------- agents
+EXACT = [name for name in CASES if name not in ("dqn", "pqn")]
+"""The agents whose `act(key)` draws exactly `noise_spec(...).draw(key)` (a distribution's `sample`
+or TD3's normal draw); DQN and PQN draw their random action with randint and split keys."""
+N, OBS = 2000, 4  # samples per observation, observations
+KS_ALPHA = 1e-6
+
+
+def _numpy_noise(spec, rng):
+    """`spec` (a `Noise` or a dict of them) drawn by NumPy with each noise's own line."""
+    draw = lambda s: jnp.asarray(eval(s.numpy(), {"rng": rng, "np": np}))  # noqa: E731
+    return {k: draw(s) for k, s in spec.items()} if isinstance(spec, dict) else draw(spec)
+
+
+def _act(agent, state, obs, key=None, noise=None):
+    """`act` from `key`, or `act_from_noise`; a recurrent policy at its episodes' first step."""
+    if agent.initial_carry(state, ()) is None:
+        return agent.act(state, obs, key) if noise is None else agent.act_from_noise(state, obs, noise)
+    batch = np.shape(jax.tree.leaves(obs)[0])[:1]
+    carry, reset = agent.initial_carry(state, batch), jnp.ones(batch, bool)
+    if noise is None:
+        return agent.act_with_carry(state, obs, carry, reset, key)[0]
+    return agent.act_with_carry_from_noise(state, obs, carry, reset, noise)[0]
+
+
+def _samples(name):
+    """`(agent, from_key, from_numpy_noise)`: `N` actions at each of `OBS` observations (axis 1), from
+    `act` with a key and from `act_from_noise` with noise NumPy drew."""
+    agent = CASES[name]()
+    state = agent.init(jax.random.key(0))
+    traj = eqxrl.rollout(agent, state, jax.random.key(1), 2, num_envs=OBS, deterministic=False)
+    obs = jax.tree.map(lambda x: jnp.repeat(jnp.asarray(x)[-1][None], N, axis=0).reshape(N * OBS, *x.shape[2:]), traj["obs"])
+    noise = _numpy_noise(agent.noise_spec(state, (N * OBS,)), np.random.default_rng(0))
+    act = jax.jit(lambda o, k, z: (_act(agent, state, o, key=k), _act(agent, state, o, noise=z)))
+    from_key, from_noise = act(obs, jax.random.key(2), noise)
+    split = lambda a: np.asarray(a).reshape(N, OBS, -1)  # noqa: E731
+    return agent, state, obs, split(from_key), split(from_noise)
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+@pytest.mark.parametrize("name", list(CASES))
+def test_act_from_noise_has_acts_distribution(name):
+    """With noise NumPy draws as `noise_spec` says, `act_from_noise` samples what `act` samples: at each of
+    4 observations, 2,000 actions of each (independent samples of two distributions that must be one).
+
+    Discrete actions: each action's frequency in the two agrees within 5 standard errors of a difference
+    of two frequencies of 2,000 (`5 * sqrt(2 p (1 - p) / 2000)`, p the pooled frequency: a false alarm
+    once in 1.7 million per comparison). Continuous actions (clipped, squashed: not Gaussian), per
+    dimension: the two-sample Kolmogorov-Smirnov statistic is below its critical value at level 1e-6,
+    `sqrt(-ln(1e-6 / 2) / 2) * sqrt(2 / 2000)` (0.085), and the means agree within 5 standard errors.
+    Where `act` draws exactly the noise `noise_spec` describes, the two are also equal for one draw."""
+    agent, state, obs, from_key, from_noise = _samples(name)
+    if np.issubdtype(from_key.dtype, np.integer):
+        for value in np.union1d(from_key, from_noise):
+            f1, f2 = (np.mean(a == value, axis=0) for a in (from_key, from_noise))
+            p = (f1 + f2) / 2
+            assert np.all(np.abs(f1 - f2) <= 5 * np.sqrt(2 * p * (1 - p) / N) + 1e-12), (value, f1, f2)
+    else:
+        critical = np.sqrt(-np.log(KS_ALPHA / 2) / 2) * np.sqrt(2 / N)
+        for b in range(OBS):
+            for d in range(from_key.shape[-1]):
+                x, y = np.sort(from_key[:, b, d]), np.sort(from_noise[:, b, d])
+                grid = np.concatenate([x, y])
+                ks = np.max(np.abs(np.searchsorted(x, grid, "right") - np.searchsorted(y, grid, "right"))) / N
+                assert ks < critical, (b, d, ks, critical)
+                se = np.sqrt((x.var() + y.var()) / N)
+                assert abs(x.mean() - y.mean()) <= 5 * se + 1e-7, (b, d, x.mean(), y.mean(), se)
+    if name in EXACT:
+        spec = agent.noise_spec(state, (N * OBS,))
+        key = jax.random.key(5)
+        np.testing.assert_array_equal(np.asarray(_act(agent, state, obs, key=key)), np.asarray(_act(agent, state, obs, noise=spec.draw(key))))
+
+
+def test_act_from_noise_bad_input():
+    dqn = CASES["dqn"]()
+    state = dqn.init(jax.random.key(0))
+    obs = jnp.zeros((3, 4))
+    cases = [
+        (lambda: dqn.act_from_noise(state, obs, jnp.zeros((3, 2))),
+         "DQN.act_from_noise(noise) must be a dict of noise arrays ['action', 'explore'] (epsilon-greedy), got ArrayImpl"),
+        (lambda: dqn.act_from_noise(state, obs, {"action": jnp.zeros((3, 2)), "explore": jnp.zeros((2,))}),
+         "DQN.act_from_noise(noise)['explore'] must have shape (3,) (float32, uniform on [0, 1)), got (2,)"),
+        (lambda: dqn.act_from_noise(state, obs, {"action": jnp.zeros((3, 3)), "explore": jnp.zeros((3,))}),
+         "DQN.act_from_noise(noise)['action'] must have shape (3, 2) (float32, standard Gumbel"),
     ]  # fmt: skip
     for call, message in cases:
         with no_runtime_typecheck(), pytest.raises(ValueError) as info:
