@@ -6,9 +6,14 @@
 DIR holds, per case, `<case>.<format>` (written by `eqxrl.export`) and `<case>.npz`: inputs
 `in:<name>` (1,000 recorded observations, carries, resets) and expected outputs `out:<name>`
 (`action` from `eqxrl.runs.load_policy`; scores, env actions and carries from the unexported
-function). Written by tests/test_export.py (into $EQXRL_EXPORT_PARITY_DIR when set). Every output
-must be within 1e-5 of the expected one; a discrete action must equal it except where the two
-best expected scores are within 1e-5. Prints one line per case; exits 1 if any fails.
+function). A sampling policy that takes its noise as inputs is `<case>-sample.<format>`, its
+`<case>-sample.npz` the same observations with the noise (`in:noise`, `in:noise.<name>`: drawn by
+NumPy with the lines of the policy's JSON description) and the outputs eqxrl computes from that
+noise (`act_from_noise`). Written by tests/test_export.py (into $EQXRL_EXPORT_PARITY_DIR when set).
+Every output must be within 1e-5 of the expected one; a discrete action must equal it except where
+the argmax that picked it was a near tie: the two best expected scores within 1e-5, or, where the
+npz has it, `margin:action` (the gap of that argmax: of logits plus Gumbel noise for a sampling
+policy) within 1e-5. Prints one line per case; exits 1 if any fails.
 """
 
 import argparse
@@ -49,6 +54,7 @@ def check(fmt, path, data):
     """**Returns:** `(max abs error over float outputs, greedy actions differing outside near ties, message)`."""
     inputs = {k[3:]: data[k] for k in data.files if k.startswith("in:")}
     expected = {k[4:]: data[k] for k in data.files if k.startswith("out:")}
+    margin = data["margin:action"] if "margin:action" in data.files else None
     got = _runner(fmt, path)(inputs)
     worst, bad, problems = 0.0, 0, []
     for name, want in expected.items():
@@ -60,7 +66,9 @@ def check(fmt, path, data):
             worst = max(worst, float(np.max(np.abs(have.astype(np.float64) - want.astype(np.float64)), initial=0.0)))
             continue
         differ = have != want
-        if name == "action" and "scores" in expected:  # ties: the two best scores within the tolerance
+        if name == "action" and margin is not None:  # ties: the argmax that picked the action
+            differ &= margin > TOLERANCE
+        elif name == "action" and "scores" in expected:  # ties: the two best scores within the tolerance
             top2 = np.sort(expected["scores"].astype(np.float64), axis=-1)[..., -2:]
             differ &= (top2[..., 1] - top2[..., 0]) > TOLERANCE
         bad += int(differ.sum())
@@ -89,7 +97,7 @@ def main(argv=None):
         data = np.load(path.with_suffix(".npz"))
         worst, _, problem = check(args.format, path, data)
         n = len(next(iter(data[k] for k in data.files if k.startswith("in:"))))
-        print(f"{path.stem:<16} {args.format:<9} {n} observations  max abs error {worst:.2e}  {problem or 'ok'}")
+        print(f"{path.stem:<21} {args.format:<9} {n} observations  max abs error {worst:.2e}  {problem or 'ok'}")
         failed += bool(problem)
     return 1 if failed else 0
 

@@ -1,6 +1,7 @@
 """Policy export (`eqxrl.export`, `eqxrl.runs.export_run`, `eqxrl export`): every agent's policy as
 serialised StableHLO and ONNX, checked against `eqxrl.runs.load_policy` on 1,000 recorded
-observations where eqxrl (StableHLO) or JAX and eqxrl (ONNX) cannot be imported
+observations where eqxrl (StableHLO) or JAX and eqxrl (ONNX) cannot be imported, and its sampling
+policy (noise as inputs) against `act_from_noise` on the same noise, drawn by NumPy
 (`.ci/export_parity.py`; CI runs it again in a virtual environment without JAX)."""
 
 import importlib.util
@@ -15,38 +16,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from cli_calls import main_captured
+from export_cases import CASES, ENV_NAMES, OFF, ON
 from typecheck import no_runtime_typecheck
 
 import eqxrl
-from eqxrl.agents import DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3
+from eqxrl.agents import DQN, PPO
+from eqxrl.components.distributions import NOISE_KINDS
 from eqxrl.envs import ACTION_MASK
-from eqxrl.runs import export, export_run, load_policy, save_run
-from eqxrl.runs._export import ONNX_SAMPLING, policy_function
+from eqxrl.runs import export, export_run, load_policy, read_description, save_run
+from eqxrl.runs._export import ONNX_KEY, policy_function
 from eqxrl.testing.probes import MaskedActions
 
 if importlib.util.find_spec("jax2onnx") is None or importlib.util.find_spec("onnxruntime") is None:
     # (found, not imported: importing jax2onnx takes a second in every worker that collects this module)
     pytest.skip("the export tests need eqxrl[export] (jax2onnx, onnxruntime)", allow_module_level=True)
 PARITY = pathlib.Path(__file__).parent.parent / ".ci" / "export_parity.py"
-ON = dict(num_envs=2, rollout_length=4, num_minibatches=2, num_epochs=1, hidden_sizes=(8,))
-OFF = dict(num_envs=2, learning_starts=2, batch_size=4, buffer_size=32, hidden_sizes=(8,))
-CASES = {
-    "ppo": lambda: PPO("CartPole-v1", **ON, normalize_observations=True),
-    "ppo_box": lambda: PPO("Pendulum-v1", **ON, normalize_observations=True),
-    "ppo_recurrent": lambda: PPO.from_preset("recurrent", "CartPoleNoVel-v1", num_envs=2, rollout_length=4, num_minibatches=2, num_epochs=1),
-    "dqn": lambda: DQN("CartPole-v1", **OFF),
-    "pqn": lambda: PQN("CartPole-v1", **ON),
-    "sac": lambda: SAC("Pendulum-v1", **OFF, normalize_observations=True),
-    "sac_discrete": lambda: SAC("CartPole-v1", **OFF),
-    "td3": lambda: TD3("Pendulum-v1", **OFF),
-    "ddpg": lambda: DDPG("Pendulum-v1", **OFF),
-    "mpo": lambda: MPO("Pendulum-v1", **OFF, num_action_samples=4),
-    "mpo_discrete": lambda: MPO("CartPole-v1", **OFF, num_action_samples=4),
-    "dads": lambda: DADS("Point2D-v0", num_skills=2, **OFF),
-    "ippo": lambda: IPPO("jaxmarl/MPE_simple_spread_v3", **ON),
-}
-ENV_NAMES = {"ppo_recurrent": "CartPoleNoVel-v1"}
-"""Env names `agent.env.name` does not give (CartPoleNoVel-v1's env is named CartPole-v1)."""
 ONNX_REFUSED = {"ppo_recurrent": "jnp.split"}
 """The policies jax2onnx cannot express, and the operation its one-line error names."""
 STEPS, ENVS = 25, 40  # 1,000 recorded observations
@@ -89,21 +73,63 @@ def _record(agent, state, policy):
     return data
 
 
+def _draw_noise(description, n, seed):
+    """The noise inputs of a sampling policy's `description`, for a batch of `n`, drawn by NumPy with the
+    line the description gives (what a user without JAX runs)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in description["noise"]:
+        noise = eval(i["numpy"].replace("batch", str(n)), {"rng": rng, "np": np})  # (the description's own line)
+        assert noise.dtype == np.float32 and list(noise.shape) == [n, *i["shape"][1:]], (i, noise.shape)
+        out[i["name"]] = noise
+    return out
+
+
+def _gap(z):
+    """The gap between the best and the second best of `z` along its last axis."""
+    top2 = np.sort(z.astype(np.float64), axis=-1)[..., -2:]
+    return top2[..., 1] - top2[..., 0]
+
+
+def _record_sample(agent, state, data, description, seed):
+    """The sampling policy's parity data: `data`'s recorded inputs with noise drawn by NumPy, and the
+    outputs eqxrl computes from that noise (`policy_function(with_noise=True)`, `act_from_noise`); for a
+    discrete action `margin:action`, the gap of the argmax that picked it (near ties may break either way)."""
+    fn, inputs, outputs = policy_function(agent, state, deterministic=False, with_noise=True)
+    n = len(next(v for k, v in data.items() if k.startswith("in:")))
+    noise = _draw_noise(description, n, seed)
+    args = [data[f"in:{name}"] if f"in:{name}" in data else noise[name] for name, _ in inputs]
+    out = {f"in:{name}": a for (name, _), a in zip(inputs, args)}
+    out.update({f"out:{name}": np.asarray(x) for (name, _), x in zip(outputs, jax.jit(fn)(*args))})
+    scores = out.get("out:scores")
+    if scores is not None and "in:noise" in out:  # a categorical policy: the Gumbel-max of logits + noise
+        out["margin:action"] = _gap(scores + out["in:noise"])
+    elif scores is not None:  # epsilon-greedy: the greedy action's, or the random action's
+        out["margin:action"] = np.minimum(_gap(scores), _gap(out["in:noise.action"]))
+    return out
+
+
 def _export_every_case(out, tmp_path):
     """Every case trained for no step (its initial state, saved as a run directory and loaded back by
-    `load_policy`), exported in both formats into `out` beside its recorded inputs and expected outputs.
-    **Returns:** `{(case, format): description, or the one-line error}`."""
+    `load_policy`), exported in both formats into `out` beside its recorded inputs and expected outputs,
+    and its sampling policy (noise as inputs) as `<case>-sample.<format>` beside the same observations,
+    noise drawn by NumPy and the actions eqxrl samples from it.
+    **Returns:** `{(case, format[, "sample"]): description, or the one-line error}`."""
     records = {}
-    for name, make in CASES.items():
+    for i, (name, make) in enumerate(CASES.items()):
         agent = make()
         run_dir = _run_dir(tmp_path / name, agent, ENV_NAMES.get(name))
         policy = load_policy(run_dir)
-        np.savez(out / f"{name}.npz", **_record(policy.agent, policy.state, policy))
+        data = _record(policy.agent, policy.state, policy)
+        np.savez(out / f"{name}.npz", **data)
         for fmt in ("stablehlo", "onnx"):
-            try:
-                records[name, fmt] = export_run(run_dir, out / f"{name}.{fmt}", format=fmt, overwrite=True)
-            except ValueError as e:
-                records[name, fmt] = str(e)
+            for kind, path, flags in [((), f"{name}.{fmt}", {}), (("sample",), f"{name}-sample.{fmt}", dict(deterministic=False, noise=True))]:
+                try:
+                    records[(name, fmt, *kind)] = export_run(run_dir, out / path, format=fmt, overwrite=True, **flags)
+                except ValueError as e:
+                    records[(name, fmt, *kind)] = str(e)
+        description = records[name, "stablehlo", "sample"]
+        np.savez(out / f"{name}-sample.npz", **_record_sample(policy.agent, policy.state, data, description, seed=i))
     return records
 
 
@@ -123,19 +149,20 @@ def test_export_parity_of_every_agent(tmp_path):
     out = pathlib.Path(os.environ.get("EQXRL_EXPORT_PARITY_DIR") or tmp_path / "export")
     out.mkdir(parents=True, exist_ok=True)
     records = _export_every_case(out, tmp_path)
-    refused = {name: records[name, "stablehlo"] for name in CASES if isinstance(records[name, "stablehlo"], str)}
+    refused = {k: r for k, r in records.items() if k[1] == "stablehlo" and isinstance(r, str)}
     assert not refused, refused
     lines = _parity(out, "stablehlo")
-    assert len(lines) == len(CASES) and all(line.endswith("ok") for line in lines), lines
+    assert len(lines) == 2 * len(CASES) and all(line.endswith("ok") for line in lines), "\n".join(lines)
     for name in CASES:
-        record = records[name, "onnx"]
-        if name in ONNX_REFUSED:
-            assert isinstance(record, str) and "\n" not in record and ONNX_REFUSED[name] in record, record
-            assert "cannot express ppo (recurrent)'s policy" in record, record
-        else:
-            assert isinstance(record, dict), record
+        for record in (records[name, "onnx"], records[name, "onnx", "sample"]):
+            if name in ONNX_REFUSED:
+                assert isinstance(record, str) and "\n" not in record and ONNX_REFUSED[name] in record, record
+                assert "cannot express ppo (recurrent)'s policy" in record, record
+            else:
+                assert isinstance(record, dict), record
     lines = _parity(out, "onnx")
-    assert len(lines) == len(CASES) - len(ONNX_REFUSED) and all(line.endswith("ok") for line in lines), lines
+    assert len(lines) == 2 * (len(CASES) - len(ONNX_REFUSED)) and all(line.endswith("ok") for line in lines), "\n".join(lines)
+    print("\n".join(lines))
     _check_descriptions(out)
 
 
@@ -150,6 +177,12 @@ def _check_descriptions(out):
     sac = json.loads((out / "sac.stablehlo.json").read_text())
     assert [o["name"] for o in sac["outputs"]] == ["action", "env_action"]
     assert sac["preprocessing"]["action_to_env"] == [{"op": "rescale", "low": -1.0, "high": 1.0, "to_low": [-2.0], "to_high": [2.0]}]
+    sample = json.loads((out / "ppo-sample.onnx.json").read_text())
+    assert sample["deterministic"] is False and sample["key"] is None and [i["name"] for i in sample["inputs"]] == ["obs", "noise"]
+    assert sample["noise"] == [{"name": "noise", "shape": ["batch", 2], "dtype": "float32", "distribution": "gumbel",
+                                "description": NOISE_KINDS["gumbel"], "numpy": "rng.gumbel(size=(batch, 2)).astype(np.float32)"}]  # fmt: skip
+    dqn = json.loads((out / "dqn-sample.stablehlo.json").read_text())
+    assert [(i["name"], i["distribution"]) for i in dqn["noise"]] == [("noise.action", "gumbel"), ("noise.explore", "uniform")]
     rec = json.loads((out / "ppo_recurrent.stablehlo.json").read_text())
     assert [i["name"] for i in rec["inputs"]] == ["obs", "carry", "reset"] and rec["outputs"][-1]["name"] == "carry"
     assert set(rec["versions"]) == {"eqxrl", "jax"}
@@ -174,7 +207,8 @@ def test_sampling_policy_takes_the_key(make, tmp_path):
 @pytest.mark.parametrize("cls", [PPO, DQN])
 def test_dict_observations_with_action_masks(cls, tmp_path):
     """A Dict observation is one input per entry (`obs.<name>`), its action mask among them; both formats
-    give act's actions and the masked scores (an illegal action's the lowest float)."""
+    give act's actions and the masked scores (an illegal action's the lowest float), and the ONNX sampling
+    policy act_from_noise's (legal) actions."""
     import onnxruntime
 
     agent = cls(MaskedActions(), **(ON if cls is PPO else OFF))
@@ -194,6 +228,13 @@ def test_dict_observations_with_action_masks(cls, tmp_path):
         np.testing.assert_array_equal(action, want)
         assert np.all(inputs["obs.action_mask"][np.arange(64), action]), fmt  # every action legal
         assert np.all(scores[inputs["obs.action_mask"] == 0] == np.finfo(np.float32).min), fmt
+    # The ONNX sampling policy, noise from NumPy: act_from_noise's actions, every one legal.
+    description = export(agent, state, tmp_path / "s.onnx", format="onnx", deterministic=False, batch_size=64)
+    noise = _draw_noise(description, 64, seed=0)
+    action = onnxruntime.InferenceSession(tmp_path / "s.onnx").run(None, {**inputs, **noise})[0]
+    tree = noise["noise"] if "noise" in noise else {k.split(".")[1]: v for k, v in noise.items()}
+    np.testing.assert_array_equal(action, np.asarray(agent.act_from_noise(state, obs, jax.tree.map(jnp.asarray, tree))))
+    assert np.all(inputs["obs.action_mask"][np.arange(64), action])
 
 
 def test_bad_arguments(tmp_path):
@@ -205,12 +246,34 @@ def test_bad_arguments(tmp_path):
         (dict(path=tmp_path / "there.onnx", format="onnx"), "export(path) must not exist (overwrite=True, or --force on the command line, replaces it)"),
         (dict(path=tmp_path / "no" / "p", format="onnx"), "export(path) must be in an existing directory"),
         (dict(path=tmp_path / "p", batch_size=0), "export(batch_size) must be None (a symbolic batch) or a positive int, got 0"),
-        (dict(path=tmp_path / "p", format="onnx", deterministic=False), ONNX_SAMPLING),
+        (dict(path=tmp_path / "p", format="onnx", deterministic=False, noise=False), ONNX_KEY),
+        (dict(path=tmp_path / "p", noise=True), "export(noise) must be None or False for a deterministic policy (it draws nothing), got True"),
+        (dict(path=tmp_path / "p", deterministic=False, noise="yes"), "export(noise) must be None (the format's default), True or False, got 'yes'"),
     ]
     for kwargs, message in cases:
         with no_runtime_typecheck(), pytest.raises(ValueError) as info:
             export(agent, state, **kwargs)
         assert str(info.value).startswith(message) and "\n" not in str(info.value), str(info.value)
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_agent_without_a_noise_sampler_is_refused(tmp_path):
+    """An agent whose act samples from a key only (the tutorial's A2C: no noise_spec or act_from_noise)
+    has no ONNX sampling policy: one line naming the agent and the method it lacks. Its StableHLO
+    sampling policy takes the key, as before."""
+    from tutorial_agent import load_tutorial_agent
+
+    agent = load_tutorial_agent()["A2C"](eqxrl.envs.make("CartPole-v1"), num_envs=2, rollout_length=8)
+    state = agent.init(jax.random.key(0))
+    for fmt, flags in (("onnx", {}), ("stablehlo", dict(noise=True))):
+        with no_runtime_typecheck(), pytest.raises(ValueError) as info:
+            export(agent, state, tmp_path / f"p.{fmt}", format=fmt, deterministic=False, **flags)
+        assert str(info.value) == (
+            "export(deterministic=False, noise=True): A2C.noise_spec: A2C samples its actions from a PRNG key only, so "
+            "its sampling policy cannot take its noise as an input (implement noise_spec and act_from_noise; export it "
+            "deterministic, or as StableHLO with the key)"
+        ), str(info.value)
+    assert export(agent, state, tmp_path / "p.stablehlo", deterministic=False)["key"]["input"] == "key"
 
 
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
@@ -237,9 +300,15 @@ def test_export_command(tmp_path):
     assert "inputs: obs['batch', 4]; outputs: action['batch'], scores['batch', 2]" in out
     code, out, err = main_captured(["export", str(run_dir), "--sample", "--out", str(tmp_path / "s.stablehlo")])
     assert code == 0 and (tmp_path / "s.stablehlo").is_file(), err
+    assert "inputs: obs['batch', 4], key[2];" in out
+    code, out, err = main_captured(["export", str(run_dir), "--sample", "--format", "onnx"])
+    assert code == 0 and (run_dir / "policy-sample.onnx").is_file(), err
+    assert "inputs: obs['batch', 4], noise.action['batch', 2], noise.explore['batch'];" in out
+    code, out, err = main_captured(["export", str(run_dir), "--sample", "--noise", "--out", str(tmp_path / "n.stablehlo")])
+    assert code == 0 and read_description(tmp_path / "n.stablehlo")["noise"][1]["name"] == "noise.explore", err
     bad = [
         (["--format", "onnx"], "export(path) must not exist (overwrite=True, or --force on the command line, replaces it)"),
-        (["--format", "onnx", "--sample", "--force"], ONNX_SAMPLING),
+        (["--noise"], "argument --noise: needs --sample (a deterministic policy draws no noise)"),
         (["--format", "tflite"], "argument --format: invalid choice: 'tflite'"),
         (["--checkpoint", "first"], "argument --checkpoint: must be best, last or an env step"),
     ]
@@ -261,3 +330,7 @@ def test_docs_page_runs(tmp_path, monkeypatch):
     assert [o["name"] for o in namespace["description"]["outputs"]] == ["action", "scores"]
     assert namespace["action"].shape == (3,) and namespace["scores"].shape == (3, 2)
     assert (tmp_path / "policy.stablehlo.json").is_file() and (tmp_path / "policy.onnx.json").is_file()
+    noise = namespace["description"]["noise"]  # (the sampling block's, as its comments print it)
+    assert [(i["name"], i["shape"], i["distribution"]) for i in noise] == [("noise", ["batch", 2], "gumbel")]
+    assert noise[0]["numpy"] == "rng.gumbel(size=(batch, 2)).astype(np.float32)"
+    assert (tmp_path / "policy-sample.onnx").is_file() and set(np.unique(namespace["action"])) <= {0, 1}

@@ -15,6 +15,7 @@ from ..components.distributions import Categorical, MultiCategorical
 from ..components.networks import batched_orthogonal
 from ..core import Key, Metrics, hyperparameter_paths, to_spec
 from ..envs import AbstractEnv, AutoReset, Discrete, EpisodeStatistics, MultiDiscrete, ObservationLayout, VectorEnv, check_env
+from ._noise import no_noise_sampler
 
 
 class Clock(eqx.Module):
@@ -122,6 +123,25 @@ class AbstractAgent(eqx.Module):
         `reset` (an episode's first observation) and stepped. **Returns:** `(actions, new
         carry)`. Default: `act`, with the carry passed through unchanged."""
         return self.act(state, obs, key, deterministic=deterministic), carry
+
+    def noise_spec(self, state: PyTree, batch_shape: tuple[int, ...] = ()) -> PyTree:
+        """The noise `act_from_noise` takes for observations of batch shape `batch_shape`: a
+        `eqxrl.components.Noise` (or a dict of them) naming each array's shape and distribution.
+        Default: a one-line ValueError (an agent whose sampling needs a PRNG key)."""
+        raise ValueError(no_noise_sampler(self, "noise_spec"))
+
+    def act_from_noise(self, state: PyTree, obs: PyTree, noise: PyTree) -> Array:
+        """`act(deterministic=False)` with its randomness given instead of drawn from a key: a
+        deterministic function of `noise` (as `noise_spec` describes it), with the distribution of
+        `act`'s samples when the noise has its stated distribution. Default: a one-line ValueError."""
+        raise ValueError(no_noise_sampler(self, "act_from_noise"))
+
+    def act_with_carry_from_noise(
+        self, state: PyTree, obs: PyTree, carry: PyTree, reset: Array, noise: PyTree
+    ) -> tuple[Array, PyTree]:
+        """`act_with_carry` sampling from given noise (`act_from_noise`). **Returns:** `(actions, new
+        carry)`. Default: `act_from_noise`, with the carry passed through unchanged."""
+        return self.act_from_noise(state, obs, noise), carry
 
     @property
     @abc.abstractmethod

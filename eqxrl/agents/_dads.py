@@ -31,6 +31,7 @@ from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyper
 from ..components import (
     AbstractOptimizer,
     AbstractSchedule,
+    Noise,
     OptState,
     RunningMeanStd,
     Sample,
@@ -274,15 +275,9 @@ class DADS(AbstractActorCriticAgent):
         sac_key, dynamics_key = jax.random.split(key)
         _, d, _ = self._sizes
         dynamics = SkillDynamics(
-            self._dynamics_input_size,
-            d,
-            self.num_skills,
-            self.num_experts,
-            self.dynamics_hidden_sizes,
-            self.activation,
-            key=dynamics_key,
-            learn_std=self.dynamics_learn_std,
-        )
+            self._dynamics_input_size, d, self.num_skills, self.num_experts, self.dynamics_hidden_sizes, self.activation,
+            key=dynamics_key, learn_std=self.dynamics_learn_std,
+        )  # fmt: skip
         policy_stats = RunningMeanStd((self._policy_obs_size,)) if self.normalize_policy_observations else None
         return DADSLearner(
             sac=self.sac.init_learner(sac_key),
@@ -295,6 +290,12 @@ class DADS(AbstractActorCriticAgent):
 
     def explore(self, learner: DADSLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Float[Array, "*batch action"]:
         return self.sac.explore(learner.sac, self._policy_input(learner.policy_stats, obs), key, progress)
+
+    def noise_spec(self, state: Any, batch_shape: tuple[int, ...] = ()) -> Noise:
+        return self.sac.noise_spec(state, batch_shape)
+
+    def explore_from_noise(self, learner: DADSLearner, obs: Array, noise: Array, progress: Float[Array, ""]) -> Array:
+        return self.sac.explore_from_noise(learner.sac, self._policy_input(learner.policy_stats, obs), noise, progress)
 
     def greedy(self, learner: DADSLearner, obs: Array) -> Float[Array, "*batch action"]:
         return self.sac.greedy(learner.sac, self._policy_input(learner.policy_stats, obs))
@@ -392,11 +393,7 @@ class DADS(AbstractActorCriticAgent):
 
     # ----------------------------------------------------------------- skills
     def evaluate_skills(
-        self,
-        state: OffPolicyState,
-        key: Key,
-        num_steps: int | None = None,
-        deterministic: bool = True,
+        self, state: OffPolicyState, key: Key, num_steps: int | None = None, deterministic: bool = True
     ) -> SkillReport:
         """Run one episode of every skill and record what it does.
 

@@ -1,7 +1,7 @@
 """The deterministic actor-critic (TD3, Fujimoto et al. 2018) of which DDPG (Lillicrap et al. 2016)
 is one configuration: one critic, no policy delay, no target smoothing."""
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -16,6 +16,7 @@ from ..components import (
     ContinuousQHead,
     DeterministicHead,
     Ensemble,
+    Noise,
     OptState,
     add_loss_terms,
     Sample,
@@ -108,6 +109,18 @@ class AbstractDeterministicAgent(AbstractActorCriticAgent):
         """Gaussian exploration noise around the deterministic action, clipped to [-1, 1]."""
         action = learner.actor(obs)
         return jnp.clip(action + self.exploration_noise * jax.random.normal(key, action.shape), -1.0, 1.0)
+
+    def noise_spec(self, state: Any, batch_shape: tuple[int, ...] = ()) -> Noise:
+        """The exploration noise: standard normal `(*batch, action_size)`."""
+        return Noise((*batch_shape, self.action_size), "normal")
+
+    def explore_from_noise(
+        self, learner: DeterministicLearner, obs: Array, noise: Array, progress: Float[Array, ""]
+    ) -> Float[Array, "*batch action"]:
+        """`clip(actor(obs) + exploration_noise * noise, -1, 1)`."""
+        action = learner.actor(obs)
+        Noise(action.shape, "normal").check(noise, f"{type(self).__name__}.act_from_noise(noise)")  # (a symbolic batch: no noise_spec)
+        return jnp.clip(action + self.exploration_noise * noise, -1.0, 1.0)
 
     def update(
         self, learner: DeterministicLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]

@@ -14,6 +14,7 @@ from ..components import (
     AbstractSchedule,
     DiscreteQHead,
     ExponentialSchedule,
+    Noise,
     OptState,
     Sample,
     add_loss_terms,
@@ -25,6 +26,7 @@ from ..components import (
     select_q,
 )
 from ..envs import AbstractEnv, Discrete
+from ._noise import epsilon_greedy_from_noise, epsilon_greedy_noise_spec
 from ._off_policy import AbstractOffPolicyAgent
 
 
@@ -148,6 +150,19 @@ class DQN(AbstractOffPolicyAgent):
             random = Categorical(jnp.zeros(batch + (self.action_size,)), mask).sample(action_key)
         explore = jax.random.uniform(coin_key, batch) < self.epsilon(progress)
         return jnp.where(explore, random, self.greedy(learner, obs))
+
+    def noise_spec(self, state: Any, batch_shape: tuple[int, ...] = ()) -> dict[str, Noise]:
+        """Epsilon-greedy's noise: `"explore"`, uniform `(*batch,)`, and `"action"`, Gumbel `(*batch, n)`."""
+        return epsilon_greedy_noise_spec(batch_shape, self.action_size)
+
+    def explore_from_noise(
+        self, learner: DQNLearner, obs: Array, noise: dict[str, Array], progress: Float[Array, ""]
+    ) -> Int[Array, "*batch"]:
+        """Epsilon-greedy from given noise: the greedy action unless `noise["explore"] < epsilon`, then
+        the Gumbel-max of `noise["action"]` over the legal actions (a uniform one among them)."""
+        mask = self.layout.split(obs)[1]
+        owner = "DQN.act_from_noise(noise)"
+        return epsilon_greedy_from_noise(self.greedy(learner, obs), self.epsilon(progress), mask, noise, self.action_size, owner)
 
     def update(
         self, learner: DQNLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]

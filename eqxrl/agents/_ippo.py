@@ -13,6 +13,7 @@ from jaxtyping import Array
 from ..core import Key, Metrics
 from ..envs import ACTION_MASK, AbstractEnv, Box, ObservationLayout, agent_names, is_multi_agent, make
 from ._base import Clock
+from ._noise import policy_noise_spec
 from ._ippo_envs import AGENT_AXIS, AgentSeat, ClipAgentActions, SharedSeats, with_agent_ids
 from ._ppo import PPO, PPOState
 
@@ -144,6 +145,23 @@ class IPPO(PPO):
             return self.act(state, obs, key, deterministic), carry
         return self._team_act(state, obs, key, deterministic, carry, jnp.asarray(reset, bool))
 
+    def noise_spec(self, state: PPOState, batch_shape: tuple[int, ...] = ()) -> Any:
+        """Every agent's policy noise for team observations of batch shape `batch_shape`: PPO's
+        `noise_spec` with the agent axis after the batch (`(*batch, num_agents, ...)`)."""
+        return policy_noise_spec(self.team_env.action_space.space, (*batch_shape, self.num_agents), "IPPO.noise_spec")
+
+    def act_from_noise(self, state: PPOState, obs: Any, noise: Array) -> Array:
+        """`act` sampling every agent's action from `noise` (`noise_spec`; agent `i`'s is `noise[..., i, ...]`)."""
+        return self._team_act(state, obs, None, False, noise=noise)[0]
+
+    def act_with_carry_from_noise(
+        self, state: PPOState, obs: Any, carry: Any, reset: Array, noise: Array
+    ) -> tuple[Array, Any]:
+        """`act_with_carry` sampling every agent's action from `noise`."""
+        if not self.recurrent:
+            return self.act_from_noise(state, obs, noise), carry
+        return self._team_act(state, obs, None, False, carry, jnp.asarray(reset, bool), noise)
+
     def _team_batch_shape(self, obs: Any) -> tuple[Any, ...]:  # (a symbolic dimension under jax.export)
         """The batch axes of team observations `obs` (`(*batch, num_agents, *obs_shape)`, or a dict
         of such entries), checked against the team's observation space as PPO checks its own."""
@@ -154,32 +172,43 @@ class IPPO(PPO):
         team = ObservationLayout(entries)
         return tuple(team.flatten(obs, "IPPO").shape[:-1])  # (unused under jit: traced away)
 
-    def _team_act(self, state: PPOState, obs: Any, key: Any, deterministic: bool, carry: Any = None, reset: Any = None):
+    def _team_act(
+        self, state: PPOState, obs: Any, key: Any, deterministic: bool, carry: Any = None, reset: Any = None, noise: Any = None
+    ):  # fmt: skip
+        """Every agent's actions; sampled from `key`, or from `noise` where it is given."""
         n = self.num_agents
         batch = self._team_batch_shape(obs)
-        if key is None and not deterministic:
+        if key is None and noise is None and not deterministic:
             raise ValueError("IPPO.act(key) is required unless deterministic=True")
         learner = self.learner
         ids = jnp.arange(n)
+
+        def act(s, o, k, c, r, z):  # (one learner's act: from its key, or from its noise z)
+            if c is None:
+                return learner.act(s, o, k, deterministic) if z is None else learner.act_from_noise(s, o, z), None
+            if z is None:
+                return learner.act_with_carry(s, o, c, r, k, deterministic)
+            return learner.act_with_carry_from_noise(s, o, c, r, z)
+
         if self.share_parameters:
             if self.agent_ids:
                 obs = with_agent_ids(obs, ids, n, (*batch, n))
-            if carry is None:
-                return learner.act(state, obs, key, deterministic), None
-            resets = jnp.broadcast_to(reset[..., None], reset.shape + (n,))  # every seat of a team env
-            return learner.act_with_carry(state, obs, carry, resets, key, deterministic)
+            resets = None if carry is None else jnp.broadcast_to(reset[..., None], reset.shape + (n,))  # every seat of a team env
+            return act(state, obs, key, carry, resets, noise)
         obs = jax.tree.map(lambda x: jnp.moveaxis(jnp.asarray(x), len(batch), 0), obs)
         keys = jax.random.split(key, n) if key is not None else None
+        if noise is not None:
+            spec = policy_noise_spec(self.team_env.action_space.space, (*batch, n), "IPPO.act_from_noise")
+            spec.check(noise, "IPPO.act_from_noise(noise)")  # (batch may be symbolic: no noise_spec)
+            noise = jnp.moveaxis(jnp.asarray(noise), len(batch), 0)
 
-        def one(s, o, k, i, c):
+        def one(s, o, k, i, c, z):
             if self.agent_ids:
                 o = with_agent_ids(o, i, n, batch)
-            if c is None:
-                return learner.act(s, o, k, deterministic), None
-            return learner.act_with_carry(s, o, c, reset, k, deterministic)
+            return act(s, o, k, c, reset, z)
 
-        in_axes = (0, 0, None if keys is None else 0, 0, None if carry is None else 0)
-        actions, carry = jax.vmap(one, in_axes=in_axes)(state, obs, keys, ids, carry)
+        in_axes = (0, 0, None if keys is None else 0, 0, None if carry is None else 0, None if noise is None else 0)
+        actions, carry = jax.vmap(one, in_axes=in_axes)(state, obs, keys, ids, carry, noise)
         return jnp.moveaxis(actions, 0, len(batch)), carry
 
     def train_iteration(self, state: PPOState, clock: Clock) -> tuple[PPOState, Metrics]:

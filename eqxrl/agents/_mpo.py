@@ -1,7 +1,7 @@
 """MPO: Maximum a Posteriori Policy Optimisation (Abdolmaleki et al. 2018), with
 the decoupled KL constraints of Abdolmaleki et al. 2018b (as acme's `mpo` loss)."""
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -19,6 +19,7 @@ from ..components import (
     DiscreteQHead,
     Ensemble,
     GaussianHead,
+    Noise,
     Normal,
     Optimizer,
     OptState,
@@ -37,6 +38,7 @@ from ..components import (
 from ..envs import AbstractEnv, Box, Discrete
 from ._actor_critic import AbstractActorCriticAgent, update_critics
 from ._base import with_mask
+from ._noise import policy_noise_spec
 
 # Lower bound of the raw (pre-softplus) dual parameters: softplus(-18) ~ 1.5e-8 (acme's projection).
 _MIN_RAW_DUAL = -18.0
@@ -284,6 +286,15 @@ class MPO(AbstractActorCriticAgent):
         if self.discrete:
             return self.categorical(learner.policy, obs).sample(key)
         return jnp.clip(self.policy_distribution(learner.policy, obs).sample(key), -1.0, 1.0)
+
+    def noise_spec(self, state: Any, batch_shape: tuple[int, ...] = ()) -> Noise:
+        """The policy's noise: Gumbel `(*batch, n)` (discrete), standard normal `(*batch, d)` (clipped after)."""
+        return policy_noise_spec(self.env.action_space, batch_shape, "MPO.noise_spec")
+
+    def explore_from_noise(self, learner: MPOLearner, obs: Array, noise: Array, progress: Float[Array, ""]) -> Array:
+        if self.discrete:
+            return self.categorical(learner.policy, obs).sample_from_noise(noise)
+        return jnp.clip(self.policy_distribution(learner.policy, obs).sample_from_noise(noise), -1.0, 1.0)
 
     def update(
         self, learner: MPOLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]

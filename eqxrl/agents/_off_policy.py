@@ -51,6 +51,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Box, Discrete, RescaleAction
 from ._base import AbstractRolloutAgent, Clock, as_env, check_no_action_masks
+from ._noise import no_noise_sampler
 
 
 def check_continuous(agent: "AbstractOffPolicyAgent", owner: str) -> None:
@@ -193,6 +194,10 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     def explore(self, learner: PyTree, obs: Array, key: Key, progress: Float[Array, ""]) -> Array:
         """**Returns:** exploratory actions for a batch of (normalised, flat) observations."""
 
+    def explore_from_noise(self, learner: PyTree, obs: Array, noise: PyTree, progress: Float[Array, ""]) -> Array:
+        """`explore` with its randomness given (`noise` as `noise_spec` describes it). Default: a ValueError."""
+        raise ValueError(no_noise_sampler(self, "explore_from_noise"))
+
     @abc.abstractmethod
     def greedy(self, learner: PyTree, obs: Array) -> Array:
         """**Returns:** the deterministic policy's actions for a batch of observations."""
@@ -319,6 +324,11 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         if key is None:
             raise ValueError(f"{type(self).__name__}.act(key) is required unless deterministic=True")
         return self.explore(state.learner, x, key, jnp.ones((), jnp.float32))
+
+    def act_from_noise(self, state: OffPolicyState, obs: PyTree, noise: PyTree) -> Array:
+        """`act`'s exploration (`explore_from_noise` at the end of training) from given noise."""
+        x = self.normalize(state.obs_stats, self.flatten(obs))
+        return self.explore_from_noise(state.learner, x, noise, jnp.ones((), jnp.float32))
 
     def train_iteration(self, state: OffPolicyState, clock: Clock) -> tuple[OffPolicyState, Metrics]:
         env, buffer = self.train_env, self.replay_buffer

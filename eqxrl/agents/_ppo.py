@@ -18,6 +18,7 @@ from ..components import (
     AbstractTorso,
     CategoricalHead,
     MultiCategoricalHead,
+    Noise,
     Encoder,
     GaussianHead,
     IdentityTorso,
@@ -44,6 +45,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, ClipAction
 from ._base import AbstractRolloutAgent, Clock, as_env, with_mask
+from ._noise import policy_noise_spec
 from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration, recurrent_preset
 from ._ppo_update import _Rollout, check_action_space, iteration_metrics, minibatch_step, policy_head
 
@@ -249,9 +251,35 @@ class PPO(AbstractRolloutAgent):
         """**Returns:** `(actions, new carry)`, the carry zeroed first where `reset` (an episode's first step)."""
         if not self.recurrent:
             return self.act(state, obs, key, deterministic), carry
+        dist, carry = self._policy_with_carry(state, obs, carry, reset)
+        return self._act(dist, key, deterministic), carry
+
+    def _policy_with_carry(
+        self, state: PPOState, obs: PyTree, carry: PyTree, reset: Array
+    ) -> tuple[AbstractDistribution, PyTree]:
+        """A recurrent policy's distribution at `obs`, and its new carry (zeroed first where `reset`)."""
         x = self.normalize(state.obs_stats, self.flatten(obs))
         features, carry = state.torso(x, carry, jnp.asarray(reset, bool))
-        return self._act(state.actor(features), key, deterministic), carry
+        return state.actor(features), carry
+
+    def noise_spec(self, state: PPOState, batch_shape: tuple[int, ...] = ()) -> Noise:
+        """The policy distribution's noise (`noise_spec` of a `Categorical`: Gumbel `(*batch, n)`;
+        `MultiCategorical`: Gumbel `(*batch, len(nvec), max(nvec))`; `Normal`: standard normal `(*batch, d)`)."""
+        return policy_noise_spec(self.env.action_space, batch_shape, "PPO.noise_spec")
+
+    def act_from_noise(self, state: PPOState, obs: PyTree, noise: Array) -> Array:
+        """The policy's sample from `noise` (`sample_from_noise`): `act`'s distribution, reparameterised."""
+        if self.recurrent:
+            raise ValueError("PPO.act_from_noise: a recurrent PPO acts with act_with_carry_from_noise(state, obs, carry, reset, noise)")
+        return self._dist(state, self.normalize(state.obs_stats, self.flatten(obs))).sample_from_noise(noise)
+
+    def act_with_carry_from_noise(
+        self, state: PPOState, obs: PyTree, carry: PyTree, reset: Array, noise: Array
+    ) -> tuple[Array, PyTree]:
+        if not self.recurrent:
+            return self.act_from_noise(state, obs, noise), carry
+        dist, carry = self._policy_with_carry(state, obs, carry, reset)
+        return dist.sample_from_noise(noise), carry
 
     @staticmethod
     def _act(dist: AbstractDistribution, key: Key | None, deterministic: bool) -> Array:

@@ -22,6 +22,7 @@ from ..components import (
     Categorical,
     DiscreteQHead,
     MLPTorso,
+    Noise,
     OptState,
     Optimizer,
     RunningMeanStd,
@@ -42,6 +43,7 @@ from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_
 from ..envs import AbstractEnv, Discrete
 from ._base import AbstractRolloutAgent, Clock, as_env
 from ._dqn import masked_q_values
+from ._noise import epsilon_greedy_from_noise, epsilon_greedy_noise_spec
 from ._ppo_update import _Packed, _Rollout, iteration_metrics
 
 
@@ -169,6 +171,18 @@ class PQN(AbstractRolloutAgent):
         else:  # uniform among the legal actions
             random = Categorical(jnp.zeros(batch + (self.action_size,)), mask).sample(action_key)
         return jnp.where(jax.random.uniform(coin_key, batch) < epsilon, random, greedy)
+
+    def noise_spec(self, state: Any, batch_shape: tuple[int, ...] = ()) -> dict[str, Noise]:
+        """Epsilon-greedy's noise: `"explore"`, uniform `(*batch,)`, and `"action"`, Gumbel `(*batch, n)`."""
+        return epsilon_greedy_noise_spec(batch_shape, self.action_size)
+
+    def act_from_noise(self, state: PQNState, obs: PyTree, noise: dict[str, Array]) -> Int[Array, "*batch"]:
+        """`act`'s epsilon-greedy at `eps_end` from given noise: the greedy action unless `noise["explore"]
+        < eps_end`, then the Gumbel-max of `noise["action"]` over the legal actions (a uniform one among them)."""
+        x = self._stored(state.obs_stats, obs)
+        greedy = jnp.argmax(self.q_values(state.q, x), axis=-1).astype(jnp.int32)
+        mask, owner = self.layout.split(x)[1], "PQN.act_from_noise(noise)"
+        return epsilon_greedy_from_noise(greedy, self.eps_end, mask, noise, self.action_size, owner)
 
     def _stored(self, stats: RunningMeanStd | None, obs: Any) -> Array:
         return self.normalize(stats, self.flatten(obs))

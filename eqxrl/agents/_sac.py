@@ -16,6 +16,7 @@ from ..components import (
     ContinuousQHead,
     DiscreteQHead,
     Ensemble,
+    Noise,
     OptState,
     add_loss_terms,
     check_learning_rate,
@@ -37,6 +38,7 @@ from ..components import (
 from ..envs import AbstractEnv, Box, Discrete
 from ._actor_critic import AbstractActorCriticAgent, update_critics
 from ._base import Clock, as_env
+from ._noise import policy_noise_spec
 from ._off_policy import OffPolicyState, check_continuous
 
 
@@ -197,6 +199,13 @@ class SAC(AbstractActorCriticAgent):
 
     def explore(self, learner: SACLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Array:
         return self.policy(learner.actor, obs).sample(key)
+
+    def noise_spec(self, state: Any, batch_shape: tuple[int, ...] = ()) -> Noise:
+        """The policy's noise: standard normal `(*batch, d)` (`TanhNormal`), Gumbel `(*batch, n)` (`Categorical`)."""
+        return policy_noise_spec(self.env.action_space, batch_shape, "SAC.noise_spec")
+
+    def explore_from_noise(self, learner: SACLearner, obs: Array, noise: Array, progress: Float[Array, ""]) -> Array:
+        return self.policy(learner.actor, obs).sample_from_noise(noise)
 
     def train_iteration(self, state: OffPolicyState, clock: Clock) -> tuple[OffPolicyState, Metrics]:
         state, metrics = super().train_iteration(state, clock)

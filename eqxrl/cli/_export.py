@@ -31,7 +31,12 @@ def add_export_command(commands: Any) -> None:
     ex.add_argument("--member", type=parse_int, default=0, metavar="I", help="which seed of the run (default: 0)")
     ex.add_argument(
         "--sample", action="store_true",
-        help="export the sampling policy (StableHLO only: its last input is the key's data) instead of its mode",
+        help="export the sampling policy instead of its mode: ONNX's takes its noise as inputs (float32 arrays the caller "
+        "draws, e.g. with NumPy, as the JSON file says), StableHLO's the key's data as its last input",
+    )  # fmt: skip
+    ex.add_argument(
+        "--noise", action="store_true",
+        help="with --sample and --format stablehlo: take the noise as inputs, as ONNX does, instead of the key",
     )  # fmt: skip
     ex.add_argument(
         "--batch-size", type=positive(parse_int, 1 << 20), default=None, metavar="N",
@@ -43,11 +48,14 @@ def add_export_command(commands: Any) -> None:
 
 def export_command(args: argparse.Namespace) -> int:
     parser = args._parser
+    if args.noise and not args.sample:
+        parser.error("argument --noise: needs --sample (a deterministic policy draws no noise)")
     try:
         checkpoint = chosen_checkpoint(args.run_dir, args.checkpoint, "exporting")
         record = export_run(
             args.run_dir, args.out, format=args.format, checkpoint=checkpoint, member=args.member,
-            deterministic=not args.sample, batch_size=args.batch_size, overwrite=args.force,
+            deterministic=not args.sample, noise=True if args.noise else None, batch_size=args.batch_size,
+            overwrite=args.force,
         )  # fmt: skip
     except ValueError as e:
         parser.error(one_line(e))

@@ -11,6 +11,7 @@ from ._buffers import as_buffer as as_buffer
 from .distributions import AbstractDistribution as AbstractDistribution
 from .distributions import Categorical as Categorical
 from .distributions import MultiCategorical as MultiCategorical
+from .distributions import Noise as Noise
 from .distributions import Normal as Normal
 from .distributions import TanhNormal as TanhNormal
 from ._loss_terms import AbstractLossTerm as AbstractLossTerm

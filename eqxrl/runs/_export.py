@@ -11,9 +11,12 @@ Two formats:
   The batch dimension is symbolic ("batch") unless `batch_size` fixes it.
 
 The exported function is the agent's own `act` (`act_with_carry` for a recurrent policy), so
-observation normalisation is baked in. Inputs: the observation leaves (`obs`, or `obs.<name>`
-for a `Dict`), then for a recurrent policy `carry` and `reset`, then for a sampling
-StableHLO policy `key` (`jax.random.key_data` of a key: uint32[2]). Outputs: `action` (what
+observation normalisation is baked in; a sampling policy's is `act_from_noise` where it takes its
+noise as input. Inputs: the observation leaves (`obs`, or `obs.<name>` for a `Dict`), then for a
+recurrent policy `carry` and `reset`, then for a sampling policy either `key` (StableHLO's
+default: `jax.random.key_data` of a key, uint32[2]) or its noise (ONNX's, StableHLO's with
+`noise=True`: `noise`, or `noise.<name>` for several arrays, float32 of the shapes and
+distributions `agent.noise_spec` gives, the batch axis first). Outputs: `action` (what
 `eqxrl.runs.load_policy` returns), for `Box` actions `env_action` (the action clipped or
 rescaled as the env receives it), for a discrete policy whose scores eqxrl knows `scores`
 (logits or Q-values, argmax = the greedy action), and a recurrent policy's new `carry`.
@@ -33,25 +36,26 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..agents import DQN, MPO, PPO, PQN, SAC, Stacked, agent_name
-from ..components import RunningMeanStd
+from ..components import Noise, RunningMeanStd
+from ..components.distributions import NOISE_KINDS
 from ..core import __version__, one_line
 from ..envs import Box, ClipAction, Dict, Discrete, MultiBinary, MultiDiscrete, RescaleAction
 from ._files import PathLike, atomic_write_bytes, write_json
 
-__all__ = ["FORMATS", "export", "export_run", "policy_function", "read_description"]
+__all__ = ["FORMATS", "export", "export_run", "noise_inputs", "policy_function", "read_description"]
 
 FORMATS = ("stablehlo", "onnx")
 SUFFIXES = {"stablehlo": ".stablehlo", "onnx": ".onnx"}
 BATCH = "batch"
-ONNX_SAMPLING = (
-    "export(deterministic=False) is not supported with format='onnx': ONNX has no counterpart of JAX's "
-    "random_bits (threefry2x32), and jax2onnx turns jax.random.normal into RandomNormal, which draws "
-    "other numbers; use format='stablehlo', whose sampling policy takes the key as an input"
+ONNX_KEY = (
+    "export(noise) must be True or None for format='onnx' (a sampling ONNX policy takes its noise as inputs), got False: "
+    "ONNX has no counterpart of JAX's random_bits (threefry2x32); use format='stablehlo' for a policy that takes the key"
 )
 
 
 def _names(prefix: str, tree: Any) -> list[str]:
-    paths = [jax.tree_util.keystr(p, simple=True, separator=".") for p, _ in jax.tree_util.tree_leaves_with_path(tree)]
+    leaves = jax.tree_util.tree_leaves_with_path(tree, is_leaf=lambda x: isinstance(x, Noise))
+    paths = [jax.tree_util.keystr(p, simple=True, separator=".") for p, _ in leaves]
     return [prefix if not p else f"{prefix}.{p}" for p in paths]
 
 
@@ -109,11 +113,25 @@ def _scores(agent: Any, state: Any, obs: Any, carry: Any, reset: Any) -> jax.Arr
     return None
 
 
-def policy_function(agent: Any, state: Any, deterministic: bool = True, with_key: bool = False):
-    """The function `export` exports, unexported (the parity tests' reference).
+def _is_noise(x: Any) -> bool:
+    return isinstance(x, Noise)
+
+
+def noise_inputs(agent: Any, state: Any) -> list[tuple[str, Noise]]:
+    """**Returns:** a sampling policy's noise inputs in order, `(name, Noise)` for a batch of one
+    (`noise`, or `noise.<name>` for a dict): `agent.noise_spec(state, (1,))` flattened."""
+    spec = agent.noise_spec(state, (1,))
+    return list(zip(_names("noise", spec), jax.tree.leaves(spec, is_leaf=_is_noise)))
+
+
+def policy_function(agent: Any, state: Any, deterministic: bool = True, with_key: bool = False, with_noise: bool = False):
+    """The function `export` exports, unexported (the parity tests' reference): with `with_key` the
+    sampling policy of the key given as data, with `with_noise` the one of its noise given (`act_from_noise`).
 
     **Returns:** `(fn, inputs, outputs)`: `fn(*inputs)` returns a tuple of arrays; `inputs` and
     `outputs`, lists of `(name, jax.ShapeDtypeStruct)` for a batch of one (the batch axis first)."""
+    if with_key and with_noise:
+        raise ValueError("policy_function(with_key, with_noise): a sampling policy takes a key or its noise, not both")
     recurrent = agent.initial_carry(state, ()) is not None
     obs1 = jax.eval_shape(lambda k: agent.eval_env.reset(k)[1].obs, jax.random.key(0))
     obs_leaves, obs_def = jax.tree.flatten(obs1)
@@ -127,13 +145,25 @@ def policy_function(agent: Any, state: Any, deterministic: bool = True, with_key
         inputs.append(("reset", jax.ShapeDtypeStruct((1,), jnp.bool_)))
     if with_key:
         inputs.append(("key", jax.ShapeDtypeStruct(jax.random.key_data(jax.random.key(0)).shape, jnp.uint32)))
+    noise_def = None
+    if with_noise:
+        spec = agent.noise_spec(state, (1,))
+        noise_def = jax.tree.structure(spec, is_leaf=_is_noise)
+        inputs += [(n, jax.ShapeDtypeStruct(s.shape, jnp.float32)) for n, s in noise_inputs(agent, state)]
+    n_in = n_obs + n_carry + (1 if recurrent else 0)
 
     def fn(*args):
         obs = jax.tree.unflatten(obs_def, args[:n_obs])
         carry = jax.tree.unflatten(carry_def, args[n_obs : n_obs + n_carry]) if recurrent else None
         reset = args[n_obs + n_carry] if recurrent else None
         key = jax.random.wrap_key_data(args[-1]) if with_key else None
-        if recurrent:
+        if with_noise:
+            noise = jax.tree.unflatten(noise_def, args[n_in:])
+            if recurrent:
+                action, new_carry = agent.act_with_carry_from_noise(state, obs, carry, reset, noise)
+            else:
+                action, new_carry = agent.act_from_noise(state, obs, noise), None
+        elif recurrent:
             action, new_carry = agent.act_with_carry(state, obs, carry, reset, key, deterministic)
         else:
             action, new_carry = agent.act(state, obs, key, deterministic=deterministic), None
@@ -227,9 +257,33 @@ def _check_one_member(agent: Any, state: Any) -> None:
             )
 
 
+def _sampling(format: Any, deterministic: Any, noise: Any) -> str | None:
+    """**Returns:** how the exported policy gets its randomness: None (deterministic), `"key"` or `"noise"`."""
+    if noise not in (None, True, False):
+        raise ValueError(f"export(noise) must be None (the format's default), True or False, got {noise!r}")
+    if deterministic:
+        if noise:
+            raise ValueError("export(noise) must be None or False for a deterministic policy (it draws nothing), got True")
+        return None
+    if format == "onnx" and noise is False:
+        raise ValueError(ONNX_KEY)
+    return "noise" if (noise or format == "onnx") else "key"
+
+
+def _noise_record(agent: Any, state: Any, batch: Any) -> list[dict[str, Any]]:
+    """The noise inputs' description: name, shape, dtype, distribution and a NumPy line that draws it."""
+    out = []
+    for n, s in noise_inputs(agent, state):
+        shape = [batch, *s.shape[1:]]
+        numpy = s.numpy("(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")")
+        out.append({"name": n, "shape": shape, "dtype": "float32", "distribution": s.kind, "description": NOISE_KINDS[s.kind],
+                    "numpy": numpy})  # fmt: skip
+    return out
+
+
 def export(
     agent: Any, state: Any, path: PathLike, *, format: str = "stablehlo", deterministic: bool = True,
-    batch_size: int | None = None, overwrite: bool = False,
+    noise: bool | None = None, batch_size: int | None = None, overwrite: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """Write `agent`'s policy at `state` (one member's) to `path`, and its description to `<path>.json`.
 
@@ -238,24 +292,29 @@ def export(
     ```
 
     **Arguments:** `format` `"stablehlo"` (runs with JAX, without eqxrl) or `"onnx"` (runs with
-    onnxruntime, without JAX); `deterministic` (the policy's mode) or not (a sampling policy, StableHLO
-    only: its last input is the key's data); `batch_size`: None for a symbolic batch dimension, or a
-    fixed one; `overwrite` an existing file.
+    onnxruntime, without JAX); `deterministic` (the policy's mode) or not (a sampling policy);
+    `noise`, a sampling policy's randomness: None for the format's default (StableHLO: the key's data
+    as its last input; ONNX: its noise), True for its noise as inputs (`agent.act_from_noise`: the
+    caller draws it, with NumPy say, as the description says), False for the key (StableHLO only);
+    `batch_size`: None for a symbolic batch dimension, or a fixed one; `overwrite` an existing file.
 
     **Returns:** the description written to `<path>.json`. Raises a one-line `ValueError` for a
     policy the converter cannot express, naming the agent and the operation.
     """
     path = _check(path, format, batch_size, overwrite)
+    sampling = _sampling(format, deterministic, noise)
     _check_one_member(agent, state)
     name = agent_name(agent) + (" (recurrent)" if agent.initial_carry(state, ()) is not None else "")
-    if format == "onnx" and not deterministic:
-        raise ValueError(ONNX_SAMPLING)
-    fn, inputs, outputs = policy_function(agent, state, bool(deterministic), with_key=not deterministic)
+    batch = BATCH if batch_size is None else batch_size
+    try:
+        noise_record = _noise_record(agent, state, batch) if sampling == "noise" else None
+    except ValueError as e:
+        raise ValueError(f"export(deterministic=False, noise=True): {one_line(e)}") from None
+    fn, inputs, outputs = policy_function(agent, state, bool(deterministic), sampling == "key", sampling == "noise")
     if format == "stablehlo":
         data, converter = _to_stablehlo(fn, inputs, batch_size, name)
     else:
         data, converter = _to_onnx(fn, inputs, outputs, batch_size, name)
-    batch = BATCH if batch_size is None else batch_size
     io = lambda items: [  # noqa: E731
         {"name": n, "shape": [batch if (i == 0 and n != "key") else d for i, d in enumerate(s.shape)], "dtype": str(s.dtype)}
         for n, s in items
@@ -265,7 +324,8 @@ def export(
         "deterministic": bool(deterministic), "observation_space": _space(agent.eval_env.observation_space),
         "action_space": _space(agent.env.action_space), "inputs": io(inputs), "outputs": io(outputs),
         "preprocessing": _preprocessing(agent, state), "converter": converter,
-        "key": None if deterministic else {"impl": str(jax.random.key_impl(jax.random.key(0))), "input": "key"},
+        "key": {"impl": str(jax.random.key_impl(jax.random.key(0))), "input": "key"} if sampling == "key" else None,
+        "noise": noise_record,
         "versions": {"eqxrl": __version__, "jax": jax.__version__},
     }  # fmt: skip
     atomic_write_bytes(path, data)
@@ -320,11 +380,12 @@ def _convert(fn: Callable, inputs: list, outputs: list, batch_size: int | None, 
 
 def export_run(
     run_dir: PathLike, path: PathLike | None = None, *, format: str = "stablehlo", checkpoint: Any = None,
-    member: int = 0, deterministic: bool = True, batch_size: int | None = None, overwrite: bool = False, trust: Any = (),
+    member: int = 0, deterministic: bool = True, noise: bool | None = None, batch_size: int | None = None,
+    overwrite: bool = False, trust: Any = (),
 ) -> dict[str, Any]:  # fmt: skip
     """`export` the policy of a run directory (as `load_policy` loads it: `checkpoint` None for the
     final state, `"best"`, `"last"` or an env step; `member`; `trust`). `path` defaults to
-    `<run_dir>/policy.<format>` (`policy-sample.<format>` for a sampling policy).
+    `<run_dir>/policy.<format>` (`policy-sample.<format>` for a sampling policy; `noise` as `export`'s).
 
     **Returns:** the description written beside the file (its path under `"path"`)."""
     from ._policy import load_policy
@@ -335,10 +396,9 @@ def export_run(
         stem = "policy" if deterministic else "policy-sample"
         path = pathlib.Path(run_dir) / f"{stem}{SUFFIXES[format]}"
     _check(path, format, batch_size, overwrite)
-    if format == "onnx" and not deterministic:
-        raise ValueError(ONNX_SAMPLING)
+    _sampling(format, deterministic, noise)
     policy = load_policy(run_dir, member, deterministic, checkpoint, trust=trust)
-    record = export(policy.agent, policy.state, path, format=format, deterministic=deterministic,
+    record = export(policy.agent, policy.state, path, format=format, deterministic=deterministic, noise=noise,
                     batch_size=batch_size, overwrite=overwrite)  # fmt: skip
     return {**record, "path": str(path)}
 

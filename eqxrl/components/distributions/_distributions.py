@@ -10,6 +10,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from ...core import Key
+from ._noise import Noise
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -51,6 +52,17 @@ class AbstractDistribution(eqx.Module):
         value = self.sample(key)
         return value, self.log_prob(value)
 
+    def noise_spec(self) -> Noise:
+        """**Returns:** the noise `sample_from_noise` takes (its shape and distribution): what
+        `sample(key)` draws, so that `sample(key) == sample_from_noise(noise_spec().draw(key))`.
+        Default: a ValueError (a distribution that samples from a key only)."""
+        raise ValueError(f"{type(self).__name__}.noise_spec: this distribution samples from a PRNG key only (no sample_from_noise)")
+
+    def sample_from_noise(self, noise: Array) -> Array:
+        """**Returns:** the sample that `noise` (as `noise_spec()` describes it) gives: a
+        deterministic, reparameterised sampler for a program that draws the noise itself."""
+        raise ValueError(f"{type(self).__name__}.sample_from_noise: this distribution samples from a PRNG key only")
+
 
 class Categorical(AbstractDistribution):
     """A categorical distribution over `0, ..., n - 1` from unnormalised logits.
@@ -84,6 +96,16 @@ class Categorical(AbstractDistribution):
 
     def sample(self, key: Key) -> Int[Array, "*batch"]:
         return jax.random.categorical(key, self._masked_logits(), axis=-1).astype(jnp.int32)
+
+    def noise_spec(self) -> Noise:
+        """Gumbel noise, one per logit: `(*batch, n)`."""
+        return Noise(tuple(self.logits.shape), "gumbel")
+
+    def sample_from_noise(self, noise: Float[Array, "*batch n"]) -> Int[Array, "*batch"]:
+        """The Gumbel-max trick: `argmax(logits + noise)` over the legal actions (what
+        `jax.random.categorical` computes from its own Gumbel draw)."""
+        self.noise_spec().check(noise, "Categorical.sample_from_noise(noise)")
+        return jnp.argmax(self._masked_logits() + noise, axis=-1).astype(jnp.int32)
 
     def log_prob(self, value: Int[Array, "*batch"]) -> Float[Array, "*batch"]:
         """**Returns:** the log-mass of `value`, integer actions of exactly the logits' batch
@@ -166,6 +188,13 @@ class MultiCategorical(AbstractDistribution):
     def sample(self, key: Key) -> Int[Array, "*batch k"]:
         return self.factors().sample(key)
 
+    def noise_spec(self) -> Noise:
+        """Gumbel noise for the factors' `Categorical`: `(*batch, len(nvec), max(nvec))`."""
+        return self.factors().noise_spec()
+
+    def sample_from_noise(self, noise: Float[Array, "*batch k m"]) -> Int[Array, "*batch k"]:
+        return self.factors().sample_from_noise(noise)
+
     def log_prob(self, value: Int[Array, "*batch k"]) -> Float[Array, "*batch"]:
         """**Returns:** the log-mass of `value`, integer actions of shape `(*batch, len(nvec))`."""
         batch = tuple(self.logits.shape[:-1]) + (len(self.nvec),)
@@ -191,6 +220,15 @@ class Normal(AbstractDistribution):
 
     def sample(self, key: Key) -> Float[Array, "*batch d"]:
         return self.loc + self.scale * jax.random.normal(key, self.loc.shape, self.loc.dtype)
+
+    def noise_spec(self) -> Noise:
+        """Standard normal noise of the mean's shape `(*batch, d)`."""
+        return Noise(tuple(self.loc.shape), "normal")
+
+    def sample_from_noise(self, noise: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
+        """`loc + scale * noise`."""
+        self.noise_spec().check(noise, "Normal.sample_from_noise(noise)")
+        return self.loc + self.scale * noise
 
     def log_prob(self, value: Float[Array, "*batch d"]) -> Float[Array, "*batch"]:
         """**Returns:** the log-density of `value`, of shape `(*batch, d)` (size-1 batch axes and
@@ -237,6 +275,15 @@ class TanhNormal(AbstractDistribution):
 
     def sample(self, key: Key) -> Float[Array, "*batch d"]:
         return self._squash(Normal(self.loc, self.scale).sample(key))
+
+    def noise_spec(self) -> Noise:
+        """Standard normal noise of the mean's shape `(*batch, d)` (the Gaussian's, squashed after)."""
+        return Noise(tuple(self.loc.shape), "normal")
+
+    def sample_from_noise(self, noise: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
+        """`low + (tanh(loc + scale * noise) + 1) * (high - low) / 2`."""
+        self.noise_spec().check(noise, "TanhNormal.sample_from_noise(noise)")
+        return self._squash(self.loc + self.scale * noise)
 
     def sample_and_log_prob(self, key: Key) -> tuple[Float[Array, "*batch d"], Float[Array, "*batch"]]:
         u = Normal(self.loc, self.scale).sample(key)
