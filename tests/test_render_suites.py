@@ -167,3 +167,19 @@ def test_suite_renderer_errors(monkeypatch):
                                              r"renderer, which failed here \(gladLoadGL error\): start Python with "
                                              r"MUJOCO_GL=egl \(or osmesa\) set$"):  # fmt: skip
             render_frames(playground, {"x": np.zeros(2)})
+
+
+def test_cli_renders_off_screen(monkeypatch):
+    """`eqxrl render` and `--record-every` draw off screen: matplotlib's Agg (jumanji's viewers
+    would show their figures under an interactive backend) and, without a display, MuJoCo's EGL;
+    a setting already in the environment is kept."""
+    from eqxrl.cli._render import offscreen_rendering
+
+    for name in ("MPLBACKEND", "MUJOCO_GL", "DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(name, raising=False)
+    offscreen_rendering()
+    assert os.environ["MPLBACKEND"] == "agg" and os.environ.get("MUJOCO_GL") == ("egl" if sys.platform.startswith("linux") else None)
+    monkeypatch.setenv("MPLBACKEND", "qtagg")
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    offscreen_rendering()
+    assert os.environ["MPLBACKEND"] == "qtagg" and os.environ["MUJOCO_GL"] == "osmesa"
