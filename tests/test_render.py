@@ -22,7 +22,7 @@ from typecheck import no_runtime_typecheck
 
 import eqxrl
 from eqxrl.agents import IPPO, PPO
-from eqxrl.envs import make, render_frames
+from eqxrl.envs import render_frames
 from eqxrl.loop import Checkpoint
 from eqxrl.runs import VideoBudget, VideoRecorder
 
@@ -143,36 +143,6 @@ def test_gymnax_and_mpe_visualisers():
         assert rec.lengths == [n] and rec.frames[0].shape[0] == n
         np.testing.assert_array_equal(rec.frames[0], render_frames(agent.eval_env, jax.tree.map(lambda x: x[:n, 0], traj["state"])))
         assert len(_merged(rec.frames[0])) > 1
-
-
-@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
-@pytest.mark.parametrize("name", ["craftax/Craftax-Classic-Symbolic-v1", "xminigrid/MiniGrid-Empty-5x5"])
-def test_craftax_and_xminigrid_renderers(name):
-    """Craftax through its own JAX pixel renderer, XLand-MiniGrid through its env's `render`: one
-    frame per step, and the first and last frames are what the suite's renderer draws of those
-    states, called directly."""
-    agent = PPO(name, **TINY)
-    key = jax.random.key(0)
-    state = agent.init(key)
-    rec = eqxrl.render(agent, state, key, max_steps=5)
-    traj = eqxrl.rollout(agent, state, key, 5, states=True)
-    done = traj["terminated"][:, 0] | traj["truncated"][:, 0]
-    n = int(np.argmax(done)) + 1 if done.any() else 5
-    assert rec.lengths == [n] and rec.frames[0].shape[0] == n and rec.frames[0].dtype == np.uint8
-    inner = agent.eval_env.unwrapped
-    for t in (0, n - 1):
-        at = jax.tree.map(lambda x: x[t, 0], traj["state"])  # noqa: B023
-        if name.startswith("craftax"):
-            from craftax.craftax_classic.constants import BLOCK_PIXEL_SIZE_IMG
-            from craftax.craftax_classic.renderer import make_craftax_pixel_renderer
-
-            with eqxrl.core.foreign_promotion():
-                own = np.asarray(make_craftax_pixel_renderer(BLOCK_PIXEL_SIZE_IMG)(jax.tree.map(jax.numpy.asarray, at)))
-            own = np.clip(np.rint(own), 0, 255).astype(np.uint8)
-        else:
-            own = inner.xminigrid_env.render(inner.params.replace(render_mode="rgb_array"), at)
-        np.testing.assert_array_equal(rec.frames[0][t], own[..., :3])
-    assert rec.frames[0].shape[-1] == 3 and rec.frames[0].max() > rec.frames[0].min()
 
 
 def _tensorboard_images(run_dir: pathlib.Path) -> list[tuple[int, bytes]]:

@@ -20,7 +20,7 @@ from ._export import add_export_command, export_command
 from ._flags import DEFAULT_AGENT, trusted_in_argv
 from ._parse import attach_negative_values
 from ._pbt import add_pbt_command, pbt_command
-from ._render import add_render_command, headless_mujoco, render_command
+from ._render import add_render_command, offscreen_rendering, render_command
 from ._train import add_train_command, train_command
 
 
@@ -90,7 +90,7 @@ def _main(argv: list[str]) -> int:
     if getattr(args, "no_compile_cache", False):
         configure_compile_cache(False)  # (eqxrl's import switched it on)
     if getattr(args, "record_every", None) is not None:
-        headless_mujoco()  # (before the env is built: MuJoCo reads MUJOCO_GL when it is imported)
+        offscreen_rendering()  # (before the env is built: MuJoCo and matplotlib read their settings when imported)
     try:
         if args.command == "train":
             return train_command(args, argv)

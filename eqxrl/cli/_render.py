@@ -22,8 +22,8 @@ def add_render_command(commands: Any) -> None:
         # Short, so that an error is two lines: the usage and the reason.
         usage="%(prog)s RUN_DIR [--checkpoint best|last|STEP] [--episodes N] [--out FILE.gif|.mp4|.html] [--FLAG ...]",
         description="Run episodes of the policy of a run directory and write them as an animated GIF, an MP4 "
-        "(imageio: pip install 'eqxrl[video]') or, for a brax env, brax's interactive HTML viewer. "
-        "Frames are drawn with the env suite's own renderer.",
+        "(imageio, and CairoSVG for pgx: pip install 'eqxrl[video]') or, for a brax env, brax's interactive HTML "
+        "viewer. Frames are drawn off screen with the env suite's own renderer.",
     )
     r.set_defaults(_parser=r)
     r.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `eqxrl train`")
@@ -49,16 +49,20 @@ def add_render_command(commands: Any) -> None:
     add_trust_flag(r)
 
 
-def headless_mujoco() -> None:
-    """Without a display, MuJoCo's renderer (brax's frames) needs an off-screen OpenGL context:
-    EGL, unless `MUJOCO_GL` says otherwise. Set before MuJoCo is imported (it reads it then)."""
+def offscreen_rendering() -> None:
+    """Draw frames off screen. Without a display, MuJoCo's renderer (brax's and MuJoCo
+    Playground's frames) needs an off-screen OpenGL context: EGL, unless `MUJOCO_GL` says
+    otherwise. matplotlib draws with Agg unless `MPLBACKEND` says otherwise (with an interactive
+    backend, jumanji's viewers show their figures while they draw). Set before MuJoCo and
+    matplotlib are imported (they read them then)."""
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("MPLBACKEND", "agg")
 
 
 def render_command(args: argparse.Namespace) -> int:
     parser = args._parser
-    headless_mujoco()
+    offscreen_rendering()
     try:
         if args.out is not None:
             check_video_path(args.out, "--out")

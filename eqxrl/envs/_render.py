@@ -9,9 +9,9 @@
   `MUJOCO_GL=egl` set before MuJoCo is imported), and `brax.io.html.render`, brax's interactive
   HTML viewer (`render_html`).
 - JaxMARL's MPE: `jaxmarl.environments.mpe.MPEVisualizer`'s figure, one draw per state.
-- Craftax (and Craftax-Classic): its own pixel renderer (`make_craftax_pixel_renderer`, a JAX
-  function: every state of an episode drawn in one compiled call), at 16 pixels per block.
-- XLand-MiniGrid: its env's `render(params, timestep)` (`render_mode="rgb_array"`), per state.
+- the optional suites (`eqxrl[suites]`), in `_render_suites.py`: Craftax's and Navix's JAX pixel
+  renderers (an episode in one compiled call), XLand-MiniGrid's and Jumanji's env `render`, pgx's
+  SVG (through CairoSVG) and MuJoCo Playground's env `render` (MuJoCo's, as brax's).
 
 Every other env raises a one-line `ValueError` naming it (`check_renderable`).
 """
@@ -32,6 +32,12 @@ from ._brax import BraxEnv
 from ._craftax import CraftaxEnv
 from ._gymnax import GymnaxEnv
 from ._jaxmarl import JaxMARLEnv
+from ._jumanji import JumanjiEnv
+from ._navix import NavixEnv
+from ._pgx import PgxEnv
+from ._playground import PlaygroundEnv
+from ._render_suites import (PGX_FPS, craftax_frames, has_jumanji_renderer, import_cairosvg, jumanji_fps, jumanji_frames,
+                             navix_frames, pgx_frames, playground_frames, xminigrid_frames)  # fmt: skip
 from ._xminigrid import XMiniGridEnv
 
 __all__ = ["check_renderable", "frame_rate", "render_frames", "render_html", "renderer_name"]
@@ -54,8 +60,8 @@ def _is_mpe(env: Any) -> bool:
 
 def renderer_name(env: AbstractEnv) -> str | None:
     """**Returns:** which renderer draws `env`'s frames (`"gymnasium classic control"`,
-    `"gymnax visualizer"`, `"brax"`, `"jaxmarl mpe"`, `"craftax"`, `"xminigrid"`), or None when
-    eqxrl knows none for it."""
+    `"gymnax visualizer"`, `"brax"`, `"jaxmarl mpe"`, `"craftax"`, `"navix"`, `"xminigrid"`,
+    `"jumanji"`, `"pgx"`, `"mujoco playground"`), or None when eqxrl knows none for it."""
     inner = env.unwrapped
     if isinstance(inner, GymnaxEnv):
         if inner.env_name in GYM_CLASSIC:
@@ -69,20 +75,34 @@ def renderer_name(env: AbstractEnv) -> str | None:
         return "jaxmarl mpe"
     if isinstance(inner, CraftaxEnv):
         return "craftax"
+    if isinstance(inner, NavixEnv):
+        return "navix"
     if isinstance(inner, XMiniGridEnv):
         return "xminigrid"
+    if isinstance(inner, JumanjiEnv):
+        return "jumanji" if has_jumanji_renderer(inner) else None
+    if isinstance(inner, PgxEnv):
+        return "pgx"
+    if isinstance(inner, PlaygroundEnv):
+        return "mujoco playground"
     return None
 
 
 def check_renderable(env: AbstractEnv, html: bool = False, owner: str = "render") -> str:
     """Raise a one-line `ValueError` naming `owner` and `env` when eqxrl cannot draw it (or, with
-    `html`, write brax's HTML viewer for it). **Returns:** the renderer's name (`renderer_name`)."""
+    `html`, write brax's HTML viewer for it; or, for pgx, CairoSVG or the Cairo library is
+    missing). **Returns:** the renderer's name (`renderer_name`)."""
     name = renderer_name(env)
     if name is None:
         raise ValueError(
             f"{owner}: env {env.name!r} has no renderer (eqxrl draws gymnax's classic-control, MinAtar and "
-            "misc envs with a visualiser, brax envs, JaxMARL's MPE, Craftax and XLand-MiniGrid)"
+            "misc envs with a visualiser, brax envs, JaxMARL's MPE, Craftax, Navix, XLand-MiniGrid, Jumanji, pgx "
+            "and MuJoCo Playground)"
         )
+    if name == "pgx":
+        inner = env.unwrapped
+        assert isinstance(inner, PgxEnv)
+        import_cairosvg(inner, owner)
     if html and name != "brax":
         raise ValueError(f"{owner}(out): an .html file is brax's interactive viewer, and env {env.name!r} is not a brax env: write .gif or .mp4")
     return name
@@ -115,25 +135,19 @@ def render_frames(env: AbstractEnv, states: Any) -> np.ndarray:
     `ValueError` for an env without a renderer (`check_renderable`).
     """
     name = check_renderable(env)
-    inner = env.unwrapped
-    if name == "craftax":  # (a JAX renderer: the stacked states in one call)
-        leaves = jax.tree.leaves(states)
-        if not leaves or not np.shape(leaves[0])[0]:
-            raise ValueError("render_frames(states) must hold at least one state")
-        return _craftax_frames(inner, states)
-    seq = _unstack(states)
-    if not seq:
+    inner: Any = env.unwrapped
+    leaves = jax.tree.leaves(states)
+    if not leaves or not np.shape(leaves[0])[0]:
         raise ValueError("render_frames(states) must hold at least one state")
+    if name in _JAX_RENDERERS:  # (the stacked states in one compiled call)
+        return _JAX_RENDERERS[name](inner, states)
+    seq = _unstack(states)
     if name == "gymnasium classic control":
         return _gym_frames(inner, seq)  # (uint8 RGB already)
-    if name == "xminigrid":
-        frames = _xminigrid_frames(inner, seq)
-    elif name == "gymnax visualizer":
-        frames = _gymnax_figure_frames(inner, seq)
-    elif name == "brax":
-        frames = _brax_frames(inner, seq)
+    if name in ("brax", "mujoco playground"):
+        frames = _mujoco_frames(inner, seq, _brax_frames if name == "brax" else playground_frames)
     else:
-        frames = _mpe_frames(inner, seq)
+        frames = _HOST_RENDERERS[name](inner, seq)
     return np.stack([np.asarray(f, np.uint8)[..., :3] for f in frames])
 
 
@@ -218,41 +232,31 @@ def _brax_frames(env: BraxEnv, seq: Sequence[Any]) -> list[np.ndarray]:
     from brax.io import image
 
     height, width = BRAX_SIZE
+    return list(image.render_array(env.brax_env.sys, [s.pipeline_state for s in seq], height, width))
+
+
+def _mujoco_frames(env: Any, seq: Sequence[Any], draw: Callable[[Any, Any], list[np.ndarray]]) -> list[np.ndarray]:
+    """`draw(env, seq)` with MuJoCo's OpenGL renderer (brax, MuJoCo Playground); its failure (a host
+    without a display, and no off-screen context) as a one-line `ValueError` saying what to set."""
     try:
-        return list(image.render_array(env.brax_env.sys, [s.pipeline_state for s in seq], height, width))
-    except Exception as e:  # MuJoCo's renderer without an OpenGL context (a host without a display)
+        return draw(env, seq)
+    except Exception as e:
         fix = "start Python with MUJOCO_GL=egl (or osmesa) set" if not os.environ.get("MUJOCO_GL") else "check MUJOCO_GL"
         reason = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        brax = isinstance(env, BraxEnv)
         raise ValueError(
-            f"render: brax env {env.name!r} draws frames with MuJoCo's OpenGL renderer, which failed here ({reason}): "
-            f"{fix}, or write an .html file (brax's interactive viewer)"
+            f"render: {'brax' if brax else 'playground'} env {env.name!r} draws frames with MuJoCo's OpenGL renderer, "
+            f"which failed here ({reason}): {fix}" + (", or write an .html file (brax's interactive viewer)" if brax else "")
         ) from None
 
 
-_CRAFTAX_RENDERERS: dict[bool, Callable[[Any], Any]] = {}
-"""Craftax's pixel renderer, compiled over a time axis, per variant (Classic or not)."""
-
-
-def _craftax_frames(env: CraftaxEnv, states: Any) -> np.ndarray:
-    classic = "craftax_classic" in type(env.craftax_env).__module__
-    if classic not in _CRAFTAX_RENDERERS:
-        if classic:
-            from craftax.craftax_classic.constants import BLOCK_PIXEL_SIZE_IMG
-            from craftax.craftax_classic.renderer import make_craftax_pixel_renderer
-        else:
-            from craftax.craftax.constants import BLOCK_PIXEL_SIZE_IMG
-            from craftax.craftax.renderer import make_craftax_pixel_renderer
-        with foreign_promotion():  # (Craftax mixes dtypes, as its envs do)
-            draw = make_craftax_pixel_renderer(BLOCK_PIXEL_SIZE_IMG)
-        _CRAFTAX_RENDERERS[classic] = jax.jit(jax.vmap(draw))
-    with foreign_promotion():
-        pixels = np.asarray(_CRAFTAX_RENDERERS[classic](states))
-    return np.clip(np.rint(pixels), 0, 255).astype(np.uint8)[..., :3]
-
-
-def _xminigrid_frames(env: XMiniGridEnv, seq: list[Any]) -> list[np.ndarray]:
-    params = env.params.replace(render_mode="rgb_array")
-    return [np.asarray(env.xminigrid_env.render(params, timestep)) for timestep in seq]
+_JAX_RENDERERS: dict[str, Callable[[Any, Any], np.ndarray]] = {"craftax": craftax_frames, "navix": navix_frames}
+"""The renderers that are JAX functions: an episode's stacked states drawn in one compiled call."""
+_HOST_RENDERERS: dict[str, Callable[[Any, list[Any]], Any]] = {
+    "gymnax visualizer": _gymnax_figure_frames, "jaxmarl mpe": _mpe_frames, "xminigrid": xminigrid_frames,
+    "jumanji": jumanji_frames, "pgx": pgx_frames,
+}  # fmt: skip
+"""The renderers that draw one state at a time on the host (the others: Gymnasium's, and MuJoCo's)."""
 
 
 def render_html(env: AbstractEnv, states: Any) -> str:
@@ -272,11 +276,18 @@ _GYM_FPS = {"Acrobot-v1": 15, "CartPole-v1": 50, "Pendulum-v1": 30, "MountainCar
 
 def frame_rate(env: AbstractEnv) -> int:
     """**Returns:** the frames per second an episode of `env` plays at in real time: Gymnasium's
-    `render_fps` for classic control, `1 / dt` for brax, 10 (gymnax's and JaxMARL's visualisers'
-    100 ms per frame) otherwise."""
+    `render_fps` for classic control, `1 / dt` for brax and MuJoCo Playground (its control step),
+    the default of the suite's own animations for Jumanji (its env's `animate` interval) and pgx
+    (5), 10 (gymnax's and JaxMARL's visualisers' 100 ms per frame) otherwise."""
     inner = env.unwrapped
     if isinstance(inner, GymnaxEnv) and inner.env_name in _GYM_FPS:
         return _GYM_FPS[inner.env_name]
     if isinstance(inner, BraxEnv):
         return max(1, round(1.0 / float(inner.brax_env.dt)))
+    if isinstance(inner, PlaygroundEnv):
+        return max(1, round(1.0 / float(inner.playground_env.dt)))
+    if isinstance(inner, JumanjiEnv):
+        return jumanji_fps(inner)
+    if isinstance(inner, PgxEnv):
+        return PGX_FPS
     return 10
