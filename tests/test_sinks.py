@@ -160,6 +160,17 @@ def test_a_failing_sink_is_reported_and_left_out(capsys):
     assert capsys.readouterr().err.strip() == "eqxrl: the Broken sink failed in rows and is left out of this run: disk full"
 
 
+def test_a_sink_that_cannot_start_closes_those_started_before_it():
+    class NoStart(Rows):
+        def start(self, run):
+            raise ValueError("no login")
+
+    first, second = Rows(), Rows()
+    with pytest.raises(ValueError, match="^no login$"):
+        SinkGroup([first, NoStart(), second]).start(RunInfo("t"))
+    assert first.statuses == ["failed"] and second.started == [] and second.statuses == []
+
+
 def test_scalar_rows_leave_out_values_that_are_not_there():
     steps = np.array([10, 20])
     metrics = {"loss": np.array([[1.0, 3.0], [2.0, np.nan]]), "eval_return": np.array([[np.nan, 5.0], [np.nan, 7.0]])}

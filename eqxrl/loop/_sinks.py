@@ -210,9 +210,13 @@ class SinkGroup(AbstractSink):
         """Start every sink (with its own `record` from `run.record[name]`). **Returns:** the
         records by name of the registered sinks that returned one."""
         records: dict[str, Any] = {}
-        for sink in self.sinks:
+        for i, sink in enumerate(self.sinks):
             own = run.record.get(sink.name, {}) if sink.name in self.names else {}
-            record = sink.start(dataclasses.replace(run, record=own))
+            try:
+                record = sink.start(dataclasses.replace(run, record=own))
+            except BaseException:
+                SinkGroup(self.sinks[:i]).finish("failed")  # (the ones started: a tracker run is not left open)
+                raise
             if record and sink.name in self.names:
                 records[sink.name] = dict(record)
         return records
@@ -222,6 +226,8 @@ class SinkGroup(AbstractSink):
             try:
                 getattr(sink, hook)(*args)
             except Exception as e:
+                if sink not in self.sinks:  # (the video thread's call and the training thread's both failed)
+                    continue
                 self.sinks.remove(sink)
                 label = sink.name or type(sink).__name__
                 print(f"eqxrl: the {label} sink failed in {hook} and is left out of this run: {one_line(e)[:300]}",

@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core import one_line, trust_modules
-from ..loop import make_sinks
-from ..runs import agent_from_config, holds_run_lock, read_text_bounded
+from ..runs import agent_from_config, holds_run_lock, read_text_bounded, recorded_sinks
 from ._exploit import Tournament, Truncation
 from ._generation import Novelty
 from ._pbt import PBT
@@ -102,7 +101,7 @@ def resume(
     try:
         pbt = pbt_from_config(config, fitness, descriptor, trust=trust)
         total_steps = config["total_steps"]
-        recorded, _ = make_sinks(config.get("log", []), config.get("sinks"), owner=f"{CONFIG} 'log'")
+        recorded = recorded_sinks(config, CONFIG)
     except KeyError as e:
         raise ValueError(f"{path} is missing the key {e.args[0]!r}: it was not written by `eqxrl pbt`, or was edited") from None
     except (TypeError, ValueError) as e:

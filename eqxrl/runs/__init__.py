@@ -94,6 +94,7 @@ from ._mlflow import MlflowSink as MlflowSink
 from ._mlflow import flat_params as flat_params
 from ._tensorboard import TensorBoardSink as TensorBoardSink
 from ._wandb import WandbSink as WandbSink
+from ._config import recorded_sinks as recorded_sinks
 from ._config import tracked_config as tracked_config
 from ._train_run import resume_run as resume_run
 from ._train_run import save_run as save_run
@@ -179,6 +180,7 @@ __all__ = [
     "flat_params",
     "TensorBoardSink",
     "WandbSink",
+    "recorded_sinks",
     "tracked_config",
     "resume_run",
     "save_run",

@@ -17,9 +17,10 @@ from jaxtyping import Array
 from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, class_path, stack
 from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_line, trusting
 from ..envs import make
+from ..loop import make_sinks
 from ._files import CONFIG, PathLike, read_text_bounded
 
-__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "diverged_record", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "seed_keys", "tracked_config"]
+__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "diverged_record", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "recorded_sinks", "seed_keys", "tracked_config"]
 
 MAX_SEED = 2**31 - 1
 
@@ -208,6 +209,14 @@ def tracked_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """A run's `config.json` as experiment trackers record it: without what changes while the
     run goes on (`status`, `timings`, `checkpoints`, `videos`, `sinks`, ...)."""
     return {k: v for k, v in config.items() if k not in _VOLATILE}
+
+
+def recorded_sinks(config: Mapping[str, Any], where: str = CONFIG) -> list[Any]:
+    """The sinks a run directory's config records (`"log"`, or `"tensorboard": true` from before
+    sinks), each built again from its record (`"sinks"`) by `eqxrl.loop.make_sinks`, for a resumed
+    run (`resume_run`, `eqxrl.pbt.resume`). Raises `ValueError` naming `where` for a bad entry."""
+    names = config.get("log", ["tensorboard"] if config.get("tensorboard") else [])
+    return make_sinks(names, config.get("sinks"), owner=f"{where} 'log'")[0]
 
 
 def diverged_record(config: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from ..loop import (
     Checkpoint, NonFiniteError, RunInfo, SinkGroup, TrainInfo, eval_iterations_for, evaluate, make_sinks, num_iterations_for, train,
 )  # fmt: skip
 from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
-from ._config import agent_from_config, diverged_record, eval_key, load_config, run_config, seed_keys
+from ._config import agent_from_config, diverged_record, eval_key, load_config, recorded_sinks, run_config, seed_keys
 from ._divergence import DivergenceCheck, diverged_advice, diverged_error
 from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike, read_text_bounded, write_json
 from ._lock import RunDirectoryError, holds_run_lock
@@ -249,6 +249,7 @@ def train_run(
             # Continuing a run with a larger budget: the config says so before training goes on.
             config["continued_from"] = [*config.get("continued_from", []), config["total_steps"]]
             config["total_steps"], config["status"] = int(total_steps), "running"
+        config.update(log=sinks.names, tensorboard="tensorboard" in sinks.names)  # (resume_run(log=) may add sinks)
     done = _resume.iteration if _resume is not None else 0
     write_json(run_dir / CONFIG, config)
     if sinks:  # (started before training, once config.json is written: a tracker that cannot start fails now)
@@ -328,29 +329,25 @@ def train_run(
         iteration, quantities = diverged[0]
         stopped = info.stopped_at if info.stopped_at is not None else info.num_iterations
         raise diverged_error(run_dir, agent, config, metrics, iteration, quantities, stopped)
-    write_json(run_dir / CONFIG, config)
-    # Every output first, config.json's "status": "complete" last (in save_run): a run
-    # killed before that is still unfinished, and --resume continues it.
-    returns = evaluate(agent, state, eval_key(seed), num_episodes=int(config.get("eval_episodes", eval_episodes)))
-    summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
-    sinks.evaluation(summary, int(np.atleast_2d(metrics["env_steps"])[0, -1]))
-    if not batch.stacked:
-        summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
-    if recorder is not None:  # (the final video was drawn while the policy was evaluated)
-        _close_recorder(recorder, config)
+    try:
         write_json(run_dir / CONFIG, config)
-    save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
-             command=config.get("command"))  # fmt: skip
+        # Every output first, config.json's "status": "complete" last (in save_run): a run
+        # killed before that is still unfinished, and --resume continues it.
+        returns = evaluate(agent, state, eval_key(seed), num_episodes=int(config.get("eval_episodes", eval_episodes)))
+        summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
+        sinks.evaluation(summary, int(np.atleast_2d(metrics["env_steps"])[0, -1]))
+        if not batch.stacked:
+            summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
+        if recorder is not None:  # (the final video was drawn while the policy was evaluated)
+            _close_recorder(recorder, config)
+            write_json(run_dir / CONFIG, config)
+        save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
+                 command=config.get("command"))  # fmt: skip
+    except BaseException as e:
+        sinks.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        raise
     sinks.finish("complete")
     return state, metrics, info, summary
-
-
-def _logged(config: dict[str, Any], log: Any) -> list[Any]:
-    """The sinks a resumed run logs to: those `config.json` records (`"log"`; a run written
-    before sinks has `"tensorboard"`), built again from their records, then `log`'s."""
-    names = config.get("log", ["tensorboard"] if config.get("tensorboard") else [])
-    recorded, _ = make_sinks(names, config.get("sinks"), owner=f"{CONFIG} 'log'")
-    return [*recorded, *(log if isinstance(log, (list, tuple)) else [log])]
 
 
 def _close_recorder(recorder: VideoRecorder | None, config: dict[str, Any]) -> None:
@@ -404,7 +401,8 @@ def resume_run(
         )
     options = dict(
         seed=config["seed"], num_seeds=config["seeds"], nan_guard=config.get("nan_guard", False),
-        log=_logged(config, log), progress=progress, env_name=config["env"], record_every=config.get("record_every"),
+        log=[*recorded_sinks(config), *(log if isinstance(log, (list, tuple)) else [log])], progress=progress,
+        env_name=config["env"], record_every=config.get("record_every"),
     )  # fmt: skip
     if not checkpoint_steps(run_dir):
         if config.get("status") == "complete":
