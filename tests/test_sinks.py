@@ -86,6 +86,7 @@ def test_every_row_and_the_evaluation_reach_tensorboard_wandb_and_mlflow(tmp_pat
     wandb = pytest.importorskip("wandb")
     import mlflow
 
+    monkeypatch.chdir(tmp_path)  # (MLflow's sqlite store keeps artifacts in ./mlruns)
     handed: list[dict] = []
     log = wandb.Run.log
     monkeypatch.setattr(wandb.Run, "log", lambda self, data, *a, **k: (handed.append(dict(data)), log(self, data, *a, **k))[1])
@@ -237,8 +238,9 @@ def test_train_run_refuses_a_bad_log_before_writing(tmp_path):
     assert not (tmp_path / "run" / "config.json").exists()
 
 
-def test_an_mlflow_store_that_cannot_start_is_one_line_before_training(tmp_path):
+def test_an_mlflow_store_that_cannot_start_is_one_line_before_training(tmp_path, monkeypatch):
     pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=r"^the mlflow sink could not start an MLflow run at 'nope://x': "):
         train_run(tmp_path / "run", PPO("CartPole-v1", **TINY), total_steps=STEPS, log=[MlflowSink("nope://x")], progress=False)
     assert load_config(tmp_path / "run")["status"] == "running" and not (tmp_path / "run" / "checkpoints").exists()
@@ -257,6 +259,7 @@ def test_log_flag_names_the_sinks(capsys):
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_log_flag_trains_with_mlflow_and_resume_goes_on_in_the_same_mlflow_run(tmp_path, monkeypatch):
     pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)  # (MLflow's sqlite store keeps artifacts in ./mlruns)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
     tiny = ["--num-envs", "2", "--rollout-length", "16", "--num-minibatches", "1", "--hidden-sizes", "8", "--eval-episodes", "2", "--quiet"]
     run_dir = str(tmp_path / "r")
@@ -274,8 +277,9 @@ def test_log_flag_trains_with_mlflow_and_resume_goes_on_in_the_same_mlflow_run(t
 
 
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
-def test_pbt_logs_each_generation_and_resume_logs_to_the_recorded_sinks(tmp_path):
+def test_pbt_logs_each_generation_and_resume_logs_to_the_recorded_sinks(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)  # (MLflow's sqlite store keeps artifacts in ./mlruns)
     from eqxrl.pbt import PBT, LogUniform, resume
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
