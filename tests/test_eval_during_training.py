@@ -1,10 +1,7 @@
 """Evaluation during training (`train(eval_every=...)`, `eval_key_at`), metrics moved to the host
 once per chunk (`HostMetrics`), and the callbacks that stop or report (`StopAtReturn`, `EvalLogger`)."""
 
-import glob
 import io
-import pathlib
-import struct
 
 import jax
 import numpy as np
@@ -14,6 +11,7 @@ import eqxrl
 from eqxrl.agents import PPO
 from eqxrl.loop import EVAL_STREAM, Checkpoint, EvalLogger, HostMetrics, LazyMetrics, StopAtReturn, eval_key_at, latest_value
 from eqxrl.runs import load_metrics, plot_learning_curve, save_metrics
+from tensorboard_events import summary_values
 
 SMALL = dict(num_envs=4, rollout_length=16, num_epochs=1, num_minibatches=2, hidden_sizes=(16,))
 PER_ITER = 64
@@ -290,8 +288,6 @@ def test_learning_curve_shows_evaluations(tmp_path):
 
 def test_tensorboard_writes_eval_return_only_where_there_is_one(tmp_path):
     pytest.importorskip("tensorboardX")
-    from tensorboardX.proto import event_pb2
-
     from eqxrl.loop import RunInfo
     from eqxrl.runs import TensorBoardSink
 
@@ -300,15 +296,8 @@ def test_tensorboard_writes_eval_return_only_where_there_is_one(tmp_path):
     board.rows_of(_metrics_with_evals(), 0, 4)
     board.finish("complete")
     steps: dict[str, list[int]] = {}
-    for path in glob.glob(str(tmp_path / "tensorboard" / "*")):
-        data, i = pathlib.Path(path).read_bytes(), 0
-        while i < len(data):
-            (n,) = struct.unpack("Q", data[i : i + 8])
-            event = event_pb2.Event()
-            event.ParseFromString(data[i + 12 : i + 12 + n])
-            i += 12 + n + 4
-            for value in event.summary.value:
-                steps.setdefault(value.tag, []).append(event.step)
+    for step, value in summary_values(tmp_path / "tensorboard"):
+        steps.setdefault(value.tag, []).append(step)
     assert steps["eval_return"] == [20, 40]
     assert steps["eval_return/member_1"] == [20, 40]
     assert steps["episode_return"] == [10, 20, 30, 40]

@@ -8,7 +8,6 @@ import importlib
 import io
 import json
 import pathlib
-import struct
 
 import equinox as eqx
 import jax
@@ -25,6 +24,7 @@ checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")
 cli_train_module = importlib.import_module("eqxrl.cli._train")
 from eqxrl.agents import PPO, PQN, AbstractOffPolicyAgent
 from eqxrl.envs import AbstractWrapper, TimeStep
+from tensorboard_events import summary_values
 from tiers import ci_subset
 
 TINY_PPO = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
@@ -397,19 +397,10 @@ def test_resume_of_a_complete_run_exits_2(tmp_path, capsys):
 
 # ----------------------------------------------------------------------- logging
 def _tensorboard_scalars(directory: pathlib.Path) -> dict[str, list[tuple[int, float]]]:
-    """Read scalar summaries from TFRecord event files (length, crc, event proto, crc)."""
-    from tensorboardX.proto import event_pb2
-
+    """Scalar summaries of TensorBoard event files, by tag."""
     out: dict[str, list[tuple[int, float]]] = {}
-    for path in sorted(directory.glob("events.out.tfevents.*")):
-        data = path.read_bytes()
-        pos = 0
-        while pos < len(data):
-            (length,) = struct.unpack("<Q", data[pos : pos + 8])
-            event = event_pb2.Event.FromString(data[pos + 12 : pos + 12 + length])
-            pos += 12 + length + 4
-            for value in event.summary.value:
-                out.setdefault(value.tag, []).append((event.step, value.simple_value))
+    for step, value in summary_values(directory):
+        out.setdefault(value.tag, []).append((step, value.simple_value))
     return out
 
 

@@ -7,7 +7,6 @@ import gc
 import json
 import os
 import pathlib
-import struct
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 from cli_calls import main_captured, usage_error
 from typecheck import no_runtime_typecheck
+from tensorboard_events import summary_values
 
 import eqxrl
 from eqxrl.agents import IPPO, PPO
@@ -147,20 +147,7 @@ def test_gymnax_and_mpe_visualisers():
 
 def _tensorboard_images(run_dir: pathlib.Path) -> list[tuple[int, bytes]]:
     """The `(step, encoded image)` of every image summary in a run's TensorBoard event files."""
-    from tensorboardX.proto.event_pb2 import Event
-
-    out = []
-    for path in sorted((run_dir / "tensorboard").iterdir()):
-        data = path.read_bytes()
-        i = 0
-        while i < len(data):  # TFRecord: length (8), its CRC (4), the record, its CRC (4)
-            (n,) = struct.unpack("<Q", data[i : i + 8])
-            event = Event.FromString(data[i + 12 : i + 12 + n])
-            i += 16 + n
-            for value in event.summary.value:
-                if value.HasField("image"):
-                    out.append((event.step, value.image.encoded_image_string))
-    return out
+    return [(step, v.image.encoded_image_string) for step, v in summary_values(run_dir / "tensorboard") if v.HasField("image")]
 
 
 def _train_recording(run_dir: pathlib.Path, *flags: str) -> None:

@@ -6,7 +6,6 @@ import contextlib
 import glob
 import io
 import pathlib
-import struct
 
 import jax
 import numpy as np
@@ -18,6 +17,7 @@ from eqxrl.agents import PPO
 from eqxrl.loop import SINKS, AbstractSink, RunInfo, SinkGroup, make_sinks, register_sink, scalar_rows
 from eqxrl.runs import MlflowSink, TensorBoardSink, WandbSink, load_config, load_evaluation, load_metrics, train_run
 from typecheck import no_runtime_typecheck
+from tensorboard_events import summary_values
 
 TINY = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
 STEPS = 32 * 8  # 8 iterations of 32 env steps
@@ -57,19 +57,10 @@ def _expected(run_dir: pathlib.Path) -> dict[int, dict[str, float]]:
 
 
 def _tensorboard(directory: pathlib.Path) -> dict[int, dict[str, float]]:
-    from tensorboardX.proto import event_pb2
-
     out: dict[int, dict[str, float]] = {}
-    for path in glob.glob(str(directory / "*")):
-        data, i = pathlib.Path(path).read_bytes(), 0
-        while i < len(data):
-            (n,) = struct.unpack("Q", data[i : i + 8])
-            event = event_pb2.Event()
-            event.ParseFromString(data[i + 12 : i + 12 + n])
-            i += 12 + n + 4
-            for value in event.summary.value:
-                if value.HasField("simple_value"):
-                    out.setdefault(event.step, {})[value.tag] = value.simple_value
+    for step, value in summary_values(directory):
+        if value.HasField("simple_value"):
+            out.setdefault(step, {})[value.tag] = value.simple_value
     return out
 
 
