@@ -26,7 +26,6 @@ from ._lock import RunDirectoryError, holds_run_lock
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
 from ._state import STATE_RECORD, save_state, template_state
-from ._tensorboard import TensorBoardSink
 from ._video import RECORD_AUTO, RECORD_BUDGET, VIDEOS, VideoRecorder, check_recordable, default_record_every
 
 __all__ = ["resume_run", "save_run", "train_run"]
