@@ -125,6 +125,9 @@ class _Selected(eqx.Module):
     spans: tuple[tuple[int, int], ...] = eqx.field(static=True)
 
     def __call__(self, x: Array) -> Array:
+        if len(self.spans) == 1:
+            a, b = self.spans[0]
+            return self.net(x[a:b])
         return self.net(jnp.concatenate([x[a:b] for a, b in self.spans]))
 
 
@@ -141,7 +144,10 @@ class SelectTorso(AbstractTorso):
             size = int(np.prod(shape))
             if name in self.names or name.split(".")[0] in self.names:
                 chosen.append((name, shape))
-                spans.append((start, start + size))
+                if spans and spans[-1][1] == start:  # (adjacent entries: one slice)
+                    spans[-1] = (spans[-1][0], start + size)
+                else:
+                    spans.append((start, start + size))
             start += size
         if not chosen:
             raise ValueError(f"SelectTorso: none of {self.names} among the observation's entries {obs_shape}")
