@@ -8,6 +8,8 @@ import pytest
 from learning import most_above, per_seed_returns, train_seeds, untrained_returns
 from typecheck import no_runtime_typecheck
 
+import eqxrl
+
 from eqxrl.agents import IPPO, MAPPO
 
 SPREAD = "jaxmarl/MPE_simple_spread_v3"
@@ -92,6 +94,31 @@ def test_a_recurrent_actor_is_named():
 
     with pytest.raises(ValueError, match=r"^MAPPO\(actor_torso\) must be a feed-forward torso \(a recurrent one needs shared_torso=True\), got GRUTorso$"):
         MAPPO(SPREAD, **TINY, actor_torso=GRUTorso(8))
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+@pytest.mark.parametrize(
+    "env, kwargs",
+    [
+        (SPREAD, dict(share_parameters=False)),  # one actor and one critic per agent, vmapped
+        ("jaxmarl/MPE_simple_facmac_v1", {}),  # continuous actions, the world state
+        ("masked", {}),  # Dict observations with every agent's action mask
+    ],
+    ids=["separate", "world_state", "masked"],
+)
+def test_trains_and_evaluates(env, kwargs):
+    from eqxrl.testing.probes import MultiAgentMaskedActions
+
+    env = MultiAgentMaskedActions() if env == "masked" else env
+    agent = MAPPO(env, **{**TINY, "rollout_length": 16}, **kwargs)
+    state, metrics = eqxrl.train(agent, jax.random.key(0), 2 * agent.steps_per_iteration, progress=False)
+    assert np.all(np.isfinite(metrics["loss"])) and list(metrics["env_steps"]) == [32, 64]
+    assert np.all(np.isfinite(np.asarray(eqxrl.evaluate(agent, state, jax.random.key(1), num_episodes=2))))
+    if isinstance(env, MultiAgentMaskedActions):  # every agent's action legal under its own mask
+        obs = env.reset(jax.random.key(2))[1].obs
+        actions = agent.act(state, obs, jax.random.key(3))
+        assert agent.learner.layout.mask_size == 4
+        assert bool(jnp.all(obs["action_mask"][jnp.arange(2), actions] == 1))
 
 
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
