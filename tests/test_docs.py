@@ -169,6 +169,14 @@ def test_ippo_page_runs():
     assert ns["agent"].learner.layout.entries == (("agent_id", (2,)), ("legal", (4,))) and ns["actions"].shape == (2,)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_mappo_page_runs():
+    """docs/agents/mappo.md's example: the centralised critic's input, and the team act."""
+    pytest.importorskip("jaxmarl")
+    ns = run_page("agents/mappo.md", {"__name__": "docs_agents_mappo"})
+    assert ns["agent"].global_state_kind == "observations"
+
+
 # docs/suites/<suite>.md pages: the module each needs (the page's name unless listed here). The
 # navix, xminigrid and playground pages run in their suites' test files, which check what they print.
 _SUITE_MODULES: dict[str, str] = {}
@@ -228,7 +236,7 @@ def _documented_default(text: str):
     return ast.literal_eval(text)
 
 
-@pytest.mark.parametrize("name", ["PPO", "DQN", "PQN", "DDPG", "TD3", "SAC", "MPO", "DADS", "IPPO"])
+@pytest.mark.parametrize("name", ["PPO", "DQN", "PQN", "DDPG", "TD3", "SAC", "MPO", "DADS", "IPPO", "MAPPO"])
 def test_agent_field_tables_match_the_code(name):
     """Each agent page lists every field of the dataclass, in order, with its default."""
     import eqxrl.agents

@@ -22,7 +22,7 @@ from eqxrl import cli, runs
 train_run_module = importlib.import_module("eqxrl.runs._train_run")
 checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")
 cli_train_module = importlib.import_module("eqxrl.cli._train")
-from eqxrl.agents import PPO, PQN, AbstractOffPolicyAgent
+from eqxrl.agents import MAPPO, PPO, PQN, AbstractOffPolicyAgent
 from eqxrl.envs import AbstractWrapper, TimeStep
 from tensorboard_events import summary_values
 from tiers import ci_subset
@@ -34,7 +34,7 @@ NAMES = list(runs.AGENTS)
 
 def tiny(name: str, env=None, **kw):
     cls = runs.AGENTS[name]
-    base = TINY_PPO if issubclass(cls, (PPO, PQN)) else TINY_OFF  # (the on-policy agents' sizes)
+    base = TINY_PPO if issubclass(cls, (PPO, PQN, MAPPO)) else TINY_OFF  # (the on-policy agents' sizes)
     return cls(env if env is not None else cls.default_env, **{**base, **kw})
 
 
@@ -271,8 +271,9 @@ def test_nan_guard_stops_at_the_first_nonfinite_iteration(name, getkey):
         assert "window.data.reward" in err.quantities, err.quantities
     elif name == "pqn":  # (its one network is the Q-network; its loss is q_loss)
         assert "metric q_loss (NaN)" in err.quantities and "q.torso.net.layers[0].weight" in err.quantities, err.quantities
-    else:
-        assert "metric loss (NaN)" in err.quantities and "actor.torso.net.layers[0].weight" in err.quantities
+    else:  # (MAPPO's actor torso is a SelectTorso: its network holds the MLP)
+        layer = "actor.torso.net.net.layers[0].weight" if name == "mappo" else "actor.torso.net.layers[0].weight"
+        assert "metric loss (NaN)" in err.quantities and layer in err.quantities, err.quantities
     assert err.checkpoint is None  # nothing finite to fall back on in the first chunk
 
     # The guard is silent on a healthy run (the same program: the factor is traced). For SAC, say,

@@ -10,6 +10,7 @@ from ._dads import DADS
 from ._ddpg import DDPG
 from ._dqn import DQN
 from ._ippo import IPPO
+from ._mappo import MAPPO
 from ._mpo import MPO
 from ._ppo import PPO
 from ._pqn import PQN
@@ -18,7 +19,8 @@ from ._stack import Batch
 from ._td3 import TD3
 
 AGENTS: dict[str, type[AbstractAgent]] = {
-    "ppo": PPO, "dqn": DQN, "pqn": PQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "mpo": MPO, "dads": DADS, "ippo": IPPO
+    "ppo": PPO, "dqn": DQN, "pqn": PQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "mpo": MPO, "dads": DADS, "ippo": IPPO,
+    "mappo": MAPPO,
 }
 """The agents known by name (`"ppo"` → `PPO`); `register_agent` adds one."""
 
