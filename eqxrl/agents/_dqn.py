@@ -11,8 +11,10 @@ from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyper
 from ..components import (
     Categorical,
     AbstractOptimizer,
+    AbstractDiscreteQHead,
     AbstractSchedule,
     DiscreteQHead,
+    DuelingQHead,
     ExponentialSchedule,
     Noise,
     OptState,
@@ -31,13 +33,15 @@ from ._off_policy import AbstractOffPolicyAgent
 
 
 EPSILON_DECAYS = ("linear", "exponential")
+HEADS = {"plain": DiscreteQHead, "dueling": DuelingQHead}
+"""`DQN(head)`'s values and the Q-head class each builds."""
 
 
 class DQNLearner(eqx.Module):
     """DQN's networks and optimizer state."""
 
-    q: DiscreteQHead
-    target_q: DiscreteQHead
+    q: AbstractDiscreteQHead
+    target_q: AbstractDiscreteQHead
     opt_state: OptState
 
 
@@ -63,7 +67,8 @@ class DQN(AbstractOffPolicyAgent):
 
     The Q-network is the agent's critic: `critic_torso`, `critic_optimizer` and
     `critic_loss_terms` (see `AbstractOffPolicyAgent`) configure it;
-    `learning_rate` is a number or a schedule.
+    `learning_rate` is a number or a schedule. `head` picks its output: `"plain"`
+    (`DiscreteQHead`, the default) or `"dueling"` (`DuelingQHead`, Wang et al. 2016).
     """
 
     num_envs: int = eqx.field(static=True, default=10)
@@ -79,6 +84,7 @@ class DQN(AbstractOffPolicyAgent):
     target_update_period: int = eqx.field(static=True, default=5)
     epsilon_decay: str = eqx.field(static=True, default="linear")
     anneal_lr: bool = eqx.field(static=True, default=True)
+    head: str = eqx.field(static=True, default="plain")
     takes_action_masks: ClassVar[bool] = True
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",), "critic_optimizer": ("learning_rate", "max_grad_norm", "anneal_lr")
@@ -99,6 +105,8 @@ class DQN(AbstractOffPolicyAgent):
         check_positive_int("DQN", "target_update_period", self.target_update_period)
         if not isinstance(self.anneal_lr, bool):
             raise ValueError(f"DQN(anneal_lr) must be True or False, got {self.anneal_lr!r}")
+        if self.head not in HEADS:
+            raise ValueError(f"DQN(head) must be one of {list(HEADS)}, got {self.head!r}")
         if self.loss not in ("huber", "mse"):
             raise ValueError(f"DQN(loss) must be 'huber' or 'mse', got {self.loss!r}")
         check_learning_rate("DQN", "learning_rate", self.learning_rate)
@@ -128,7 +136,7 @@ class DQN(AbstractOffPolicyAgent):
         return self.eps_start + (self.eps_end - self.eps_start) * frac
 
     def init_learner(self, key: Key) -> DQNLearner:
-        q = DiscreteQHead(
+        q = HEADS[self.head](
             self.obs_size, self.action_size, key=key, torso=self.torso(self.critic_torso), obs_shape=self.obs_shape
         )
         return DQNLearner(q=q, target_q=q, opt_state=self.q_optimizer.init(q))

@@ -86,6 +86,7 @@ from .networks import as_torso as as_torso
 from .networks import check_torso as check_torso
 from .networks import torso_or_mlp as torso_or_mlp
 from .networks import AbstractHead as AbstractHead
+from .networks import AbstractDiscreteQHead as AbstractDiscreteQHead
 from .networks import CategoricalHead as CategoricalHead
 from .networks import MultiCategoricalHead as MultiCategoricalHead
 from .networks import ContinuousQHead as ContinuousQHead

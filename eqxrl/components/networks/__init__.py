@@ -5,6 +5,7 @@ from ._auto import torso_or_auto as torso_or_auto
 from ._embedding import EmbeddingTorso as EmbeddingTorso
 from ._ensemble import Ensemble as Ensemble
 from ._heads import AbstractHead as AbstractHead
+from ._heads import AbstractDiscreteQHead as AbstractDiscreteQHead
 from ._heads import CategoricalHead as CategoricalHead
 from ._heads import MultiCategoricalHead as MultiCategoricalHead
 from ._heads import ContinuousQHead as ContinuousQHead
