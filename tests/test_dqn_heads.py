@@ -37,7 +37,7 @@ def test_dueling_dqn_trains_and_passes_check_agent():
 def test_bad_head_is_one_line_naming_the_argument():
     with no_runtime_typecheck(), pytest.raises(ValueError) as info:
         DQN("CartPole-v1", head="duel")
-    assert str(info.value) == "DQN(head) must be one of ['plain', 'dueling'], got 'duel'"
+    assert str(info.value) == "DQN(head) must be one of ['plain', 'dueling', 'categorical', 'dueling_categorical'], got 'duel'"
 
 
 def test_head_is_a_command_line_flag(capsys):
@@ -47,4 +47,4 @@ def test_head_is_a_command_line_flag(capsys):
     assert cli.build_parser().parse_args(["train", "dqn", "--head", "dueling"]).head == "dueling"
     with no_runtime_typecheck():
         message = usage_error(["train", "dqn", "--head", "duel", "--total-steps", "100"], capsys)
-    assert "DQN(head) must be one of ['plain', 'dueling'], got 'duel'" in message
+    assert "DQN(head) must be one of ['plain', 'dueling', 'categorical', 'dueling_categorical'], got 'duel'" in message

@@ -13,6 +13,7 @@ from ..components import (
     AbstractOptimizer,
     AbstractDiscreteQHead,
     AbstractSchedule,
+    CategoricalQHead,
     DiscreteQHead,
     DuelingQHead,
     ExponentialSchedule,
@@ -20,6 +21,9 @@ from ..components import (
     OptState,
     Sample,
     add_loss_terms,
+    categorical_q_loss,
+    check_categorical_support,
+    categorical_q_target,
     check_learning_rate,
     huber,
     learning_rate,
@@ -33,8 +37,8 @@ from ._off_policy import AbstractOffPolicyAgent
 
 
 EPSILON_DECAYS = ("linear", "exponential")
-HEADS = {"plain": DiscreteQHead, "dueling": DuelingQHead}
-"""`DQN(head)`'s values and the Q-head class each builds."""
+HEADS = {"plain": DiscreteQHead, "dueling": DuelingQHead, "categorical": CategoricalQHead, "dueling_categorical": CategoricalQHead}
+"""`DQN(head)`'s values and the Q-head class each builds (`"dueling_categorical"`: `dueling=True`)."""
 
 
 class DQNLearner(eqx.Module):
@@ -85,6 +89,9 @@ class DQN(AbstractOffPolicyAgent):
     epsilon_decay: str = eqx.field(static=True, default="linear")
     anneal_lr: bool = eqx.field(static=True, default=True)
     head: str = eqx.field(static=True, default="plain")
+    num_atoms: int = eqx.field(static=True, default=51)
+    v_min: float = eqx.field(static=True, default=-10.0)
+    v_max: float = eqx.field(static=True, default=10.0)
     takes_action_masks: ClassVar[bool] = True
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",), "critic_optimizer": ("learning_rate", "max_grad_norm", "anneal_lr")
@@ -107,6 +114,12 @@ class DQN(AbstractOffPolicyAgent):
             raise ValueError(f"DQN(anneal_lr) must be True or False, got {self.anneal_lr!r}")
         if self.head not in HEADS:
             raise ValueError(f"DQN(head) must be one of {list(HEADS)}, got {self.head!r}")
+        check_categorical_support("DQN", self.num_atoms, self.v_min, self.v_max)
+        if self.categorical and self.loss != "mse":
+            raise ValueError(
+                f"DQN(loss={self.loss!r}) is for the scalar heads; head={self.head!r} is trained by the "
+                "cross-entropy to its projected target: leave loss at 'mse'"
+            )
         if self.loss not in ("huber", "mse"):
             raise ValueError(f"DQN(loss) must be 'huber' or 'mse', got {self.loss!r}")
         check_learning_rate("DQN", "learning_rate", self.learning_rate)
@@ -119,6 +132,11 @@ class DQN(AbstractOffPolicyAgent):
         if self.epsilon_decay == "exponential":
             for name in ("eps_start", "eps_end"):
                 check(name, lambda v: 0 < v <= 1, "in (0, 1] with epsilon_decay='exponential'")
+
+    @property
+    def categorical(self) -> bool:
+        """Whether `head` is distributional (C51's `CategoricalQHead`)."""
+        return HEADS.get(self.head) is CategoricalQHead
 
     @property
     def q_optimizer(self) -> AbstractOptimizer:
@@ -136,8 +154,14 @@ class DQN(AbstractOffPolicyAgent):
         return self.eps_start + (self.eps_end - self.eps_start) * frac
 
     def init_learner(self, key: Key) -> DQNLearner:
+        support = dict(num_atoms=self.num_atoms, v_min=self.v_min, v_max=self.v_max, dueling=self.head.startswith("dueling"))
         q = HEADS[self.head](
-            self.obs_size, self.action_size, key=key, torso=self.torso(self.critic_torso), obs_shape=self.obs_shape
+            self.obs_size,
+            self.action_size,
+            key=key,
+            torso=self.torso(self.critic_torso),
+            obs_shape=self.obs_shape,
+            **(support if self.categorical else {}),
         )
         return DQNLearner(q=q, target_q=q, opt_state=self.q_optimizer.init(q))
 
@@ -176,6 +200,8 @@ class DQN(AbstractOffPolicyAgent):
         self, learner: DQNLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]
     ) -> tuple[DQNLearner, Float[Array, " batch"], Metrics]:
         data = batch.data
+        if self.categorical:
+            return self.categorical_update(learner, batch, progress, updates)
         next_target = self.q_values(learner.target_q, data.next_obs)
         next_online = self.q_values(learner.q, data.next_obs) if self.double else None
         target = jax.lax.stop_gradient(q_learning_target(data.reward, data.discount, next_target, next_online))
@@ -191,10 +217,41 @@ class DQN(AbstractOffPolicyAgent):
             return loss + extra, (loss, td, extra_metrics)
 
         (_, (loss, td, extra_metrics)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(learner.q)
+        metrics = {"q_loss": loss, "q_mean": jnp.mean(target), "epsilon": self.epsilon(progress), **extra_metrics}
+        return self.step_q(learner, grads, updates, progress), td, metrics
+
+    def categorical_update(
+        self, learner: DQNLearner, batch: Sample, progress: Float[Array, ""], updates: Int[Array, ""]
+    ) -> tuple[DQNLearner, Float[Array, " batch"], Metrics]:
+        """`update` with a categorical head: the cross-entropy of each taken action's return
+        distribution to `categorical_q_target` (the target network's distribution at the action
+        that the online network (`double`) or the target network ranks best, projected onto the
+        support), weighted by the PER weights; the per-sample cross-entropy is PER's priority."""
+        data, atoms = batch.data, learner.q.atoms
+        next_logits = learner.target_q.logits(self.layout.split(data.next_obs)[0])
+        selector = self.q_values(learner.q if self.double else learner.target_q, data.next_obs)
+        target = jax.lax.stop_gradient(categorical_q_target(data.reward, data.discount, next_logits, selector, atoms))
+
+        def loss_fn(q):
+            logits = q.logits(self.layout.split(data.obs)[0])
+            per_sample = categorical_q_loss(logits, data.action, target)
+            loss = jnp.mean(batch.weights * per_sample)
+            q_values = jnp.sum(jax.nn.softmax(logits, axis=-1) * atoms, axis=-1)
+            extra, extra_metrics = add_loss_terms(
+                self.critic_loss_terms, "critic_loss_terms", q, batch, {"obs": data.obs, "q": q_values}
+            )
+            return loss + extra, (loss, per_sample, extra_metrics)
+
+        (_, (loss, per_sample, extra_metrics)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(learner.q)
+        q_mean = jnp.mean(jnp.sum(target * atoms, axis=-1))
+        metrics = {"q_loss": loss, "q_mean": q_mean, "epsilon": self.epsilon(progress), **extra_metrics}
+        return self.step_q(learner, grads, updates, progress), per_sample, metrics
+
+    def step_q(self, learner: DQNLearner, grads: Any, updates: Int[Array, ""], progress: Float[Array, ""]) -> DQNLearner:
+        """One optimizer step of the Q-network on `grads`, and the target network's update when due."""
         q, opt_state = self.q_optimizer.update(grads, learner.opt_state, learner.q, progress)
         sync = (updates + 1) % self.target_update_period == 0
         target_q = jax.tree.map(
             lambda new, old: jnp.where(sync, new, old), polyak(q, learner.target_q, self.tau), learner.target_q
         )
-        metrics = {"q_loss": loss, "q_mean": jnp.mean(target), "epsilon": self.epsilon(progress), **extra_metrics}
-        return DQNLearner(q=q, target_q=target_q, opt_state=opt_state), td, metrics
+        return DQNLearner(q=q, target_q=target_q, opt_state=opt_state)

@@ -54,6 +54,9 @@ from ._returns import lambda_returns as lambda_returns
 from ._returns import n_step_returns as n_step_returns
 from ._skill_dynamics import SkillDynamics as SkillDynamics
 from ._skill_dynamics import dads_intrinsic_reward as dads_intrinsic_reward
+from ._categorical_td import categorical_l2_project as categorical_l2_project
+from ._categorical_td import categorical_q_loss as categorical_q_loss
+from ._categorical_td import categorical_q_target as categorical_q_target
 from ._td import clipped_double_q_target as clipped_double_q_target
 from ._td import discrete_sac_actor_loss as discrete_sac_actor_loss
 from ._td import discrete_sac_alpha_loss as discrete_sac_alpha_loss
@@ -93,6 +96,8 @@ from .networks import ContinuousQHead as ContinuousQHead
 from .networks import DeterministicHead as DeterministicHead
 from .networks import DiscreteQHead as DiscreteQHead
 from .networks import DuelingQHead as DuelingQHead
+from .networks import CategoricalQHead as CategoricalQHead
+from .networks import check_categorical_support as check_categorical_support
 from .networks import Ensemble as Ensemble
 from .networks import GaussianHead as GaussianHead
 from .networks import LayerNorm as LayerNorm

@@ -2,6 +2,8 @@
 
 from ._auto import auto_torso as auto_torso
 from ._auto import torso_or_auto as torso_or_auto
+from ._distributional import CategoricalQHead as CategoricalQHead
+from ._distributional import check_categorical_support as check_categorical_support
 from ._embedding import EmbeddingTorso as EmbeddingTorso
 from ._ensemble import Ensemble as Ensemble
 from ._heads import AbstractHead as AbstractHead
