@@ -28,6 +28,7 @@ from ..components import (
     huber,
     learning_rate,
     polyak,
+    sample_noise,
     q_learning_target,
     select_q,
 )
@@ -92,6 +93,7 @@ class DQN(AbstractOffPolicyAgent):
     num_atoms: int = eqx.field(static=True, default=51)
     v_min: float = eqx.field(static=True, default=-10.0)
     v_max: float = eqx.field(static=True, default=10.0)
+    noisy: bool = eqx.field(static=True, default=False)
     takes_action_masks: ClassVar[bool] = True
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",), "critic_optimizer": ("learning_rate", "max_grad_norm", "anneal_lr")
@@ -115,6 +117,8 @@ class DQN(AbstractOffPolicyAgent):
         if self.head not in HEADS:
             raise ValueError(f"DQN(head) must be one of {list(HEADS)}, got {self.head!r}")
         check_categorical_support("DQN", self.num_atoms, self.v_min, self.v_max)
+        if not isinstance(self.noisy, bool):
+            raise ValueError(f"DQN(noisy) must be True or False, got {self.noisy!r}")
         if self.categorical and self.loss != "mse":
             raise ValueError(
                 f"DQN(loss={self.loss!r}) is for the scalar heads; head={self.head!r} is trained by the "
@@ -155,6 +159,7 @@ class DQN(AbstractOffPolicyAgent):
 
     def init_learner(self, key: Key) -> DQNLearner:
         support = dict(num_atoms=self.num_atoms, v_min=self.v_min, v_max=self.v_max, dueling=self.head.startswith("dueling"))
+        noisy = dict(noisy=True) if self.noisy else {}
         q = HEADS[self.head](
             self.obs_size,
             self.action_size,
@@ -162,6 +167,7 @@ class DQN(AbstractOffPolicyAgent):
             torso=self.torso(self.critic_torso),
             obs_shape=self.obs_shape,
             **(support if self.categorical else {}),
+            **noisy,
         )
         return DQNLearner(q=q, target_q=q, opt_state=self.q_optimizer.init(q))
 
@@ -174,6 +180,9 @@ class DQN(AbstractOffPolicyAgent):
         return jnp.argmax(self.q_values(learner.q, obs), axis=-1).astype(jnp.int32)
 
     def explore(self, learner: DQNLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Int[Array, "*batch"]:
+        if self.noisy:  # one draw of the network's noise for this act, then epsilon-greedy on it
+            key, noise_key = jax.random.split(key)
+            learner = DQNLearner(sample_noise(learner.q, noise_key), learner.target_q, learner.opt_state)
         coin_key, action_key = jax.random.split(key)
         batch, mask = obs.shape[:-1], self.layout.split(obs)[1]
         if mask is None:
@@ -192,6 +201,11 @@ class DQN(AbstractOffPolicyAgent):
     ) -> Int[Array, "*batch"]:
         """Epsilon-greedy from given noise: the greedy action unless `noise["explore"] < epsilon`, then
         the Gumbel-max of `noise["action"]` over the legal actions (a uniform one among them)."""
+        if self.noisy:
+            raise ValueError(
+                "DQN.act_from_noise: a noisy DQN (noisy=True) draws its network's noise from a PRNG key only; "
+                "use act(key), or export it deterministic (the mean weights)"
+            )
         mask = self.layout.split(obs)[1]
         owner = "DQN.act_from_noise(noise)"
         return epsilon_greedy_from_noise(self.greedy(learner, obs), self.epsilon(progress), mask, noise, self.action_size, owner)
@@ -200,14 +214,16 @@ class DQN(AbstractOffPolicyAgent):
         self, learner: DQNLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]
     ) -> tuple[DQNLearner, Float[Array, " batch"], Metrics]:
         data = batch.data
+        online_key, target_key, next_key = jax.random.split(key, 3)
+        draw = lambda q, k: sample_noise(q, k) if self.noisy else q  # noqa: E731
         if self.categorical:
-            return self.categorical_update(learner, batch, progress, updates)
-        next_target = self.q_values(learner.target_q, data.next_obs)
-        next_online = self.q_values(learner.q, data.next_obs) if self.double else None
+            return self.categorical_update(learner, batch, progress, updates, (online_key, target_key, next_key))
+        next_target = self.q_values(draw(learner.target_q, target_key), data.next_obs)
+        next_online = self.q_values(draw(learner.q, next_key), data.next_obs) if self.double else None
         target = jax.lax.stop_gradient(q_learning_target(data.reward, data.discount, next_target, next_online))
 
         def loss_fn(q):
-            q_values = q(self.layout.split(data.obs)[0])
+            q_values = draw(q, online_key)(self.layout.split(data.obs)[0])
             td = select_q(q_values, data.action) - target
             per_sample = huber(td) if self.loss == "huber" else 0.5 * jnp.square(td)
             loss = jnp.mean(batch.weights * per_sample)
@@ -221,19 +237,23 @@ class DQN(AbstractOffPolicyAgent):
         return self.step_q(learner, grads, updates, progress), td, metrics
 
     def categorical_update(
-        self, learner: DQNLearner, batch: Sample, progress: Float[Array, ""], updates: Int[Array, ""]
+        self, learner: DQNLearner, batch: Sample, progress: Float[Array, ""], updates: Int[Array, ""], keys: tuple
     ) -> tuple[DQNLearner, Float[Array, " batch"], Metrics]:
         """`update` with a categorical head: the cross-entropy of each taken action's return
         distribution to `categorical_q_target` (the target network's distribution at the action
         that the online network (`double`) or the target network ranks best, projected onto the
-        support), weighted by the PER weights; the per-sample cross-entropy is PER's priority."""
+        support), weighted by the PER weights; the per-sample cross-entropy is PER's priority.
+        `keys`: the noise of the online, target and next-action-ranking networks (`noisy`)."""
         data, atoms = batch.data, learner.q.atoms
-        next_logits = learner.target_q.logits(self.layout.split(data.next_obs)[0])
-        selector = self.q_values(learner.q if self.double else learner.target_q, data.next_obs)
+        online_key, target_key, next_key = keys
+        draw = lambda q, k: sample_noise(q, k) if self.noisy else q  # noqa: E731
+        target_q = draw(learner.target_q, target_key)
+        next_logits = target_q.logits(self.layout.split(data.next_obs)[0])
+        selector = self.q_values(draw(learner.q, next_key) if self.double else target_q, data.next_obs)
         target = jax.lax.stop_gradient(categorical_q_target(data.reward, data.discount, next_logits, selector, atoms))
 
         def loss_fn(q):
-            logits = q.logits(self.layout.split(data.obs)[0])
+            logits = draw(q, online_key).logits(self.layout.split(data.obs)[0])
             per_sample = categorical_q_loss(logits, data.action, target)
             loss = jnp.mean(batch.weights * per_sample)
             q_values = jnp.sum(jax.nn.softmax(logits, axis=-1) * atoms, axis=-1)

@@ -102,6 +102,9 @@ from .networks import Ensemble as Ensemble
 from .networks import GaussianHead as GaussianHead
 from .networks import LayerNorm as LayerNorm
 from .networks import Linear as Linear
+from .networks import NoisyLinear as NoisyLinear
+from .networks import has_noise as has_noise
+from .networks import sample_noise as sample_noise
 from .networks import TanhGaussianHead as TanhGaussianHead
 from .networks import ValueHead as ValueHead
 from ._mpo import categorical_kl as categorical_kl

@@ -25,6 +25,9 @@ from ._mlp import LayerNorm as LayerNorm
 from ._mlp import Linear as Linear
 from ._mlp import check_last_axis as check_last_axis
 from ._mlp import get_activation as get_activation
+from ._noisy import NoisyLinear as NoisyLinear
+from ._noisy import has_noise as has_noise
+from ._noisy import sample_noise as sample_noise
 from ._multi_input import MultiInputTorso as MultiInputTorso
 from ._recurrent import AbstractRecurrentTorso as AbstractRecurrentTorso
 from ._recurrent import GRUTorso as GRUTorso

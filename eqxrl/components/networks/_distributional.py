@@ -12,6 +12,7 @@ from jaxtyping import Array, Float
 from ...core import Key, check_positive_int, is_positive_int
 from ._heads import Activation, AbstractDiscreteQHead
 from ._mlp import Linear, ObsShape
+from ._noisy import noisy_output
 from ._torsos import AbstractTorso, Encoder
 
 
@@ -46,9 +47,11 @@ class CategoricalQHead(AbstractDiscreteQHead):
         v_min: float = -10.0,
         v_max: float = 10.0,
         dueling: bool = False,
+        noisy: bool = False,
     ):
         """**Arguments:** as `DiscreteQHead`, plus the support: `num_atoms` (an int >= 2) evenly
-        spaced from `v_min` to `v_max` (finite, `v_min < v_max`), and `dueling` (True or False)."""
+        spaced from `v_min` to `v_max` (finite, `v_min < v_max`), `dueling` and `noisy` (as for
+        `DiscreteQHead`), each True or False."""
         owner = type(self).__name__
         self.obs_size = check_positive_int(owner, "obs_size", obs_size)
         self.num_actions = check_positive_int(owner, "num_actions", num_actions)
@@ -58,6 +61,7 @@ class CategoricalQHead(AbstractDiscreteQHead):
         self.dueling = dueling
         out = (self.num_actions + int(dueling)) * self.num_atoms
         self.build_body(out, hidden_sizes, activation, torso, key, 1.0, obs_shape)
+        self.out = noisy_output(owner, noisy, self.out, jax.random.fold_in(key, 1))
 
     @property
     def atoms(self) -> Float[Array, " num_atoms"]:
