@@ -3,6 +3,7 @@ against the formulas, the mean weights for deterministic use, noisy heads and no
 
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -91,12 +92,50 @@ def test_noisy_dqn_acts_on_fresh_noise_and_greedily_on_the_mean():
     np.testing.assert_array_equal(greedy, jnp.argmax(state.learner.q(obs), axis=-1))
     acts = [np.asarray(agent.act(state, obs, jax.random.key(k))) for k in range(4)]
     assert any(not np.array_equal(a, acts[0]) for a in acts[1:])  # no epsilon: the noise alone varies them
+
+
+def test_noisy_dqn_acts_from_given_noise_one_draw_of_the_layer_per_observation():
+    agent = DQN("CartPole-v1", **TINY, noisy=True, eps_start=0.0, eps_end=0.0)
+    state = agent.init(jax.random.key(0))
+    obs = jax.random.normal(jax.random.key(3), (64, 4)) * 2.0
+    spec = agent.noise_spec(state, (64,))
+    assert spec["noisy_in"] == eqxrl.components.Noise((64, 8), "normal")
+    assert spec["noisy_out"] == eqxrl.components.Noise((64, 2), "normal")
+    noise = {name: s.draw(k) for (name, s), k in zip(sorted(spec.items()), jax.random.split(jax.random.key(4), 4))}
+    q, layer = state.learner.q, state.learner.q.out
+    features = q.torso(obs)
+    by_hand = [jnp.argmax(layer.sample_from_noise(noise["noisy_in"][i], noise["noisy_out"][i])(features[i])) for i in range(64)]
+    np.testing.assert_array_equal(agent.act_from_noise(state, obs, noise), by_hand)
+    zero = {**noise, "noisy_in": jnp.zeros((64, 8)), "noisy_out": jnp.zeros((64, 2))}  # f(0) = 0: the mean weights
+    np.testing.assert_array_equal(agent.act_from_noise(state, obs, zero), agent.act(state, obs, deterministic=True))
     with no_runtime_typecheck(), pytest.raises(ValueError) as info:
-        agent.act_from_noise(state, obs, agent.noise_spec(state, (256,)))
+        agent.act_from_noise(state, obs, {"action": noise["action"], "explore": noise["explore"]})
     assert str(info.value) == (
-        "DQN.act_from_noise: a noisy DQN (noisy=True) draws its network's noise from a PRNG key only; "
-        "use act(key), or export it deterministic (the mean weights)"
+        "DQN.act_from_noise(noise) must be a dict of noise arrays ['action', 'explore', 'noisy_in', 'noisy_out'] "
+        "(noisy epsilon-greedy), got ['action', 'explore']"
     )
+
+
+def test_noisy_dqn_act_and_act_from_noise_sample_one_distribution():
+    # act(key) draws the layer's noise per observation as noise_spec says: at each of 4 observations, 2,000
+    # actions of each; each action's frequency agrees within 5 standard errors of a difference of two
+    # frequencies (as tests/test_noise_sampling.py checks every agent's). sigma0 is raised so they vary.
+    agent = DQN("CartPole-v1", **TINY, noisy=True, eps_start=0.0, eps_end=0.0)
+    state = agent.init(jax.random.key(0))
+    out = state.learner.q.out
+    state = eqx.tree_at(lambda s: s.learner.q.out.weight_sigma, state, out.weight_sigma * 20)
+    n, obs = 2000, jnp.repeat(jax.random.normal(jax.random.key(3), (1, 4, 4)), 2000, axis=0).reshape(-1, 4)
+    rng = np.random.default_rng(0)
+    spec = agent.noise_spec(state, (n * 4,))
+    noise = {k: jnp.asarray(rng.standard_normal(s.shape) if s.kind == "normal" else rng.uniform(size=s.shape), jnp.float32)
+             for k, s in spec.items() if k != "action"}  # fmt: skip
+    noise["action"] = jnp.asarray(rng.gumbel(size=spec["action"].shape), jnp.float32)
+    from_key = np.asarray(agent.act(state, obs, jax.random.key(2))).reshape(n, 4)
+    from_noise = np.asarray(agent.act_from_noise(state, obs, noise)).reshape(n, 4)
+    f1, f2 = (np.mean(a == 0, axis=0) for a in (from_key, from_noise))
+    p = (f1 + f2) / 2
+    assert np.any((p > 0.05) & (p < 0.95)), p  # (the noise moves the greedy action somewhere)
+    assert np.all(np.abs(f1 - f2) <= 5 * np.sqrt(2 * p * (1 - p) / n) + 1e-12), (f1, f2)
 
 
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
@@ -137,7 +176,7 @@ def test_rainbow_dqn_learns_cartpole_exploring_by_noise_alone():
     )  # fmt: skip
     states, _ = train_seeds(agent, 25_000)
     returns = per_seed_returns(agent, states)
-    # Bound: 2 of 3 seeds >= 100. Measured (2 CPU cores): 307, 437, 248 on these keys and 248, 500, 297 on
-    # jax.random.key(1)'s, so the rule fails only if a second seed loses 60% of the lowest return seen; an
+    # Bound: 2 of 3 seeds >= 100. Measured (2 CPU cores): 351, 483, 273 on these keys and 338, 491, 300 on
+    # jax.random.key(1)'s, so the rule fails only if a second seed loses 63% of the lowest return seen; an
     # untrained greedy policy (the mean weights) scores about 9 on every seed.
     assert most_above(returns, 100), returns

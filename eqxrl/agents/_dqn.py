@@ -18,6 +18,7 @@ from ..components import (
     DuelingQHead,
     ExponentialSchedule,
     Noise,
+    NoisyLinear,
     OptState,
     Sample,
     add_loss_terms,
@@ -180,9 +181,12 @@ class DQN(AbstractOffPolicyAgent):
         return jnp.argmax(self.q_values(learner.q, obs), axis=-1).astype(jnp.int32)
 
     def explore(self, learner: DQNLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Int[Array, "*batch"]:
-        if self.noisy:  # one draw of the network's noise for this act, then epsilon-greedy on it
-            key, noise_key = jax.random.split(key)
-            learner = DQNLearner(sample_noise(learner.q, noise_key), learner.target_q, learner.opt_state)
+        if self.noisy:  # each observation through its own draw of the output layer, then epsilon-greedy
+            key, in_key, out_key, torso_key = jax.random.split(key, 4)
+            in_size, out_size = learner.q.out.weight.shape
+            batch = obs.shape[:-1]
+            noise_in, noise_out = jax.random.normal(in_key, (*batch, in_size)), jax.random.normal(out_key, (*batch, out_size))
+            learner = self.with_layer_noise(learner, noise_in, noise_out, torso_key)
         coin_key, action_key = jax.random.split(key)
         batch, mask = obs.shape[:-1], self.layout.split(obs)[1]
         if mask is None:
@@ -192,22 +196,45 @@ class DQN(AbstractOffPolicyAgent):
         explore = jax.random.uniform(coin_key, batch) < self.epsilon(progress)
         return jnp.where(explore, random, self.greedy(learner, obs))
 
+    def with_layer_noise(self, learner: DQNLearner, noise_in: Array, noise_out: Array, key: Key | None = None) -> DQNLearner:
+        """The learner whose online head's output layer puts each observation through its own draw
+        (`NoisyLinear.call_with_noise` of standard-normal `noise_in` `(*batch, in_size)` and `noise_out`
+        `(*batch, out_size)`); with `key`, any noisy layer of the torso (a user's) drawn once from it."""
+        q = learner.q
+        if key is not None:
+            q = eqx.tree_at(lambda q: q.torso, q, sample_noise(q.torso, key))
+        q = eqx.tree_at(lambda q: q.out, q, _NoisyDraw(q.out, noise_in, noise_out))
+        return DQNLearner(q, learner.target_q, learner.opt_state)
+
     def noise_spec(self, state: Any, batch_shape: tuple[int, ...] = ()) -> dict[str, Noise]:
-        """Epsilon-greedy's noise: `"explore"`, uniform `(*batch,)`, and `"action"`, Gumbel `(*batch, n)`."""
-        return epsilon_greedy_noise_spec(batch_shape, self.action_size)
+        """Epsilon-greedy's noise: `"explore"`, uniform `(*batch,)`, and `"action"`, Gumbel `(*batch, n)`;
+        with `noisy`, also the output layer's, standard normal: `"noisy_in"` `(*batch, in_size)` and
+        `"noisy_out"` `(*batch, out_size)`, one draw of the layer per observation."""
+        spec = epsilon_greedy_noise_spec(batch_shape, self.action_size)
+        if self.noisy:
+            in_size, out_size = state.learner.q.out.weight.shape
+            spec.update(noisy_in=Noise((*batch_shape, in_size), "normal"), noisy_out=Noise((*batch_shape, out_size), "normal"))
+        return spec
 
     def explore_from_noise(
         self, learner: DQNLearner, obs: Array, noise: dict[str, Array], progress: Float[Array, ""]
     ) -> Int[Array, "*batch"]:
         """Epsilon-greedy from given noise: the greedy action unless `noise["explore"] < epsilon`, then
-        the Gumbel-max of `noise["action"]` over the legal actions (a uniform one among them)."""
-        if self.noisy:
-            raise ValueError(
-                "DQN.act_from_noise: a noisy DQN (noisy=True) draws its network's noise from a PRNG key only; "
-                "use act(key), or export it deterministic (the mean weights)"
-            )
+        the Gumbel-max of `noise["action"]` over the legal actions (a uniform one among them). With
+        `noisy`, greedy under the output layer drawn from `noise["noisy_in"]`, `noise["noisy_out"]`
+        for each observation (`NoisyLinear.call_with_noise`)."""
         mask = self.layout.split(obs)[1]
         owner = "DQN.act_from_noise(noise)"
+        if self.noisy:  # each observation through its own draw of the output layer
+            spec = self.noise_spec(_Learned(learner), obs.shape[:-1])
+            if not isinstance(noise, dict) or set(noise) != set(spec):
+                got = sorted(noise) if isinstance(noise, dict) else type(noise).__name__
+                raise ValueError(f"{owner} must be a dict of noise arrays {sorted(spec)} (noisy epsilon-greedy), got {got}")
+            noise = dict(noise)
+            layer_noise = {name: noise.pop(name) for name in ("noisy_in", "noisy_out")}
+            for name, value in layer_noise.items():
+                spec[name].check(value, f"{owner}[{name!r}]")
+            learner = self.with_layer_noise(learner, layer_noise["noisy_in"], layer_noise["noisy_out"])
         return epsilon_greedy_from_noise(self.greedy(learner, obs), self.epsilon(progress), mask, noise, self.action_size, owner)
 
     def update(
@@ -275,3 +302,20 @@ class DQN(AbstractOffPolicyAgent):
             lambda new, old: jnp.where(sync, new, old), polyak(q, learner.target_q, self.tau), learner.target_q
         )
         return DQNLearner(q=q, target_q=target_q, opt_state=opt_state)
+
+
+class _Learned(eqx.Module):
+    """(A state-shaped view of a learner, for `noise_spec`'s sizes.)"""
+
+    learner: DQNLearner
+
+
+class _NoisyDraw(eqx.Module):
+    """A `NoisyLinear` with its noise given per row (`act_from_noise`'s output layer)."""
+
+    layer: NoisyLinear
+    noise_in: Array
+    noise_out: Array
+
+    def __call__(self, x: Array) -> Array:
+        return self.layer.call_with_noise(x, self.noise_in, self.noise_out)

@@ -51,6 +51,14 @@ class NoisyLinear(Linear):
         object.__setattr__(layer, "bias", bias)
         return layer
 
+    def call_with_noise(
+        self, x: Float[Array, "*batch in_size"], noise_in: Float[Array, "*batch in_size"], noise_out: Float[Array, "*batch out_size"]
+    ) -> Float[Array, "*batch out_size"]:
+        """**Returns:** each input row through its own draw of the layer: row `i` through
+        `sample_from_noise(noise_in[i], noise_out[i])` (computed without forming the weights)."""
+        f_in, f_out = _signed_sqrt(noise_in), _signed_sqrt(noise_out)
+        return x @ self.weight + self.bias + f_out * ((x * f_in) @ self.weight_sigma + self.bias_sigma)
+
     def sample(self, key: Key) -> Linear:
         """**Returns:** the `Linear` layer of one draw of the noise from `key`."""
         in_key, out_key = jax.random.split(key)
