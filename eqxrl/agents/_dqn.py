@@ -74,7 +74,17 @@ class DQN(AbstractOffPolicyAgent):
     The Q-network is the agent's critic: `critic_torso`, `critic_optimizer` and
     `critic_loss_terms` (see `AbstractOffPolicyAgent`) configure it;
     `learning_rate` is a number or a schedule. `head` picks its output: `"plain"`
-    (`DiscreteQHead`, the default) or `"dueling"` (`DuelingQHead`, Wang et al. 2016).
+    (`DiscreteQHead`, the default), `"dueling"` (`DuelingQHead`, Wang et al. 2016),
+    `"categorical"` (C51's `CategoricalQHead`, Bellemare et al. 2017: `num_atoms` returns from
+    `v_min` to `v_max`, trained by the cross-entropy to the projected target,
+    `categorical_q_target`, instead of `loss`) or `"dueling_categorical"` (both). `noisy=True`
+    gives the head a `NoisyLinear` output layer (Fortunato et al. 2018) whose noise is drawn anew
+    for every update (independently for the online and the target network) and, for each
+    observation, every exploring `act`; greedy acting uses its mean weights. With noisy nets
+    epsilon may be 0 (`eps_start=0, eps_end=0`): Rainbow explores by the noise alone.
+
+    Rainbow (Hessel et al. 2018) is this DQN composed: `head="dueling_categorical", noisy=True,
+    double=True, prioritized=True, n_step=3` (docs/agents/dqn.md, "Rainbow").
     """
 
     num_envs: int = eqx.field(static=True, default=10)
