@@ -11,17 +11,25 @@ from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyper
 from ..components import (
     Categorical,
     AbstractOptimizer,
+    AbstractDiscreteQHead,
     AbstractSchedule,
+    CategoricalQHead,
     DiscreteQHead,
+    DuelingQHead,
     ExponentialSchedule,
     Noise,
+    NoisyLinear,
     OptState,
     Sample,
     add_loss_terms,
+    categorical_q_loss,
+    check_categorical_support,
+    categorical_q_target,
     check_learning_rate,
     huber,
     learning_rate,
     polyak,
+    sample_noise,
     q_learning_target,
     select_q,
 )
@@ -31,13 +39,15 @@ from ._off_policy import AbstractOffPolicyAgent
 
 
 EPSILON_DECAYS = ("linear", "exponential")
+HEADS = {"plain": DiscreteQHead, "dueling": DuelingQHead, "categorical": CategoricalQHead, "dueling_categorical": CategoricalQHead}
+"""`DQN(head)`'s values and the Q-head class each builds (`"dueling_categorical"`: `dueling=True`)."""
 
 
 class DQNLearner(eqx.Module):
     """DQN's networks and optimizer state."""
 
-    q: DiscreteQHead
-    target_q: DiscreteQHead
+    q: AbstractDiscreteQHead
+    target_q: AbstractDiscreteQHead
     opt_state: OptState
 
 
@@ -63,7 +73,18 @@ class DQN(AbstractOffPolicyAgent):
 
     The Q-network is the agent's critic: `critic_torso`, `critic_optimizer` and
     `critic_loss_terms` (see `AbstractOffPolicyAgent`) configure it;
-    `learning_rate` is a number or a schedule.
+    `learning_rate` is a number or a schedule. `head` picks its output: `"plain"`
+    (`DiscreteQHead`, the default), `"dueling"` (`DuelingQHead`, Wang et al. 2016),
+    `"categorical"` (C51's `CategoricalQHead`, Bellemare et al. 2017: `num_atoms` returns from
+    `v_min` to `v_max`, trained by the cross-entropy to the projected target,
+    `categorical_q_target`, instead of `loss`) or `"dueling_categorical"` (both). `noisy=True`
+    gives the head a `NoisyLinear` output layer (Fortunato et al. 2018) whose noise is drawn anew
+    for every update (independently for the online and the target network) and, for each
+    observation, every exploring `act`; greedy acting uses its mean weights. With noisy nets
+    epsilon may be 0 (`eps_start=0, eps_end=0`): Rainbow explores by the noise alone.
+
+    Rainbow (Hessel et al. 2018) is this DQN composed: `head="dueling_categorical", noisy=True,
+    double=True, prioritized=True, n_step=3` (docs/agents/dqn.md, "Rainbow").
     """
 
     num_envs: int = eqx.field(static=True, default=10)
@@ -79,6 +100,11 @@ class DQN(AbstractOffPolicyAgent):
     target_update_period: int = eqx.field(static=True, default=5)
     epsilon_decay: str = eqx.field(static=True, default="linear")
     anneal_lr: bool = eqx.field(static=True, default=True)
+    head: str = eqx.field(static=True, default="plain")
+    num_atoms: int = eqx.field(static=True, default=51)
+    v_min: float = eqx.field(static=True, default=-10.0)
+    v_max: float = eqx.field(static=True, default=10.0)
+    noisy: bool = eqx.field(static=True, default=False)
     takes_action_masks: ClassVar[bool] = True
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
         "buffer": ("per_alpha",), "critic_optimizer": ("learning_rate", "max_grad_norm", "anneal_lr")
@@ -99,6 +125,16 @@ class DQN(AbstractOffPolicyAgent):
         check_positive_int("DQN", "target_update_period", self.target_update_period)
         if not isinstance(self.anneal_lr, bool):
             raise ValueError(f"DQN(anneal_lr) must be True or False, got {self.anneal_lr!r}")
+        if self.head not in HEADS:
+            raise ValueError(f"DQN(head) must be one of {list(HEADS)}, got {self.head!r}")
+        check_categorical_support("DQN", self.num_atoms, self.v_min, self.v_max)
+        if not isinstance(self.noisy, bool):
+            raise ValueError(f"DQN(noisy) must be True or False, got {self.noisy!r}")
+        if self.categorical and self.loss != "mse":
+            raise ValueError(
+                f"DQN(loss={self.loss!r}) is for the scalar heads; head={self.head!r} is trained by the "
+                "cross-entropy to its projected target: leave loss at 'mse'"
+            )
         if self.loss not in ("huber", "mse"):
             raise ValueError(f"DQN(loss) must be 'huber' or 'mse', got {self.loss!r}")
         check_learning_rate("DQN", "learning_rate", self.learning_rate)
@@ -111,6 +147,11 @@ class DQN(AbstractOffPolicyAgent):
         if self.epsilon_decay == "exponential":
             for name in ("eps_start", "eps_end"):
                 check(name, lambda v: 0 < v <= 1, "in (0, 1] with epsilon_decay='exponential'")
+
+    @property
+    def categorical(self) -> bool:
+        """Whether `head` is distributional (C51's `CategoricalQHead`)."""
+        return HEADS.get(self.head) is CategoricalQHead
 
     @property
     def q_optimizer(self) -> AbstractOptimizer:
@@ -128,8 +169,16 @@ class DQN(AbstractOffPolicyAgent):
         return self.eps_start + (self.eps_end - self.eps_start) * frac
 
     def init_learner(self, key: Key) -> DQNLearner:
-        q = DiscreteQHead(
-            self.obs_size, self.action_size, key=key, torso=self.torso(self.critic_torso), obs_shape=self.obs_shape
+        support = dict(num_atoms=self.num_atoms, v_min=self.v_min, v_max=self.v_max, dueling=self.head.startswith("dueling"))
+        noisy = dict(noisy=True) if self.noisy else {}
+        q = HEADS[self.head](
+            self.obs_size,
+            self.action_size,
+            key=key,
+            torso=self.torso(self.critic_torso),
+            obs_shape=self.obs_shape,
+            **(support if self.categorical else {}),
+            **noisy,
         )
         return DQNLearner(q=q, target_q=q, opt_state=self.q_optimizer.init(q))
 
@@ -142,6 +191,12 @@ class DQN(AbstractOffPolicyAgent):
         return jnp.argmax(self.q_values(learner.q, obs), axis=-1).astype(jnp.int32)
 
     def explore(self, learner: DQNLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Int[Array, "*batch"]:
+        if self.noisy:  # each observation through its own draw of the output layer, then epsilon-greedy
+            key, in_key, out_key, torso_key = jax.random.split(key, 4)
+            in_size, out_size = learner.q.out.weight.shape
+            batch = obs.shape[:-1]
+            noise_in, noise_out = jax.random.normal(in_key, (*batch, in_size)), jax.random.normal(out_key, (*batch, out_size))
+            learner = self.with_layer_noise(learner, noise_in, noise_out, torso_key)
         coin_key, action_key = jax.random.split(key)
         batch, mask = obs.shape[:-1], self.layout.split(obs)[1]
         if mask is None:
@@ -151,29 +206,61 @@ class DQN(AbstractOffPolicyAgent):
         explore = jax.random.uniform(coin_key, batch) < self.epsilon(progress)
         return jnp.where(explore, random, self.greedy(learner, obs))
 
+    def with_layer_noise(self, learner: DQNLearner, noise_in: Array, noise_out: Array, key: Key | None = None) -> DQNLearner:
+        """The learner whose online head's output layer puts each observation through its own draw
+        (`NoisyLinear.call_with_noise` of standard-normal `noise_in` `(*batch, in_size)` and `noise_out`
+        `(*batch, out_size)`); with `key`, any noisy layer of the torso (a user's) drawn once from it."""
+        q = learner.q
+        if key is not None:
+            q = eqx.tree_at(lambda q: q.torso, q, sample_noise(q.torso, key))
+        q = eqx.tree_at(lambda q: q.out, q, _NoisyDraw(q.out, noise_in, noise_out))
+        return DQNLearner(q, learner.target_q, learner.opt_state)
+
     def noise_spec(self, state: Any, batch_shape: tuple[int, ...] = ()) -> dict[str, Noise]:
-        """Epsilon-greedy's noise: `"explore"`, uniform `(*batch,)`, and `"action"`, Gumbel `(*batch, n)`."""
-        return epsilon_greedy_noise_spec(batch_shape, self.action_size)
+        """Epsilon-greedy's noise: `"explore"`, uniform `(*batch,)`, and `"action"`, Gumbel `(*batch, n)`;
+        with `noisy`, also the output layer's, standard normal: `"noisy_in"` `(*batch, in_size)` and
+        `"noisy_out"` `(*batch, out_size)`, one draw of the layer per observation."""
+        spec = epsilon_greedy_noise_spec(batch_shape, self.action_size)
+        if self.noisy:
+            in_size, out_size = state.learner.q.out.weight.shape
+            spec.update(noisy_in=Noise((*batch_shape, in_size), "normal"), noisy_out=Noise((*batch_shape, out_size), "normal"))
+        return spec
 
     def explore_from_noise(
         self, learner: DQNLearner, obs: Array, noise: dict[str, Array], progress: Float[Array, ""]
     ) -> Int[Array, "*batch"]:
         """Epsilon-greedy from given noise: the greedy action unless `noise["explore"] < epsilon`, then
-        the Gumbel-max of `noise["action"]` over the legal actions (a uniform one among them)."""
+        the Gumbel-max of `noise["action"]` over the legal actions (a uniform one among them). With
+        `noisy`, greedy under the output layer drawn from `noise["noisy_in"]`, `noise["noisy_out"]`
+        for each observation (`NoisyLinear.call_with_noise`)."""
         mask = self.layout.split(obs)[1]
         owner = "DQN.act_from_noise(noise)"
+        if self.noisy:  # each observation through its own draw of the output layer
+            spec = self.noise_spec(_Learned(learner), obs.shape[:-1])
+            if not isinstance(noise, dict) or set(noise) != set(spec):
+                got = sorted(noise) if isinstance(noise, dict) else type(noise).__name__
+                raise ValueError(f"{owner} must be a dict of noise arrays {sorted(spec)} (noisy epsilon-greedy), got {got}")
+            noise = dict(noise)
+            layer_noise = {name: noise.pop(name) for name in ("noisy_in", "noisy_out")}
+            for name, value in layer_noise.items():
+                spec[name].check(value, f"{owner}[{name!r}]")
+            learner = self.with_layer_noise(learner, layer_noise["noisy_in"], layer_noise["noisy_out"])
         return epsilon_greedy_from_noise(self.greedy(learner, obs), self.epsilon(progress), mask, noise, self.action_size, owner)
 
     def update(
         self, learner: DQNLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]
     ) -> tuple[DQNLearner, Float[Array, " batch"], Metrics]:
         data = batch.data
-        next_target = self.q_values(learner.target_q, data.next_obs)
-        next_online = self.q_values(learner.q, data.next_obs) if self.double else None
+        online_key, target_key, next_key = jax.random.split(key, 3)
+        draw = lambda q, k: sample_noise(q, k) if self.noisy else q  # noqa: E731
+        if self.categorical:
+            return self.categorical_update(learner, batch, progress, updates, (online_key, target_key, next_key))
+        next_target = self.q_values(draw(learner.target_q, target_key), data.next_obs)
+        next_online = self.q_values(draw(learner.q, next_key), data.next_obs) if self.double else None
         target = jax.lax.stop_gradient(q_learning_target(data.reward, data.discount, next_target, next_online))
 
         def loss_fn(q):
-            q_values = q(self.layout.split(data.obs)[0])
+            q_values = draw(q, online_key)(self.layout.split(data.obs)[0])
             td = select_q(q_values, data.action) - target
             per_sample = huber(td) if self.loss == "huber" else 0.5 * jnp.square(td)
             loss = jnp.mean(batch.weights * per_sample)
@@ -183,10 +270,62 @@ class DQN(AbstractOffPolicyAgent):
             return loss + extra, (loss, td, extra_metrics)
 
         (_, (loss, td, extra_metrics)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(learner.q)
+        metrics = {"q_loss": loss, "q_mean": jnp.mean(target), "epsilon": self.epsilon(progress), **extra_metrics}
+        return self.step_q(learner, grads, updates, progress), td, metrics
+
+    def categorical_update(
+        self, learner: DQNLearner, batch: Sample, progress: Float[Array, ""], updates: Int[Array, ""], keys: tuple
+    ) -> tuple[DQNLearner, Float[Array, " batch"], Metrics]:
+        """`update` with a categorical head: the cross-entropy of each taken action's return
+        distribution to `categorical_q_target` (the target network's distribution at the action
+        that the online network (`double`) or the target network ranks best, projected onto the
+        support), weighted by the PER weights; the per-sample cross-entropy is PER's priority.
+        `keys`: the noise of the online, target and next-action-ranking networks (`noisy`)."""
+        data, atoms = batch.data, learner.q.atoms
+        online_key, target_key, next_key = keys
+        draw = lambda q, k: sample_noise(q, k) if self.noisy else q  # noqa: E731
+        target_q = draw(learner.target_q, target_key)
+        next_logits = target_q.logits(self.layout.split(data.next_obs)[0])
+        selector = self.q_values(draw(learner.q, next_key) if self.double else target_q, data.next_obs)
+        target = jax.lax.stop_gradient(categorical_q_target(data.reward, data.discount, next_logits, selector, atoms))
+
+        def loss_fn(q):
+            logits = draw(q, online_key).logits(self.layout.split(data.obs)[0])
+            per_sample = categorical_q_loss(logits, data.action, target)
+            loss = jnp.mean(batch.weights * per_sample)
+            q_values = jnp.sum(jax.nn.softmax(logits, axis=-1) * atoms, axis=-1)
+            extra, extra_metrics = add_loss_terms(
+                self.critic_loss_terms, "critic_loss_terms", q, batch, {"obs": data.obs, "q": q_values}
+            )
+            return loss + extra, (loss, per_sample, extra_metrics)
+
+        (_, (loss, per_sample, extra_metrics)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(learner.q)
+        q_mean = jnp.mean(jnp.sum(target * atoms, axis=-1))
+        metrics = {"q_loss": loss, "q_mean": q_mean, "epsilon": self.epsilon(progress), **extra_metrics}
+        return self.step_q(learner, grads, updates, progress), per_sample, metrics
+
+    def step_q(self, learner: DQNLearner, grads: Any, updates: Int[Array, ""], progress: Float[Array, ""]) -> DQNLearner:
+        """One optimizer step of the Q-network on `grads`, and the target network's update when due."""
         q, opt_state = self.q_optimizer.update(grads, learner.opt_state, learner.q, progress)
         sync = (updates + 1) % self.target_update_period == 0
         target_q = jax.tree.map(
             lambda new, old: jnp.where(sync, new, old), polyak(q, learner.target_q, self.tau), learner.target_q
         )
-        metrics = {"q_loss": loss, "q_mean": jnp.mean(target), "epsilon": self.epsilon(progress), **extra_metrics}
-        return DQNLearner(q=q, target_q=target_q, opt_state=opt_state), td, metrics
+        return DQNLearner(q=q, target_q=target_q, opt_state=opt_state)
+
+
+class _Learned(eqx.Module):
+    """(A state-shaped view of a learner, for `noise_spec`'s sizes.)"""
+
+    learner: DQNLearner
+
+
+class _NoisyDraw(eqx.Module):
+    """A `NoisyLinear` with its noise given per row (`act_from_noise`'s output layer)."""
+
+    layer: NoisyLinear
+    noise_in: Array
+    noise_out: Array
+
+    def __call__(self, x: Array) -> Array:
+        return self.layer.call_with_noise(x, self.noise_in, self.noise_out)

@@ -2,9 +2,12 @@
 
 from ._auto import auto_torso as auto_torso
 from ._auto import torso_or_auto as torso_or_auto
+from ._distributional import CategoricalQHead as CategoricalQHead
+from ._distributional import check_categorical_support as check_categorical_support
 from ._embedding import EmbeddingTorso as EmbeddingTorso
 from ._ensemble import Ensemble as Ensemble
 from ._heads import AbstractHead as AbstractHead
+from ._heads import AbstractDiscreteQHead as AbstractDiscreteQHead
 from ._heads import CategoricalHead as CategoricalHead
 from ._heads import MultiCategoricalHead as MultiCategoricalHead
 from ._heads import ContinuousQHead as ContinuousQHead
@@ -22,6 +25,9 @@ from ._mlp import LayerNorm as LayerNorm
 from ._mlp import Linear as Linear
 from ._mlp import check_last_axis as check_last_axis
 from ._mlp import get_activation as get_activation
+from ._noisy import NoisyLinear as NoisyLinear
+from ._noisy import has_noise as has_noise
+from ._noisy import sample_noise as sample_noise
 from ._multi_input import MultiInputTorso as MultiInputTorso
 from ._recurrent import AbstractRecurrentTorso as AbstractRecurrentTorso
 from ._recurrent import GRUTorso as GRUTorso

@@ -13,6 +13,7 @@ from jaxtyping import Array, Float
 from ...core import Key, check_positive_int, is_positive_int
 from ..distributions import Categorical, MultiCategorical, Normal, TanhNormal
 from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, obs_size_of
+from ._noisy import NoisyLinear, noisy_output
 from ._torsos import AbstractTorso, Encoder, torso_or_mlp
 
 Activation = str | Callable[[Array], Array]
@@ -324,12 +325,21 @@ class AbstractDiscreteQHead(AbstractHead):
         key: Key,
         torso: AbstractTorso | None = None,
         obs_shape: ObsShape | None = None,
+        noisy: bool = False,
     ):
-        """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and `activation`, `key`."""
+        """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and `activation`, `key`;
+        `noisy=True` makes the output layer a `NoisyLinear` (Rainbow's noisy nets: draw its noise
+        with `sample_noise`; called directly, the head uses the mean weights)."""
         owner = type(self).__name__
         self.obs_size = check_positive_int(owner, "obs_size", obs_size)
         self.num_actions = check_positive_int(owner, "num_actions", num_actions)
         self.build_body(self.extra_outputs + self.num_actions, hidden_sizes, activation, torso, key, 1.0, obs_shape)
+        self.out = noisy_output(owner, noisy, self.out, jax.random.fold_in(key, 1))
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the output layer is a `NoisyLinear`."""
+        return isinstance(self.out, NoisyLinear)
 
 
 class DiscreteQHead(AbstractDiscreteQHead):

@@ -1,0 +1,94 @@
+"""C51's categorical Q-head (Bellemare et al. 2017): a distribution over returns per action."""
+
+import math
+import numbers
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ...core import Key, check_positive_int, is_positive_int
+from ._heads import Activation, AbstractDiscreteQHead
+from ._mlp import Linear, ObsShape
+from ._noisy import noisy_output
+from ._torsos import AbstractTorso, Encoder
+
+
+class CategoricalQHead(AbstractDiscreteQHead):
+    """`obs -> Q(obs, a)` for every discrete action as the mean of a categorical distribution
+    over `num_atoms` returns evenly spaced on `[v_min, v_max]` (C51, Bellemare et al. 2017; one
+    of Rainbow's parts). `logits(obs)` gives the distribution, `(*batch, num_actions,
+    num_atoms)`; calling the head gives the expected values `sum_i softmax(logits)_i atoms_i`,
+    what acting maximises. With `dueling=True` the logits are a value stream plus advantages
+    less their mean over actions, atom by atom (Rainbow's dueling distributional head)."""
+
+    torso: Encoder
+    out: Linear  # (num_actions * num_atoms outputs, after num_atoms for the value with dueling)
+    obs_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    num_atoms: int = eqx.field(static=True)
+    v_min: float = eqx.field(static=True)
+    v_max: float = eqx.field(static=True)
+    dueling: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        obs_size: int,
+        num_actions: int,
+        hidden_sizes: Sequence[int] = (64, 64),
+        activation: Activation = "relu",
+        *,
+        key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: ObsShape | None = None,
+        num_atoms: int = 51,
+        v_min: float = -10.0,
+        v_max: float = 10.0,
+        dueling: bool = False,
+        noisy: bool = False,
+    ):
+        """**Arguments:** as `DiscreteQHead`, plus the support: `num_atoms` (an int >= 2) evenly
+        spaced from `v_min` to `v_max` (finite, `v_min < v_max`), `dueling` and `noisy` (as for
+        `DiscreteQHead`), each True or False."""
+        owner = type(self).__name__
+        self.obs_size = check_positive_int(owner, "obs_size", obs_size)
+        self.num_actions = check_positive_int(owner, "num_actions", num_actions)
+        self.num_atoms, self.v_min, self.v_max = check_categorical_support(owner, num_atoms, v_min, v_max)
+        if not isinstance(dueling, bool):
+            raise ValueError(f"{owner}(dueling) must be True or False, got {dueling!r}")
+        self.dueling = dueling
+        out = (self.num_actions + int(dueling)) * self.num_atoms
+        self.build_body(out, hidden_sizes, activation, torso, key, 1.0, obs_shape)
+        self.out = noisy_output(owner, noisy, self.out, jax.random.fold_in(key, 1))
+
+    @property
+    def atoms(self) -> Float[Array, " num_atoms"]:
+        """The support: `num_atoms` returns evenly spaced from `v_min` to `v_max`."""
+        return jnp.linspace(self.v_min, self.v_max, self.num_atoms, dtype=jnp.float32)
+
+    def logits(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch num_actions num_atoms"]:
+        """**Returns:** the logits of each action's return distribution over `atoms`."""
+        out = self.body_outputs(obs)
+        out = jnp.reshape(out, (*out.shape[:-1], -1, self.num_atoms))
+        if not self.dueling:
+            return out
+        value, advantages = out[..., :1, :], out[..., 1:, :]
+        return value + advantages - jnp.mean(advantages, axis=-2, keepdims=True)
+
+    def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch num_actions"]:
+        return jnp.sum(jax.nn.softmax(self.logits(obs), axis=-1) * self.atoms, axis=-1)
+
+
+def check_categorical_support(owner: str, num_atoms, v_min, v_max) -> tuple[int, float, float]:
+    """Check a categorical support's `num_atoms` (an int >= 2) and `v_min < v_max` (finite);
+    **returns** them as `(int, float, float)`. Raises a one-line `ValueError` naming `owner`'s argument."""
+    if not is_positive_int(num_atoms) or num_atoms < 2:
+        raise ValueError(f"{owner}(num_atoms) must be an int >= 2, got {num_atoms!r}")
+    for name, v in (("v_min", v_min), ("v_max", v_max)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            raise ValueError(f"{owner}({name}) must be a finite number, got {v!r}")
+    if not v_min < v_max:
+        raise ValueError(f"{owner}(v_min, v_max) must have v_min < v_max, got {v_min!r} and {v_max!r}")
+    return int(num_atoms), float(v_min), float(v_max)
