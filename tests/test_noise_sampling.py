@@ -88,7 +88,7 @@ def test_bad_noise():
 
 
 # ----------------------------------------------------------------- agents
-EXACT = [name for name in CASES if name not in ("dqn", "pqn")]
+EXACT = [name for name in CASES if name not in ("dqn", "dqn_rainbow", "pqn")]
 """The agents whose `act(key)` draws exactly `noise_spec(...).draw(key)` (a distribution's `sample`
 or TD3's normal draw); DQN and PQN draw their random action with randint and split keys."""
 N, OBS = 2000, 4  # samples per observation, observations

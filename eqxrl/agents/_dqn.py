@@ -59,6 +59,12 @@ def masked_q_values(layout: Any, q: Any, obs: Array) -> Array:
     return values if mask is None else jnp.where(mask, values, jnp.finfo(values.dtype).min)
 
 
+def _layer_noise(learner: DQNLearner, batch_shape: tuple) -> dict[str, Noise]:
+    """A noisy output layer's noise for a batch of `batch_shape`: one draw of the layer per observation."""
+    in_size, out_size = learner.q.out.weight.shape
+    return {"noisy_in": Noise((*batch_shape, in_size), "normal"), "noisy_out": Noise((*batch_shape, out_size), "normal")}
+
+
 class DQN(AbstractOffPolicyAgent):
     """Deep Q-learning for discrete actions.
 
@@ -221,10 +227,7 @@ class DQN(AbstractOffPolicyAgent):
         with `noisy`, also the output layer's, standard normal: `"noisy_in"` `(*batch, in_size)` and
         `"noisy_out"` `(*batch, out_size)`, one draw of the layer per observation."""
         spec = epsilon_greedy_noise_spec(batch_shape, self.action_size)
-        if self.noisy:
-            in_size, out_size = state.learner.q.out.weight.shape
-            spec.update(noisy_in=Noise((*batch_shape, in_size), "normal"), noisy_out=Noise((*batch_shape, out_size), "normal"))
-        return spec
+        return {**spec, **_layer_noise(state.learner, batch_shape)} if self.noisy else spec
 
     def explore_from_noise(
         self, learner: DQNLearner, obs: Array, noise: dict[str, Array], progress: Float[Array, ""]
@@ -236,7 +239,8 @@ class DQN(AbstractOffPolicyAgent):
         mask = self.layout.split(obs)[1]
         owner = "DQN.act_from_noise(noise)"
         if self.noisy:  # each observation through its own draw of the output layer
-            spec = self.noise_spec(_Learned(learner), obs.shape[:-1])
+            # (not self.noise_spec: under jax.export the batch dimension is symbolic, not an int)
+            spec = {**epsilon_greedy_noise_spec(obs.shape[:-1], self.action_size), **_layer_noise(learner, obs.shape[:-1])}
             if not isinstance(noise, dict) or set(noise) != set(spec):
                 got = sorted(noise) if isinstance(noise, dict) else type(noise).__name__
                 raise ValueError(f"{owner} must be a dict of noise arrays {sorted(spec)} (noisy epsilon-greedy), got {got}")
