@@ -124,6 +124,7 @@ def test_categorical_dqn_with_per_and_n_step_passes_check_agent(head):
 
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 @pytest.mark.learning
+@pytest.mark.exhaustive  # (CI's time: tests/test_noisy.py's Rainbow learning test trains a C51 head in CI)
 def test_c51_dqn_learns_cartpole():
     from learning import most_above, per_seed_returns, train_seeds
 
