@@ -114,7 +114,8 @@ class AbstractSink(abc.ABC):
         return cls()
 
     def __call__(self, checkpoint: Checkpoint) -> None:
-        """As a `train(callback=...)`: start on the first call, then hand on the new rows."""
+        """As a `train(callback=...)`: start on the first call, then hand on the new rows. `train`
+        has no end hook: call `finish(status)` after it (a tracker's run stays open until then)."""
         seen = getattr(self, "_seen", None)  # (iterations handed on so far; none before the first call)
         if seen is None:
             self.start(RunInfo(name=type(self).__name__))
