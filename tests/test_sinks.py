@@ -163,6 +163,16 @@ def test_a_sink_that_cannot_start_closes_those_started_before_it():
     assert first.statuses == ["failed"] and second.started == [] and second.statuses == []
 
 
+def test_evaluation_scalars_are_the_mean_and_the_spread_of_every_episode():
+    from eqxrl.loop import evaluation_scalars
+
+    summary = {"mean": 4.0, "returns": [[1.0, 3.0], [5.0, 7.0]]}
+    assert evaluation_scalars(summary) == {"eval/mean": 4.0, "eval/std": float(np.std([1, 3, 5, 7])), "eval/min": 1.0, "eval/max": 7.0}
+    with no_runtime_typecheck(), pytest.raises(ValueError) as e:
+        evaluation_scalars({"mean": 1.0})
+    assert str(e.value) == "evaluation_scalars(summary) must be eval.json's summary, with 'mean' and non-empty 'returns', got {'mean': 1.0}"
+
+
 def test_scalar_rows_leave_out_values_that_are_not_there():
     steps = np.array([10, 20])
     metrics = {"loss": np.array([[1.0, 3.0], [2.0, np.nan]]), "eval_return": np.array([[np.nan, 5.0], [np.nan, 7.0]])}

@@ -57,6 +57,7 @@ from ._sinks import STATUSES as STATUSES
 from ._sinks import AbstractSink as AbstractSink
 from ._sinks import RunInfo as RunInfo
 from ._sinks import SinkGroup as SinkGroup
+from ._sinks import evaluation_scalars as evaluation_scalars
 from ._sinks import make_sinks as make_sinks
 from ._sinks import register_sink as register_sink
 from ._sinks import scalar_rows as scalar_rows

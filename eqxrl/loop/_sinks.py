@@ -28,7 +28,7 @@ import numpy as np
 from ..core import one_line
 from ._results import Checkpoint
 
-__all__ = ["SINKS", "STATUSES", "AbstractSink", "RunInfo", "SinkGroup", "make_sinks", "register_sink", "scalar_rows"]
+__all__ = ["SINKS", "STATUSES", "AbstractSink", "RunInfo", "SinkGroup", "evaluation_scalars", "make_sinks", "register_sink", "scalar_rows"]
 
 STATUSES = ("complete", "diverged", "interrupted", "failed")
 """How a run ended, as `AbstractSink.finish` is told."""
@@ -80,6 +80,19 @@ def scalar_rows(steps: np.ndarray, metrics: Mapping[str, np.ndarray]) -> Iterato
             if (k in PER_MEMBER or k.startswith("hp/")) and col.size > 1:
                 out.update({f"{k}/member_{m}": float(x) for m, x in enumerate(col) if np.isfinite(x)})
         yield int(step), out
+
+
+def evaluation_scalars(summary: Mapping[str, Any]) -> dict[str, float]:
+    """The final evaluation as trackers plot it: `eval/mean` (the summary's mean over seeds of
+    each seed's mean), and `eval/std`, `eval/min`, `eval/max` over every episode of every seed.
+
+    **Arguments:** `summary`, `eval.json`'s contents (`eqxrl.runs.summarize_returns`: `mean`,
+    `returns`, ...), as `AbstractSink.evaluation` gets it."""
+    if not isinstance(summary, Mapping) or "mean" not in summary or np.size(summary.get("returns", [])) == 0:
+        raise ValueError(f"evaluation_scalars(summary) must be eval.json's summary, with 'mean' and non-empty 'returns', got {summary!r}")
+    returns = np.asarray(summary["returns"], np.float64)
+    return {"eval/mean": float(summary["mean"]), "eval/std": float(returns.std()),
+            "eval/min": float(returns.min()), "eval/max": float(returns.max())}  # fmt: skip
 
 
 class AbstractSink(abc.ABC):

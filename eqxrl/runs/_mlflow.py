@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..core import one_line
-from ..loop import AbstractSink, RunInfo, register_sink, scalar_rows
+from ..loop import AbstractSink, RunInfo, evaluation_scalars, register_sink, scalar_rows
 from ._config import tracked_config
 
 __all__ = ["MlflowSink", "flat_params"]
@@ -107,10 +107,7 @@ class MlflowSink(AbstractSink):
         self._log([(step, {**row, "env_steps": step}) for step, row in scalar_rows(steps, metrics) if step > self.last_step])
 
     def evaluation(self, summary: Mapping[str, Any], env_steps: int) -> None:
-        returns = np.asarray(summary["returns"], np.float64)
-        values = {"eval/mean": float(summary["mean"]), "eval/std": float(returns.std()),
-                  "eval/min": float(returns.min()), "eval/max": float(returns.max())}  # fmt: skip
-        self._log([(int(env_steps), values)])
+        self._log([(int(env_steps), evaluation_scalars(summary))])
         self.client.log_dict(self.run_id, dict(summary), "eval.json")
 
     def video(self, path: pathlib.Path, frames: np.ndarray, fps: int, env_steps: int) -> None:

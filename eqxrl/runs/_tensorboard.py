@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..loop import AbstractSink, RunInfo, register_sink, scalar_rows, video_bytes
+from ..loop import AbstractSink, RunInfo, evaluation_scalars, register_sink, scalar_rows, video_bytes
 from ._files import TENSORBOARD
 
 __all__ = ["TensorBoardSink"]
@@ -56,9 +56,8 @@ class TensorBoardSink(AbstractSink):
         self.writer.flush()
 
     def evaluation(self, summary: Mapping[str, Any], env_steps: int) -> None:
-        returns = np.asarray(summary["returns"], np.float64)
-        for k, v in (("mean", summary["mean"]), ("std", returns.std()), ("min", returns.min()), ("max", returns.max())):
-            self.writer.add_scalar(f"eval/{k}", float(v), env_steps)
+        for k, v in evaluation_scalars(summary).items():
+            self.writer.add_scalar(k, v, env_steps)
         self.writer.flush()
 
     def video(self, path: pathlib.Path, frames: np.ndarray, fps: int, env_steps: int) -> None:

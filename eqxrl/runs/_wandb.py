@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..core import one_line
-from ..loop import AbstractSink, RunInfo, register_sink, scalar_rows
+from ..loop import AbstractSink, RunInfo, evaluation_scalars, register_sink, scalar_rows
 from ._config import tracked_config
 from ._files import PathLike
 
@@ -93,9 +93,7 @@ class WandbSink(AbstractSink):
             self.run.log({**scalars, "env_steps": step})
 
     def evaluation(self, summary: Mapping[str, Any], env_steps: int) -> None:
-        returns = np.asarray(summary["returns"], np.float64)
-        values = {"eval/mean": float(summary["mean"]), "eval/std": float(returns.std()),
-                  "eval/min": float(returns.min()), "eval/max": float(returns.max()), "eval/episodes": returns.size}  # fmt: skip
+        values = {**evaluation_scalars(summary), "eval/episodes": int(np.size(summary["returns"]))}
         self.run.log({**values, "env_steps": int(env_steps)})
         self.run.summary.update(values)
 
