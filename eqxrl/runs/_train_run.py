@@ -274,8 +274,9 @@ def train_run(
     logged = [done]
 
     def on_chunk(checkpoint: Checkpoint) -> bool:
-        sinks.rows_of(checkpoint.metrics, logged[0], checkpoint.iteration)
-        logged[0] = checkpoint.iteration
+        if sinks:  # (reading checkpoint.metrics brings them to the host: only for a sink that wants them)
+            sinks.rows_of(checkpoint.metrics, logged[0], checkpoint.iteration)
+            logged[0] = checkpoint.iteration
         final = checkpoint.iteration == checkpoint.num_iterations
         # A checkpoint at the first chunk boundary past each multiple of `every` iterations
         # (skipped while the previous one is being written), and at every evaluation that
