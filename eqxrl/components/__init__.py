@@ -83,6 +83,13 @@ from .networks import torso_or_auto as torso_or_auto
 from .networks import Encoder as Encoder
 from .networks import IdentityTorso as IdentityTorso
 from .networks import MLPTorso as MLPTorso
+from .networks import SimBaTorso as SimBaTorso
+from .networks import BatchRenorm as BatchRenorm
+from .networks import BatchRenormMLP as BatchRenormMLP
+from .networks import BatchRenormQHead as BatchRenormQHead
+from .networks import BatchRenormStats as BatchRenormStats
+from .networks import ensemble_apply as ensemble_apply
+from .networks import ensemble_stats as ensemble_stats
 from .networks import ModuleTorso as ModuleTorso
 from .networks import MultiInputTorso as MultiInputTorso
 from .networks import as_torso as as_torso

@@ -1,6 +1,12 @@
-"""Networks: torsos (MLP, CNN, integer-grid embeddings, per-entry Dict torsos, a user's module, GRU and LSTM), policy heads, value and Q heads, ensembles."""
+"""Networks: torsos (MLP, SimBa, CNN, integer-grid embeddings, per-entry Dict torsos, a user's module, GRU and LSTM), policy heads, value and Q heads, ensembles, batch renormalisation."""
 
 from ._auto import auto_torso as auto_torso
+from ._batch_renorm import BatchRenorm as BatchRenorm
+from ._batch_renorm import BatchRenormMLP as BatchRenormMLP
+from ._batch_renorm import BatchRenormQHead as BatchRenormQHead
+from ._batch_renorm import BatchRenormStats as BatchRenormStats
+from ._batch_renorm import ensemble_apply as ensemble_apply
+from ._batch_renorm import ensemble_stats as ensemble_stats
 from ._auto import torso_or_auto as torso_or_auto
 from ._distributional import CategoricalQHead as CategoricalQHead
 from ._distributional import check_categorical_support as check_categorical_support
@@ -34,6 +40,7 @@ from ._recurrent import GRUTorso as GRUTorso
 from ._recurrent import LSTMTorso as LSTMTorso
 from ._recurrent import RecurrentEncoder as RecurrentEncoder
 from ._recurrent import is_recurrent as is_recurrent
+from ._simba import SimBaTorso as SimBaTorso
 from ._torsos import AbstractTorso as AbstractTorso
 from ._torsos import CNNTorso as CNNTorso
 from ._torsos import Encoder as Encoder
