@@ -41,6 +41,18 @@ class AbstractActorCriticAgent(AbstractOffPolicyAgent):
         check_loss_terms(owner, "policy_loss_terms", self.policy_loss_terms)
 
 
+def critic_td_loss(
+    qs: Float[Array, "members batch"], target: Float[Array, " batch"], weights: Float[Array, " batch"]
+) -> tuple[Float[Array, ""], Float[Array, " batch"]]:
+    """The critics' TD loss (DDPG, TD3, SAC, MPO, CrossQ): the `weights`-weighted (PER's importance
+    weights) mean over the batch of `0.5 * sum_members (qs - target) ** 2`.
+
+    **Returns:** `(loss, td)`, `td` the members' mean TD error `(batch,)` (PER's new priorities)."""
+    td = qs - target
+    loss = jnp.mean(weights * 0.5 * jnp.sum(jnp.square(td), axis=0))
+    return loss, jnp.mean(td, axis=0)
+
+
 def update_critics(
     critic: PyTree,
     opt_state: OptState,
@@ -52,7 +64,7 @@ def update_critics(
     q_values: Callable[[PyTree, Any], tuple[Array, Array]] | None = None,
 ) -> tuple[PyTree, OptState, Float[Array, ""], Float[Array, " batch"], Metrics]:
     """One step of an ensemble of Q-critics (DDPG, TD3, SAC, MPO) toward `target`:
-    the importance-weighted squared TD error summed over members, plus the extra
+    the importance-weighted squared TD error summed over members (`critic_td_loss`), plus the extra
     critic loss `terms`.
 
     **Arguments:** the `critic` ensemble, its optimizer state and `optimizer`, the
@@ -67,10 +79,9 @@ def update_critics(
 
     def loss_fn(critic):
         outputs, qs = q_values(critic, data) if q_values is not None else (critic(data.obs, data.action),) * 2
-        td = qs - target
-        loss = jnp.mean(batch.weights * 0.5 * jnp.sum(jnp.square(td), axis=0))
+        loss, td = critic_td_loss(qs, target, batch.weights)
         extra, metrics = add_loss_terms(terms, "critic_loss_terms", critic, batch, {"obs": data.obs, "q": outputs})
-        return loss + extra, (loss, jnp.mean(td, axis=0), metrics)
+        return loss + extra, (loss, td, metrics)
 
     (_, (loss, td, metrics)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(critic)
     critic, opt_state = optimizer.update(grads, opt_state, critic, progress)

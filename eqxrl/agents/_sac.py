@@ -224,7 +224,6 @@ class SAC(AbstractActorCriticAgent):
         data = batch.data
         next_key, actor_key = jax.random.split(key)
         alpha = jnp.exp(learner.log_alpha)
-        weights = batch.weights if self.importance_weight_actor else None
         q_values = None
         if self.discrete:
             next_logits = self.policy(learner.actor, data.next_obs).logits
@@ -246,39 +245,15 @@ class SAC(AbstractActorCriticAgent):
             learner.critic, learner.critic_opt, critic_optimizer, batch, target, self.critic_loss_terms, progress, q_values
         )
 
-        def actor_loss_fn(actor):
-            dist = self.policy(actor, data.obs)
-            if self.discrete:
-                loss = discrete_sac_actor_loss(critic(self.layout.split(data.obs)[0]), dist.logits, alpha, weights)
-                outputs = {"obs": data.obs, "dist": dist}
-                entropy_stat = dist.logits  # what the temperature's loss reads
-            else:
-                action, log_prob = dist.sample_and_log_prob(actor_key)
-                loss = sac_actor_loss(critic(data.obs, action), log_prob, alpha, weights)
-                outputs = {"obs": data.obs, "dist": dist, "action": action, "log_prob": log_prob}
-                entropy_stat = log_prob
-            extra, extra_metrics = add_loss_terms(self.policy_loss_terms, "policy_loss_terms", actor, batch, outputs)
-            return loss + extra, (loss, entropy_stat, extra_metrics)
-
-        (_, (actor_loss, entropy_stat, actor_metrics)), grads = eqx.filter_value_and_grad(actor_loss_fn, has_aux=True)(
-            learner.actor
+        actor, actor_opt, log_alpha, alpha_opt, policy_metrics = sac_policy_update(
+            self, learner.actor, learner.actor_opt, learner.log_alpha, learner.alpha_opt, critic, batch, actor_key,
+            progress, actor_optimizer, alpha_optimizer,
         )
-        actor, actor_opt = actor_optimizer.update(grads, learner.actor_opt, learner.actor, progress)
-
-        alpha_loss_fn = discrete_sac_alpha_loss if self.discrete else sac_alpha_loss
-        alpha_loss, alpha_grad = jax.value_and_grad(alpha_loss_fn)(learner.log_alpha, entropy_stat, self.target_entropy, weights)
-        log_alpha, alpha_opt = learner.log_alpha, learner.alpha_opt
-        if self.autotune:
-            log_alpha, alpha_opt = alpha_optimizer.update(alpha_grad, alpha_opt, log_alpha, progress)
 
         target_critic = polyak(critic, learner.target_critic, self.tau)
         if self.target_update_interval > 1:
             sync = (updates + 1) % self.target_update_interval == 0
             target_critic = tree_select(sync, target_critic, learner.target_critic)
-        if self.discrete:
-            entropy = jnp.mean(Categorical(entropy_stat).entropy())
-        else:
-            entropy = -jnp.mean(entropy_stat)
         new = SACLearner(
             actor=actor,
             critic=critic,
@@ -290,12 +265,69 @@ class SAC(AbstractActorCriticAgent):
         )
         metrics = {
             "critic_loss": critic_loss,
-            "actor_loss": actor_loss,
             "alpha": alpha,
-            "alpha_loss": alpha_loss,
-            "entropy": entropy,
             "q_mean": jnp.mean(target),
             **critic_metrics,
-            **actor_metrics,
+            **policy_metrics,
         }
         return new, td, metrics
+
+
+def sac_policy_update(
+    agent: Any,
+    actor: Any,
+    actor_opt: OptState,
+    log_alpha: Float[Array, ""],
+    alpha_opt: OptState,
+    q_fn: Any,
+    batch: Sample,
+    key: Key,
+    progress: Float[Array, ""],
+    actor_optimizer: AbstractOptimizer,
+    alpha_optimizer: AbstractOptimizer,
+) -> tuple[Any, OptState, Float[Array, ""], OptState, Metrics]:
+    """SAC's actor and temperature step (SAC, discrete SAC, CrossQ): the actor's loss
+    (`sac_actor_loss`, or `discrete_sac_actor_loss` where `agent.discrete`) plus `agent`'s
+    `policy_loss_terms`, one `actor_optimizer` step, then (with `agent.autotune`) one
+    `alpha_optimizer` step of the temperature's loss toward `agent.target_entropy`.
+
+    **Arguments:** `agent` (a `SAC`, or an agent with its `policy`, `layout`, `discrete`,
+    `importance_weight_actor`, `policy_loss_terms`, `autotune` and `target_entropy`), the actor, its
+    optimizer state, `log_alpha` and its optimizer state, `q_fn` (the critics' Q-values with a
+    leading member axis: `q_fn(obs, action)`, discrete `q_fn(features)` for every action), the
+    `batch`, the key of the policy's sample, `progress` and the two optimizers.
+
+    **Returns:** `(actor, actor_opt, log_alpha, alpha_opt, metrics)`, metrics `actor_loss`,
+    `alpha_loss`, `entropy` and the policy terms'.
+    """
+    data = batch.data
+    alpha = jnp.exp(log_alpha)
+    weights = batch.weights if agent.importance_weight_actor else None
+
+    def actor_loss_fn(actor):
+        dist = agent.policy(actor, data.obs)
+        if agent.discrete:
+            loss = discrete_sac_actor_loss(q_fn(agent.layout.split(data.obs)[0]), dist.logits, alpha, weights)
+            outputs = {"obs": data.obs, "dist": dist}
+            entropy_stat = dist.logits  # what the temperature's loss reads
+        else:
+            action, log_prob = dist.sample_and_log_prob(key)
+            loss = sac_actor_loss(q_fn(data.obs, action), log_prob, alpha, weights)
+            outputs = {"obs": data.obs, "dist": dist, "action": action, "log_prob": log_prob}
+            entropy_stat = log_prob
+        extra, extra_metrics = add_loss_terms(agent.policy_loss_terms, "policy_loss_terms", actor, batch, outputs)
+        return loss + extra, (loss, entropy_stat, extra_metrics)
+
+    (_, (actor_loss, entropy_stat, actor_metrics)), grads = eqx.filter_value_and_grad(actor_loss_fn, has_aux=True)(actor)
+    actor, actor_opt = actor_optimizer.update(grads, actor_opt, actor, progress)
+
+    alpha_loss_fn = discrete_sac_alpha_loss if agent.discrete else sac_alpha_loss
+    alpha_loss, alpha_grad = jax.value_and_grad(alpha_loss_fn)(log_alpha, entropy_stat, agent.target_entropy, weights)
+    if agent.autotune:
+        log_alpha, alpha_opt = alpha_optimizer.update(alpha_grad, alpha_opt, log_alpha, progress)
+    if agent.discrete:
+        entropy = jnp.mean(Categorical(entropy_stat).entropy())
+    else:
+        entropy = -jnp.mean(entropy_stat)
+    metrics = {"actor_loss": actor_loss, "alpha_loss": alpha_loss, "entropy": entropy, **actor_metrics}
+    return actor, actor_opt, log_alpha, alpha_opt, metrics

@@ -35,14 +35,14 @@ class AbstractOptimizer(eqx.Module):
         return None
 
 
-def _make_tx(learning_rate, max_grad_norm, *, clip: str, eps: float) -> optax.GradientTransformation:
+def _make_tx(learning_rate, max_grad_norm, *, clip: str, eps: float, b1: float = 0.9) -> optax.GradientTransformation:
     if clip == "global_norm":
         clipper = optax.clip_by_global_norm(max_grad_norm)
     elif clip == "value":
         clipper = optax.clip(max_grad_norm)
     else:
         clipper = optax.identity()
-    return optax.chain(clipper, optax.adam(learning_rate, eps=eps))
+    return optax.chain(clipper, optax.adam(learning_rate, b1=b1, eps=eps))
 
 
 class Optimizer(AbstractOptimizer):
@@ -61,8 +61,11 @@ class Optimizer(AbstractOptimizer):
     clip: Literal["global_norm", "value", "none"] = eqx.field(static=True, default="global_norm")
     anneal: bool = eqx.field(static=True, default=False)
     eps: float = eqx.field(static=True, default=1e-5)
+    b1: float = eqx.field(static=True, default=0.9)
 
     def __check_init__(self):
+        if isinstance(self.b1, bool) or not isinstance(self.b1, (int, float)) or not 0 <= self.b1 < 1:
+            raise ValueError(f"Optimizer(b1) must be a number in [0, 1), got {self.b1!r}")
         if self.clip not in ("global_norm", "value", "none"):
             raise ValueError(f"Optimizer(clip) must be 'global_norm', 'value' or 'none', got {self.clip!r}")
         if not isinstance(self.learning_rate, AbstractSchedule):
@@ -72,7 +75,7 @@ class Optimizer(AbstractOptimizer):
 
     def _tx(self, learning_rate: Any) -> optax.GradientTransformation:
         make = lambda learning_rate, max_grad_norm: _make_tx(  # noqa: E731
-            learning_rate, max_grad_norm, clip=self.clip, eps=self.eps
+            learning_rate, max_grad_norm, clip=self.clip, eps=self.eps, b1=self.b1
         )
         return optax.inject_hyperparams(make)(learning_rate=learning_rate, max_grad_norm=self.max_grad_norm)
 
