@@ -1,7 +1,7 @@
 """The agents every export test covers (tests/test_export.py, tests/test_noise_sampling.py): one small
 configuration of each kind, discrete and continuous, recurrent, with normalised observations."""
 
-from eqxrl.agents import DADS, DDPG, DQN, IPPO, MAPPO, MPO, PPO, PQN, SAC, TD3
+from eqxrl.agents import DADS, DDPG, DQN, IPPO, MAPPO, MPO, PPO, PQN, SAC, TD3, CrossQ
 
 ON = dict(num_envs=2, rollout_length=4, num_minibatches=2, num_epochs=1, hidden_sizes=(8,))
 OFF = dict(num_envs=2, learning_starts=2, batch_size=4, buffer_size=32, hidden_sizes=(8,))
@@ -16,6 +16,7 @@ CASES = {
     "sac": lambda: SAC("Pendulum-v1", **OFF, normalize_observations=True),
     "sac_discrete": lambda: SAC("CartPole-v1", **OFF),
     "td3": lambda: TD3("Pendulum-v1", **OFF),
+    "crossq": lambda: CrossQ("Pendulum-v1", **OFF, critic_hidden_sizes=(8,), normalize_observations=True),
     "ddpg": lambda: DDPG("Pendulum-v1", **OFF),
     "mpo": lambda: MPO("Pendulum-v1", **OFF, num_action_samples=4),
     "mpo_discrete": lambda: MPO("CartPole-v1", **OFF, num_action_samples=4),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from eqxrl.agents import DADS, DDPG, DQN, MPO, PPO, PQN, SAC, TD3, Clock
+from eqxrl.agents import DADS, DDPG, DQN, MPO, PPO, PQN, SAC, TD3, Clock, CrossQ
 from eqxrl.envs import ACTION_MASK, AbstractEnv, Box, Dict, Discrete, MultiBinary, MultiDiscrete, TimeStep
 from eqxrl.testing import strategies as st
 from typecheck import no_runtime_typecheck
@@ -34,6 +34,7 @@ AGENTS = {
     DDPG: SMALL_OFF,
     MPO: dict(SMALL_OFF, num_action_samples=4),
     DADS: dict(SMALL_OFF, num_skills=2, descriptor="observation"),
+    CrossQ: dict(SMALL_OFF, critic_hidden_sizes=(8,)),
 }
 
 
@@ -122,8 +123,8 @@ def _legal(env: SpaceEnv, obs, actions) -> bool:
 
 
 def _pair(agent: type, action: str):
-    """CI runs every agent's refusals and PPO's, DQN's, PQN's and SAC's runs; TD3's, DDPG's, MPO's
-    and DADS's runs on the action spaces they take are in the exhaustive tier (tests/tiers.py)."""
+    """CI runs every agent's refusals and PPO's, DQN's, PQN's and SAC's runs; TD3's, DDPG's, MPO's,
+    DADS's and CrossQ's runs on the action spaces they take are in the exhaustive tier (tests/tiers.py)."""
     runs_here = agent in (PPO, DQN, PQN, SAC) or not takes(agent, action, False)
     marks = () if runs_here else pytest.mark.exhaustive
     return pytest.param(agent, action, marks=marks, id=f"{agent.__name__}-{action}")

@@ -236,7 +236,7 @@ def _documented_default(text: str):
     return ast.literal_eval(text)
 
 
-@pytest.mark.parametrize("name", ["PPO", "DQN", "PQN", "DDPG", "TD3", "SAC", "MPO", "DADS", "IPPO", "MAPPO"])
+@pytest.mark.parametrize("name", ["PPO", "DQN", "PQN", "DDPG", "TD3", "SAC", "CrossQ", "MPO", "DADS", "IPPO", "MAPPO"])
 def test_agent_field_tables_match_the_code(name):
     """Each agent page lists every field of the dataclass, in order, with its default."""
     import eqxrl.agents

@@ -212,6 +212,21 @@ def test_optimizer_rejects_unknown_clip_mode():
             Optimizer(1e-3, clip="norm")
 
 
+def test_optimizer_b1_is_adams_and_checked():
+    # b1 reaches optax's Adam: after one step from zero moments, m = (1 - b1) * g.
+    params = {"w": jnp.ones(3)}
+    grads = {"w": jnp.full(3, 2.0)}
+    for b1 in (0.9, 0.5):
+        opt = Optimizer(1e-3, b1=b1)
+        _, state = opt.update(grads, opt.init(params), params)
+        mu = jax.tree.leaves(state.inner_state[1][0].mu)[0]
+        np.testing.assert_allclose(mu, (1 - b1) * 2.0, rtol=1e-6)
+    with no_runtime_typecheck():
+        for bad in (1.0, -0.1, True):
+            with pytest.raises(ValueError, match=rf"Optimizer\(b1\) must be a number in \[0, 1\), got {bad!r}"):
+                Optimizer(1e-3, b1=bad)
+
+
 def test_adam_moments_are_one_flat_vector():
     # Float leaves of one dtype: Adam's moments are one vector over every float leaf
     # (a few fused kernels per step, not a few per weight matrix), with the same numbers

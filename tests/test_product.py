@@ -30,12 +30,13 @@ from tiers import ci_subset
 TINY_PPO = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
 TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(8,))
 NAMES = list(runs.AGENTS)
+TINY_EXTRA = {"crossq": dict(critic_hidden_sizes=(8,))}  # (its critics' widths are not hidden_sizes)
 
 
 def tiny(name: str, env=None, **kw):
     cls = runs.AGENTS[name]
     base = TINY_PPO if issubclass(cls, (PPO, PQN, MAPPO)) else TINY_OFF  # (the on-policy agents' sizes)
-    return cls(env if env is not None else cls.default_env, **{**base, **kw})
+    return cls(env if env is not None else cls.default_env, **{**base, **TINY_EXTRA.get(name, {}), **kw})
 
 
 def _leaves(tree) -> list[np.ndarray]:

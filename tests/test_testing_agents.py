@@ -20,7 +20,7 @@ TINY_PPO = dict(num_envs=2, rollout_length=8, num_epochs=1, num_minibatches=1, h
 TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(8,))
 # The networks an agent has beside its policy and critics, small too: DADS's skill dynamics
 # (256 x 256 by default) took 1.4 s of check_agent's 14 s to initialise and run.
-TINY_EXTRA = {"dads": dict(dynamics_hidden_sizes=(8,))}
+TINY_EXTRA = {"dads": dict(dynamics_hidden_sizes=(8,)), "crossq": dict(critic_hidden_sizes=(8,))}
 
 
 def tiny(name: str) -> AbstractAgent:

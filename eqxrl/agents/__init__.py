@@ -23,6 +23,9 @@ from ._actor_critic import AbstractActorCriticAgent as AbstractActorCriticAgent
 from ._off_policy import AbstractOffPolicyAgent as AbstractOffPolicyAgent
 from ._off_policy import OffPolicyState as OffPolicyState
 from ._sac import SAC as SAC
+from ._sac import sac_policy_update as sac_policy_update
+from ._crossq import CrossQ as CrossQ
+from ._crossq import CrossQLearner as CrossQLearner
 from ._sac import SACLearner as SACLearner
 from ._td3 import TD3 as TD3
 from ._mpo import MPO as MPO

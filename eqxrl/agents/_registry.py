@@ -6,6 +6,7 @@ from typing import Any
 from ..core import import_class
 
 from ._base import AbstractAgent
+from ._crossq import CrossQ
 from ._dads import DADS
 from ._ddpg import DDPG
 from ._dqn import DQN
@@ -20,7 +21,7 @@ from ._td3 import TD3
 
 AGENTS: dict[str, type[AbstractAgent]] = {
     "ppo": PPO, "dqn": DQN, "pqn": PQN, "ddpg": DDPG, "td3": TD3, "sac": SAC, "mpo": MPO, "dads": DADS, "ippo": IPPO,
-    "mappo": MAPPO,
+    "mappo": MAPPO, "crossq": CrossQ,
 }
 """The agents known by name (`"ppo"` → `PPO`); `register_agent` adds one."""
 
