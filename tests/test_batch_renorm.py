@@ -163,3 +163,15 @@ def test_bad_inputs_are_named():
         head = BatchRenormQHead(3, 2, (4,), key=jax.random.key(0))
         with pytest.raises(ValueError, match=r"BatchRenormQHead: action must have shape \(5, 2\)"):
             head(jnp.zeros((5, 3)), jnp.zeros((4, 2)), head.init_stats(), train=True)
+
+
+def test_the_docs_example_runs():
+    """docs/components/networks.md's batch renormalisation example."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).parents[1] / "docs" / "components" / "networks.md").read_text()
+    (block,) = [b for b in re.findall(r"^```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE) if "BatchRenorm(" in b]
+    ns = {"__name__": "docs_components_networks"}
+    exec(compile(block, "docs/components/networks.md [Batch renormalisation]", "exec"), ns)
+    assert int(ns["stats"].steps) == 1 and ns["y_eval"].shape == (64, 3)
