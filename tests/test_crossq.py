@@ -22,6 +22,7 @@ def _learner(agent, key):
     return eqx.filter_jit(agent.init_learner)(key)
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_an_update_is_sac_through_one_joint_train_mode_critic_call(getkey):
     agent = CrossQ("Pendulum-v1", **SMALL, policy_delay=1)
     learner, batch, key = _learner(agent, getkey()), update_batch(agent, getkey()), getkey()
@@ -87,6 +88,7 @@ def test_the_statistics_are_state_beside_the_parameters_not_optimised(getkey):
     assert n_params + n_stats not in sizes
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_the_actor_and_temperature_wait_for_the_policy_delay(getkey):
     agent = CrossQ("Pendulum-v1", **SMALL)  # policy_delay=3: updates 2, 5, ...
     learner, batch, key = _learner(agent, getkey()), update_batch(agent, getkey()), getkey()
@@ -139,19 +141,25 @@ def test_crossq_on_the_command_line(tmp_path):
     import json
 
     config = json.loads((run / "config.json").read_text())
-    assert config["agent"] == "CrossQ" and config["critic_hidden_sizes"] == [16, 16] and config["renorm_warmup_steps"] == 8
+    fields = config["agent_config"]
+    assert config["agent"] == "crossq" and fields["critic_hidden_sizes"] == [16, 16] and fields["renorm_warmup_steps"] == 8
 
 
-@pytest.mark.slow
+@pytest.mark.learning
 def test_crossq_learns_pendulum():
-    # Small networks and 4,000 env steps, 3 seeds in one program. Seen (this 2-core Xeon): trained
-    # -183, -154, -201 (4 seeds: -183, -154, -201, SEED4); untrained -1283, -950, -1484. The bound
-    # -400 sits ~200 under the worst trained seed and ~550 over the best untrained one.
-    # 4,000 steps fill no more than the 5,000-transition buffer, so its size changes nothing but the
-    # cost of carrying it (33 CPU-s with it, 42 with the default 100,000).
-    agent = CrossQ("Pendulum-v1", critic_hidden_sizes=(64, 64), hidden_sizes=(32, 32), batch_size=128, buffer_size=5_000)
+    # Small networks, 4,000 env steps, the actor updated with every critic update, 3 seeds in one
+    # program. Seen on this 2-core Xeon, 4 seeds: -225, -121, -252, -178 (compiled as users do, as
+    # this test is); -167, -201, -258, -188 with the suite's unoptimised compile (other rounding).
+    # Untrained -1283, -950, -1484. The bound -500 sits ~240 under the worst trained seed and ~450
+    # over the best untrained one. With the default policy_delay=3 the same budget gave -183, -154,
+    # -201, -236, but -1407, -402, -210 under the other rounding: one seed still learning at 4,000
+    # steps, too near a bound. 4,000 steps fill no more than the 5,000-transition buffer, so its
+    # size changes nothing but the cost of carrying it (33 CPU-s with it, 42 with the default).
+    # About 25 CPU-s.
+    agent = CrossQ("Pendulum-v1", critic_hidden_sizes=(64, 64), hidden_sizes=(32, 32), batch_size=128,
+                   buffer_size=5_000, policy_delay=1)  # fmt: skip
     states, _ = train_seeds(agent, 4_000)
-    assert most_above(per_seed_returns(agent, states), -400.0)
+    assert most_above(per_seed_returns(agent, states), -500.0)
     assert np.all(untrained_returns(agent) < -900.0)
 
 

@@ -26,7 +26,7 @@ from ._off_policy import AbstractOffPolicyAgent
 
 
 class AbstractActorCriticAgent(AbstractOffPolicyAgent):
-    """Off-policy agents with a policy network besides their critics (DDPG, TD3, SAC, MPO, DADS):
+    """Off-policy agents with a policy network besides their critics (DDPG, TD3, SAC, CrossQ, MPO, DADS):
     `actor_torso` (None: the MLP of `hidden_sizes` and `activation`), `actor_optimizer`
     (None: Adam with the agent's actor learning rate) and `policy_loss_terms`."""
 
