@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eqxrl
-from eqxrl.agents import DADS, DDPG, DQN, PPO, SAC, TD3
+from eqxrl.agents import DADS, DDPG, DQN, PPO, SAC, TD3, CrossQ
 from eqxrl.pbt import (
     PBT,
     Choice,
@@ -265,6 +265,7 @@ AGENTS = {
     "dqn": (lambda: DQN("CartPole-v1", **TINY_OFF), {"learning_rate": LogUniform(1e-4, 1e-2), "tau": Uniform(0.01, 0.5)}),
     "td3": (lambda: TD3("Pendulum-v1", **TINY_OFF), {"actor_learning_rate": LogUniform(1e-4, 1e-2)}),
     "sac": (lambda: SAC("Pendulum-v1", **TINY_OFF), {"critic_learning_rate": LogUniform(1e-4, 1e-2)}),
+    "crossq": (lambda: CrossQ("Pendulum-v1", **TINY_OFF, critic_hidden_sizes=(8,)), {"critic_learning_rate": LogUniform(1e-4, 1e-2)}),
     "ddpg": (lambda: DDPG("Pendulum-v1", **TINY_OFF), {"exploration_noise": Uniform(0.05, 0.5)}),
     "dads": (lambda: DADS("Point2D-v0", num_skills=2, **TINY_OFF), {"dynamics_learning_rate": LogUniform(1e-4, 1e-2)}),
 }
