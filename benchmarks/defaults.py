@@ -14,7 +14,7 @@ Tasks (`--tasks`, default all):
 - ``dqn``: DQN on CartPole-v1, >= 475, 3 of 4; ``dqn_1m``: the same at 1e6 steps (no late collapse).
 - ``pqn``: PQN on CartPole-v1, >= 475, 3 of 4.
 - ``sac_discrete``: SAC on CartPole-v1 (its Discrete defaults), >= 475, 3 of 4.
-- ``sac``, ``td3``, ``ddpg``: on Pendulum-v1, >= -250 on every seed; ``mpo`` likewise (its budget 1e5).
+- ``sac``, ``td3``, ``ddpg``, ``crossq``: on Pendulum-v1, >= -250 on every seed; ``mpo`` likewise (its budget 1e5).
 - ``dads``: DADS on Point2D-v0: the mean distance between the skills' final positions >= 10 on
   every seed (an untrained policy's skills end about 0.1 apart).
 - ``ippo``: IPPO on MPE simple_spread: the greedy team return above the untrained (random
@@ -56,13 +56,13 @@ class Task:
 
 
 def _agents():
-    from eqxrl.agents import DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3
+    from eqxrl.agents import DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3, CrossQ
 
-    return DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3
+    return DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3, CrossQ
 
 
 def tasks() -> dict[str, Task]:
-    DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3 = _agents()
+    DADS, DDPG, DQN, IPPO, MPO, PPO, PQN, SAC, TD3, CrossQ = _agents()
     out = {
         "ppo": Task(lambda: PPO("CartPole-v1"), 'PPO("CartPole-v1")', 475.0, 3),
         "pqn": Task(lambda: PQN("CartPole-v1"), 'PQN("CartPole-v1")', 475.0, 3),
@@ -72,6 +72,7 @@ def tasks() -> dict[str, Task]:
         "sac": Task(lambda: SAC("Pendulum-v1"), 'SAC("Pendulum-v1")', -250.0, 4, eval_episodes=16),
         "td3": Task(lambda: TD3("Pendulum-v1"), 'TD3("Pendulum-v1")', -250.0, 4, eval_episodes=16),
         "ddpg": Task(lambda: DDPG("Pendulum-v1"), 'DDPG("Pendulum-v1")', -250.0, 4, eval_episodes=16),
+        "crossq": Task(lambda: CrossQ("Pendulum-v1"), 'CrossQ("Pendulum-v1")', -250.0, 4, eval_episodes=16),
         "mpo": Task(lambda: MPO("Pendulum-v1"), 'MPO("Pendulum-v1")', -250.0, 4, eval_episodes=16),
         "dads": Task(lambda: DADS("Point2D-v0"), 'DADS("Point2D-v0")', 10.0, 4, score="skill spread"),
         "ippo": Task(
