@@ -117,7 +117,7 @@ def test_bad_crossq_config_is_named():
             ("Pendulum-v1", dict(critic_hidden_sizes=()), r"CrossQ\(critic_hidden_sizes\) must be a non-empty tuple of positive ints, got \(\)"),
             ("Pendulum-v1", dict(policy_delay=0), r"CrossQ\(policy_delay\) must be a positive int, got 0"),
             ("Pendulum-v1", dict(num_critics=0), r"CrossQ\(num_critics\) must be a positive int, got 0"),
-            ("Pendulum-v1", dict(renorm_momentum=1.0), r"CrossQ\(renorm_momentum\) must be a number in \[0, 1\), got 1.0"),
+            ("Pendulum-v1", dict(batch_norm_momentum=1.0), r"CrossQ\(batch_norm_momentum\) must be a number in \[0, 1\), got 1.0"),
             ("Pendulum-v1", dict(renorm_r_max=0.5), r"CrossQ\(renorm_r_max\) must be a number >= 1, got 0.5"),
             ("Pendulum-v1", dict(renorm_warmup_steps=-1), r"CrossQ\(renorm_warmup_steps\) must be an int >= 0, got -1"),
             ("Pendulum-v1", dict(adam_b1=1.0), r"CrossQ\(adam_b1\) must be a number in \[0, 1\), got 1.0"),

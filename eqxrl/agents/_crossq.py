@@ -75,7 +75,7 @@ class CrossQ(AbstractActorCriticAgent):
     learning_starts: int = eqx.field(static=True, default=100)
     critic_hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(1024, 1024), converter=tuple)
     policy_delay: int = eqx.field(static=True, default=3)
-    renorm_momentum: float = eqx.field(static=True, default=0.99)
+    batch_norm_momentum: float = eqx.field(static=True, default=0.99)
     renorm_eps: float = eqx.field(static=True, default=1e-3)
     renorm_r_max: float = eqx.field(static=True, default=3.0)
     renorm_d_max: float = eqx.field(static=True, default=5.0)
@@ -116,17 +116,18 @@ class CrossQ(AbstractActorCriticAgent):
         check_hyperparameter("CrossQ", "init_alpha", self.init_alpha, lambda v: v > 0, "> 0")
 
     def renorm(self) -> dict[str, Any]:
-        """**Returns:** the critics' `BatchRenorm` keyword arguments from the `renorm_*` fields
+        """**Returns:** the critics' `BatchRenorm` keyword arguments from `batch_norm_momentum` and the `renorm_*` fields
         (a ValueError naming the field for a bad one)."""
         kw = dict(
-            momentum=self.renorm_momentum, eps=self.renorm_eps, r_max=self.renorm_r_max, d_max=self.renorm_d_max,
+            momentum=self.batch_norm_momentum, eps=self.renorm_eps, r_max=self.renorm_r_max, d_max=self.renorm_d_max,
             warmup_steps=self.renorm_warmup_steps, relax_steps=self.renorm_relax_steps,
         )
         for name, value in kw.items():
             try:
                 BatchRenorm(1, **{name: value})
             except ValueError as e:
-                raise ValueError(str(e).replace(f"BatchRenorm({name})", f"CrossQ(renorm_{name})")) from None
+                field = "batch_norm_momentum" if name == "momentum" else f"renorm_{name}"  # (sbx's name)
+                raise ValueError(str(e).replace(f"BatchRenorm({name})", f"CrossQ({field})")) from None
         return kw
 
     def hyperparameters(self) -> dict[str, Array]:
