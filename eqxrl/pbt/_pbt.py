@@ -27,11 +27,11 @@ from ..agents import AbstractAgent, Stacked, hyperparameter_hint
 from ..core import Key, check_positive_int, is_positive_int, resolve_path
 from ..loop import EpisodeDescriptor, Progress, RunInfo, SinkGroup, as_keys, episode_descriptor, make_sinks
 from ..runs import holds_run_lock
-from ._exploit import Exploit, Truncation
+from ._exploit import AbstractExploit, Truncation
 from ._generation import EvaluationReturn, Novelty, run_generation, run_init_population
 from ._population import History, Population, gather, history_from_records
 from ._rundir import RunDirectory, generation_rows, pbt_config
-from ._spaces import Domain
+from ._spaces import AbstractDomain
 
 __all__ = ["AXIS", "PBT", "Fitness"]
 
@@ -158,7 +158,7 @@ class PBT(eqx.Module):
                     f"{type(self.agent).__name__}; tunable names: {sorted(tunable)}"
                     f"{hyperparameter_hint(self.agent, name)}"
                 ) from None
-            if not isinstance(domain, Domain):
+            if not isinstance(domain, AbstractDomain):
                 raise ValueError(
                     f"PBT(space[{name!r}]) must be a domain (LogUniform, Uniform, Choice, IntUniform, "
                     f"IntLogUniform), got {type(domain).__name__}"
@@ -170,7 +170,7 @@ class PBT(eqx.Module):
         if self.exploit is None:
             quarter = max(1, self.population_size // 4)
             self.exploit = Truncation(quarter, quarter)
-        if not isinstance(self.exploit, Exploit):
+        if not isinstance(self.exploit, AbstractExploit):
             raise ValueError(f"PBT(exploit) must be Truncation(...) or Tournament(...), got {self.exploit!r}")
         self.exploit.check(self.population_size)
         p = self.resample_probability
