@@ -78,7 +78,13 @@ from ._metrics import load_metrics as load_metrics
 from ._metrics import save_evaluation as save_evaluation
 from ._metrics import save_metrics as save_metrics
 from ._metrics import summarize_returns as summarize_returns
+from ._plots import figure as figure
 from ._plots import plot_learning_curve as plot_learning_curve
+from ._plots import plot_skill_trajectories as plot_skill_trajectories
+from ._plots import png_bytes as png_bytes
+from ._reports import REPORT_PLOTS as REPORT_PLOTS
+from ._reports import register_report_plot as register_report_plot
+from ._reports import write_reports as write_reports
 from ._policy import Policy as Policy
 from ._policy import diverged_checkpoint as diverged_checkpoint
 from ._policy import load_policy as load_policy

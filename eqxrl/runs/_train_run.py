@@ -25,6 +25,7 @@ from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOAR
 from ._lock import RunDirectoryError, holds_run_lock
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
+from ._reports import write_reports
 from ._state import STATE_RECORD, save_state, template_state
 from ._video import RECORD_AUTO, RECORD_BUDGET, VIDEOS, VideoRecorder, check_recordable, default_record_every
 
@@ -337,7 +338,8 @@ def train_run(
         summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
         sinks.evaluation(summary, int(np.atleast_2d(metrics["env_steps"])[0, -1]))
         if not batch.stacked:
-            summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
+            title = f"{type(agent).__name__} on {config['env']}:"
+            summary["report_files"] = write_reports(run_dir, agent.report(state, eval_key(seed)), title=title)
         if recorder is not None:  # (the final video was drawn while the policy was evaluated)
             _close_recorder(recorder, config)
             write_json(run_dir / CONFIG, config)

@@ -15,7 +15,8 @@ from learning import most_above, train_seeds
 from hypothesis import given, settings
 
 import eqxrl
-from eqxrl.agents import DADS, SAC, DADSLearner, SkillReport, plot_skill_trajectories
+from eqxrl.agents import DADS, SAC, DADSLearner, SkillReport
+from eqxrl.runs import plot_skill_trajectories
 from eqxrl.components import Sample, SkillDynamics, Transition, dads_intrinsic_reward
 from eqxrl.envs import (
     AbstractWrapper,

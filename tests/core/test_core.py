@@ -64,12 +64,6 @@ def test_one_line_and_nanmean():
     assert np.isnan(core.nanmean([np.nan]))
 
 
-def test_figure_renders_png():
-    fig = core.figure((2.0, 2.0))
-    fig.add_subplot().plot([0, 1], [1, 0])
-    assert core.png_bytes(fig).startswith(b"\x89PNG")
-
-
 def test_hyperparameter_is_a_float32_array():
     import equinox as eqx
 
