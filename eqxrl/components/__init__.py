@@ -41,6 +41,7 @@ from ._schedules import AbstractSchedule as AbstractSchedule
 from ._schedules import ConstantSchedule as ConstantSchedule
 from ._schedules import CosineSchedule as CosineSchedule
 from ._schedules import ExponentialSchedule as ExponentialSchedule
+from ._schedules import GeometricDecaySchedule as GeometricDecaySchedule
 from ._schedules import LinearSchedule as LinearSchedule
 from ._schedules import OptaxSchedule as OptaxSchedule
 from ._schedules import WarmupCosineSchedule as WarmupCosineSchedule
