@@ -113,6 +113,7 @@ from ._mpo import mpo_categorical_loss as mpo_categorical_loss
 from ._mpo import mpo_e_step as mpo_e_step
 from ._mpo import mpo_gaussian_loss as mpo_gaussian_loss
 from ._mpo import mpo_kl_penalty as mpo_kl_penalty
+from ._mpo import mpo_scaled_multiplier_update as mpo_scaled_multiplier_update
 from ._mpo import mpo_weighted_log_likelihood as mpo_weighted_log_likelihood
 from ._mpo import normal_kl as normal_kl
 from ._mpo import softplus_inverse as softplus_inverse
