@@ -289,6 +289,7 @@ def test_parse_fitness():
         (["--fitness", "novelty"], r"PBT\(fitness=Novelty\(...\)\) needs PBT\(descriptor=...\)"),
         (["--eval-descriptor", "z"], r"argument --eval-descriptor: invalid choice: 'z'"),
         (["--eval-descriptor", "xy"], r"PBT\(descriptor='xy'\) needs a brax env"),
+        (["--eval-descriptor", "feet_contact"], r"PBT\(descriptor='feet_contact'\) needs a brax locomotion env"),
     ],
 )
 def test_pbt_cli_qd_bad_arguments(argv, message, capsys):
