@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ..core import EnvState, Key, is_positive_int
+from ..core import EnvState, Key, foreign_promotion, is_positive_int
 from ._base import AbstractEnv, AbstractWrapper, TimeStep
 from ._layout import ObservationLayout
 from ._spaces import Box
@@ -46,6 +46,73 @@ def brax_xy(state: EnvState, obs: Array) -> Float[Array, "2"]:
     pos = jnp.asarray(pipeline.x.pos, jnp.float32)
     pos = pos[0] if pos.ndim == 2 else pos
     return pos[:2]
+
+
+FEET_LINKS = {
+    "ant": None,  # its four lower legs: the links no other link hangs from (brax leaves them unnamed)
+    "halfcheetah": ("bfoot", "ffoot"),
+    "hopper": ("foot",),
+    "walker2d": ("foot", "foot_left"),
+    "humanoid": ("right_shin", "left_shin"),
+}
+"""The feet of the brax locomotion envs `BraxFeetContact` knows, by link name (as QDax's)."""
+
+
+class BraxFeetContact:
+    """Which feet of a brax locomotion env touch the ground in one state: a float32 vector,
+    one entry per foot (`FEET_LINKS`, in link order), 1 where a contact between that foot's
+    link and the ground (the world, link -1) has distance <= 0, as QDax's feet-contact
+    descriptor reads brax's contacts. The contacts are the state's own when the env was
+    built with `debug=True`, else computed from its link positions (`brax.contact.get`).
+
+    Hashable by the env's name and the feet (a static part of a compiled evaluation)."""
+
+    __slots__ = ("handle", "feet")
+
+    def __init__(self, env: AbstractEnv, owner: str = "BraxFeetContact"):
+        """**Arguments:** a brax locomotion `env` (may be wrapped), and `owner` for error messages."""
+        from ._brax import BraxEnv
+
+        inner = env.unwrapped if isinstance(env, AbstractEnv) else None
+        if not isinstance(inner, BraxEnv) or inner.env_name not in FEET_LINKS:
+            name = env.name if isinstance(env, AbstractEnv) else repr(env)
+            raise ValueError(
+                f"{owner}(descriptor='feet_contact') needs a brax locomotion env "
+                f"({', '.join('brax/' + n for n in FEET_LINKS)}), got env {name!r}"
+            )
+        sys, feet = inner.brax_env.sys, FEET_LINKS[inner.env_name]
+        if feet is None:
+            parents = {int(p) for p in sys.link_parents}
+            self.feet = tuple(i for i in range(len(sys.link_names)) if i not in parents)
+        else:
+            self.feet = tuple(list(sys.link_names).index(foot) for foot in feet)
+        self.handle = inner.handle
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BraxFeetContact) and (self.handle, self.feet) == (other.handle, other.feet)
+
+    def __hash__(self) -> int:
+        return hash((self.handle, self.feet))
+
+    def __repr__(self) -> str:
+        return f"BraxFeetContact({self.handle.key[1]!r}, feet={self.feet})"
+
+    def __call__(self, state: EnvState, obs: Any = None) -> Float[Array, " feet"]:
+        """**Arguments:** the innermost env `state` (a brax `State`); `obs` is unused.
+
+        **Returns:** `(n_feet,)` float32 in {0, 1}."""
+        from brax import contact as brax_contact
+
+        del obs
+        pipeline = state.pipeline_state
+        with foreign_promotion():
+            contact = pipeline.contact if pipeline.contact is not None else brax_contact.get(self.handle.obj.sys, pipeline.x)
+        if contact is None:  # a system without contacts
+            return jnp.zeros((len(self.feet),), jnp.float32)
+        ground, foot = jnp.asarray(contact.link_idx[0]), jnp.asarray(contact.link_idx[1])
+        touching = (jnp.asarray(contact.dist) <= 0) & (ground == -1)
+        feet = jnp.asarray(self.feet, foot.dtype)
+        return jnp.any((foot[None, :] == feet[:, None]) & touching[None, :], axis=-1).astype(jnp.float32)
 
 
 def _flat(obs: Array) -> Float[Array, " n"]:

@@ -25,7 +25,7 @@ from jaxtyping import Array, Float, PyTree
 
 from ..agents import AbstractAgent, Stacked, hyperparameter_hint
 from ..core import Key, check_positive_int, is_positive_int, resolve_path
-from ..loop import EpisodeDescriptor, Progress, RunInfo, SinkGroup, as_keys, episode_descriptor, make_sinks
+from ..loop import EpisodeDescriptor, Progress, TrajectoryDescriptor, RunInfo, SinkGroup, as_keys, episode_descriptor, make_sinks
 from ..runs import holds_run_lock
 from ._exploit import AbstractExploit, Truncation
 from ._generation import EvaluationReturn, Novelty, run_generation, run_init_population
@@ -93,7 +93,8 @@ class PBT(eqx.Module):
     - `descriptor`: also record each member's descriptor (the mean final state
       descriptor of its evaluation episodes) in the history: `"auto"` (DADS's own,
       a brax env's torso x-y, `Point2D`'s position), `"xy"`, `"observation"`, or a
-      callable `(state, obs) -> vector` (see `eqxrl.loop.episode_descriptor`).
+      callable `(state, obs) -> vector` (see `eqxrl.loop.episode_descriptor`); or one
+      of each whole episode: `"feet_contact"` (brax) or a `TrajectoryDescriptor`.
       Default None. With a custom `fitness` callable it adds an evaluation of
       `eval_episodes` episodes per member and generation.
     - `shard`: shard the population over the devices (`jax.devices()`: eqxrl makes
@@ -264,7 +265,7 @@ class PBT(eqx.Module):
             return EvaluationReturn(self.eval_episodes, True, self.max_eval_steps)
         return None
 
-    def episode_descriptor(self) -> EpisodeDescriptor | None:
+    def episode_descriptor(self) -> EpisodeDescriptor | TrajectoryDescriptor | None:
         """**Returns:** `descriptor` resolved on the agent's eval env (None without one)."""
         if self.descriptor is None:
             return None

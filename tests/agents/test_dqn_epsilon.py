@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from eqxrl.agents import DQN
-from eqxrl.components import ExponentialSchedule, LinearSchedule
+from eqxrl.agents import DQN, Clock
+from eqxrl.components import ExponentialSchedule, GeometricDecaySchedule, LinearSchedule
+from typecheck import no_runtime_typecheck
 
 
 def test_exponential_schedule_values():
@@ -101,3 +102,67 @@ def test_dqn_anneals_its_learning_rate_by_default():
 
     with no_runtime_typecheck(), pytest.raises(ValueError, match=r"^DQN\(anneal_lr\) must be True or False, got 'yes'$"):
         DQN("CartPole-v1", anneal_lr="yes")
+
+
+# ------------------------------------------------------- per-step decay (pytorchrl's DQN exploration)
+@pytest.mark.parametrize("initial, decay, minimum", [(1.0, 0.99, 0.05), (0.5, 0.999, 0.0), (0.3, 1.0, 0.1)])
+def test_geometric_decay_schedule_is_the_per_step_loop(initial, decay, minimum):
+    # pytorchrl: epsilon <- max(epsilon * epsilon_decay, min_epsilon) once per step, in float64.
+    steps = 600
+    eps, expected = initial, []
+    for _ in range(steps):
+        expected.append(max(eps, minimum))
+        eps = max(eps * decay, minimum)
+    schedule = GeometricDecaySchedule(initial, decay, minimum)
+    values = jax.jit(jax.vmap(lambda c: schedule(0.3, c)))(jnp.arange(steps, dtype=jnp.int32))
+    np.testing.assert_allclose(np.asarray(values, np.float64), expected, rtol=1e-5)
+    assert float(schedule(0.9, count=steps)) == pytest.approx(max(initial * decay**steps, minimum), rel=1e-5)  # progress unused
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((1.0, 0.0), r"GeometricDecaySchedule\(decay\) must be in \(0, 1\], got 0"),
+        ((1.0, 1.5), r"GeometricDecaySchedule\(decay\) must be in \(0, 1\], got 1.5"),
+        ((0.0, 0.9), r"GeometricDecaySchedule\(initial\) must be > 0, got 0"),
+        ((1.0, 0.9, -0.1), r"GeometricDecaySchedule\(minimum\) must be >= 0, got -0.1"),
+        ((0.1, 0.9, 0.5), r"GeometricDecaySchedule\(minimum\) must be <= initial \(0.1\), got 0.5"),
+    ],
+)
+def test_geometric_decay_schedule_bad_input(args, message):
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=message):
+        GeometricDecaySchedule(*args)
+
+
+def test_dqn_exploration_schedule_values_and_hyperparameters():
+    agent = DQN("CartPole-v1", hidden_sizes=(8,), exploration=GeometricDecaySchedule(1.0, 0.99, 0.05))
+    assert float(agent.epsilon(0.7, 10)) == pytest.approx(0.99**10, rel=1e-5)  # the count, not progress
+    assert float(agent.epsilon(1.0)) == pytest.approx(0.05)  # no count: the end of a long run (act's)
+    names = agent.hyperparameters()
+    assert {"exploration.initial", "exploration.decay", "exploration.minimum"} <= set(names)
+    assert not {"eps_start", "eps_end", "exploration_fraction"} & set(names)  # unused with a schedule
+    # a progress schedule works too (count unused); the default is bit-identical to no schedule
+    assert float(DQN("CartPole-v1", exploration=LinearSchedule(0.8, 0.2)).epsilon(0.5, 3)) == pytest.approx(0.5)
+    assert DQN("CartPole-v1").exploration is None
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=r"DQN\(exploration\) must be None \(eps_start -> eps_end\) or a schedule"):
+        DQN("CartPole-v1", exploration=0.1)
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_dqn_collects_with_the_epsilon_of_each_step():
+    # decay 1e-9: epsilon 1 at collection step 0, ~0 from step 1 on. One iteration of two steps of
+    # 256 envs, stored in order: step 0's actions are uniform, step 1's greedy (the learner
+    # collects before it updates).
+    schedule = GeometricDecaySchedule(1.0, 1e-9, 0.0)
+    agent = DQN("CartPole-v1", hidden_sizes=(8,), num_envs=256, rollout_length=2, batch_size=8, buffer_size=1024,
+                learning_starts=0, exploration=schedule)  # fmt: skip
+    state = agent.init(jax.random.key(0))
+    clock = Clock(jnp.zeros((), jnp.int32), jnp.asarray(10, jnp.int32))
+    new, metrics = eqx.filter_jit(lambda a, s: a.train_iteration(s, clock))(agent, state)
+    assert float(metrics["epsilon"]) == pytest.approx(1e-9, rel=1e-4)  # the iteration's last step (1)
+    assert int(new.buffer.size) == 512
+    data = new.buffer.data
+    greedy = agent.greedy(state.learner, data.obs[:512])
+    first, second = data.action[:256] == greedy[:256], data.action[256:512] == greedy[256:]
+    assert bool(jnp.all(second))
+    assert float(jnp.mean(first)) == pytest.approx(0.5, abs=0.1)  # a uniform action is the greedy one half the time

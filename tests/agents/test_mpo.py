@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from probe_envs import ConstantReward, ObservationActionReward, TwoStepDiscounting
 
 import eqxrl
+from typecheck import no_runtime_typecheck
 from eqxrl.envs import ACTION_MASK, innermost_state
 from eqxrl.testing.probes import MaskedActions
 from eqxrl.agents import MPO, MPODuals, MPOLearner
@@ -26,6 +27,7 @@ from eqxrl.components import (
     mpo_e_step,
     mpo_gaussian_loss,
     mpo_kl_penalty,
+    mpo_scaled_multiplier_update,
     mpo_weighted_log_likelihood,
     normal_kl,
     softplus_inverse,
@@ -686,3 +688,71 @@ def test_mpo_learns_pendulum():
     # Bound: 2 of 3 seeds above -600 (native, 3 seeds: -154, -143, -215; the fourth of 4 seeds -166; at 15,000
     # steps -151, -93, -226, the same natively and with AVX2); an untrained policy scores about -1200.
     assert most_above(trained, -600), (untrained, trained)
+
+
+# ------------------------------------------------- dual_update="scaled": pytorchrl's multiplier rule
+# `alpha <- clip(alpha + scale * (kl - bound), 0, alpha_max)` with `alpha_scale`, `alpha_mean_scale`,
+# `alpha_var_scale`; the default ("gradient") is unchanged (tests/test_regression.py holds its numbers).
+
+def test_scaled_update_by_hand():
+    alpha = f32([1.0, 0.2, 4.0, 0.5])
+    kl = f32([0.03, 0.0, 0.5, 0.01])
+    # 1 + 2 * (0.03 - 0.01) = 1.04; 0.2 - 30 * 0.01 -> clipped at 0; 4 + 10 * 0.49 -> clipped at 5; unchanged at the bound
+    new = mpo_scaled_multiplier_update(alpha, kl, 0.01, f32([2.0, 30.0, 10.0, 7.0]), 5.0)
+    np.testing.assert_allclose(new, [1.04, 0.0, 5.0, 0.5], rtol=1e-6)
+    grad = jax.grad(lambda a: jnp.sum(mpo_scaled_multiplier_update(a, kl, 0.01, 1.0, 5.0)))(alpha)
+    np.testing.assert_array_equal(grad, 0.0)  # a constant: no gradient flows into the multipliers
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+@pytest.mark.parametrize("env", ["Pendulum-v1", "CartPole-v1"])
+def test_agent_multipliers_follow_the_rule_by_hand(env):
+    # Two M-step iterations: the first starts at the target policy (KL 0), so the multipliers
+    # drop by scale * bound; the second moves them by scale * (its measured KL - bound), the
+    # KL that the update's metrics report (the last iteration's).
+    kw = dict(hidden_sizes=(16,), num_action_samples=8, mstep_iterations=2, dual_update="scaled", policy_learning_rate=3e-2,
+              init_alpha_mean=0.5, init_alpha_std=2.0, alpha_mean_scale=3.0, alpha_var_scale=50.0, alpha_scale=4.0,
+              kl_mean=1e-3, kl_std=1e-4, kl_categorical=1e-3, alpha_std_max=5.0)  # fmt: skip
+    agent = MPO(env, **kw)
+    learner = agent.init_learner(jax.random.key(0))
+    update = eqx.filter_jit(agent.update)
+    new, _, metrics = update(learner, _batch(agent, 32, jax.random.key(1)), jax.random.key(2), jnp.zeros((), jnp.int32), f32(0.0))
+    if agent.discrete:
+        alpha0, scale, bound, kl, top = [0.5], [4.0], [1e-3], [metrics["kl"]], [np.inf]
+    else:
+        alpha0, scale, bound, kl, top = [0.5, 2.0], [3.0, 50.0], [1e-3, 1e-4], [metrics["kl_mean"], metrics["kl_std"]], [np.inf, 5.0]
+    alpha0, scale, bound, kl = (np.asarray(x, np.float64) for x in (alpha0, scale, bound, kl))
+    assert np.all(kl > 0)  # the policy moved in the first iteration
+    first = np.clip(alpha0 - scale * bound, 0.0, top)
+    expected = np.clip(first + scale * (kl - bound), 0.0, top)
+    np.testing.assert_allclose(np.asarray(new.duals.alpha, np.float64), expected, rtol=1e-5)
+    assert np.any(np.abs(expected - alpha0) > 1e-3)  # a visible move: the check above can fail
+    # the temperature still takes its optimizer step
+    assert float(new.duals.temperature) != pytest.approx(float(learner.duals.temperature), rel=1e-7)
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_a_short_scaled_run_stays_finite():
+    agent = MPO("Pendulum-v1", num_envs=8, rollout_length=2, updates_per_step=0.25, batch_size=32, buffer_size=1024,
+                learning_starts=64, hidden_sizes=(8,), num_action_samples=8, dual_update="scaled", alpha_mean_max=0.1,
+                alpha_std_max=10.0)  # fmt: skip
+    states, metrics = eqxrl.train(agent, jax.random.split(jax.random.key(0), 2), 16 * 20, progress=False)
+    assert metrics["alpha_mean"].shape == (2, 20)
+    for name in ("critic_loss", "policy_loss", "temperature", "alpha_mean", "alpha_std"):
+        assert np.all(np.isfinite(np.asarray(metrics[name])[:, -10:])), name
+    alpha = np.asarray(jax.nn.softplus(states.learner.duals.raw_alpha) + 1e-8)
+    assert np.all(alpha >= 0) and np.all(alpha[:, 0] <= 0.1) and np.all(alpha[:, 1] <= 10.0)
+
+
+def test_default_is_the_gradient_rule_and_bad_input():
+    agent = MPO("Pendulum-v1")
+    assert agent.dual_update == "gradient"
+    names = agent.hyperparameters()
+    assert float(names["alpha_mean_scale"]) == 1.0 and float(names["alpha_var_scale"]) == 100.0 and float(names["alpha_scale"]) == 10.0
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"MPO\(dual_update\) must be one of \['gradient', 'scaled'\], got 'adam'"):
+            MPO("Pendulum-v1", dual_update="adam")
+        with pytest.raises(ValueError, match=r"MPO\(alpha_var_scale\) must be a finite number >= 0 \(0 freezes the multiplier\), got -1"):
+            MPO("Pendulum-v1", alpha_var_scale=-1.0)
+        with pytest.raises(ValueError, match=r"MPO\(alpha_scale\) must be a finite number >= 0 .*got inf"):
+            MPO("CartPole-v1", alpha_scale=float("inf"))

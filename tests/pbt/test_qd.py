@@ -12,7 +12,7 @@ import eqxrl
 from eqxrl import cli
 from eqxrl.agents import DADS, PPO, SAC, TD3
 from eqxrl.envs import DescriptorWrapper, NormalizeObservation, make
-from eqxrl.loop import EvalResult, episode_descriptor
+from eqxrl.loop import EvalResult, TrajectoryDescriptor, episode_descriptor, mean_over_episode
 from eqxrl.pbt import (
     PBT,
     History,
@@ -29,6 +29,7 @@ from eqxrl.pbt import (
     write_history_csv,
 )
 from eqxrl.cli._pbt import parse_fitness  # (private: the command line's parser of --fitness values)
+from typecheck import no_runtime_typecheck
 
 TINY_OFF = dict(num_envs=2, rollout_length=2, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(8,))
 TINY_PPO = dict(num_envs=2, rollout_length=16, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
@@ -78,7 +79,7 @@ def test_evaluate_dads_reads_its_descriptor_wrapper_and_batches():
 @pytest.mark.parametrize(
     "env, descriptor, match",
     [
-        ("Point2D-v0", "z", r"evaluate\(descriptor\) must be one of \['auto', 'observation', 'xy'\] or a callable"),
+        ("Point2D-v0", "z", r"evaluate\(descriptor\) must be one of \['auto', 'observation', 'xy', 'feet_contact'\], a callable"),
         ("Point2D-v0", 3, r"evaluate\(descriptor\) must be one of"),
         ("Point2D-v0", "xy", r"evaluate\(descriptor='xy'\) needs a brax env"),
         ("CartPole-v1", "auto", r"evaluate\(descriptor='auto'\) knows the descriptors of brax envs"),
@@ -145,7 +146,8 @@ def _sac_point(**kw):
         (dict(fitness=Novelty(k=3), descriptor="auto"), r"PBT\(fitness=Novelty\(k=3\)\) must have k <= population_size - 1 = 2"),
         (dict(fitness=3.0), r"PBT\(fitness\) must be None, Novelty\(...\) or a callable"),
         (dict(descriptor="xy"), r"PBT\(descriptor='xy'\) needs a brax env"),
-        (dict(descriptor="height"), r"PBT\(descriptor\) must be one of \['auto', 'observation', 'xy'\]"),
+        (dict(descriptor="height"), r"PBT\(descriptor\) must be one of \['auto', 'observation', 'xy', 'feet_contact'\]"),
+        (dict(descriptor="feet_contact"), r"PBT\(descriptor='feet_contact'\) needs a brax locomotion env"),
     ],
 )
 def test_pbt_qd_bad_input(kwargs, match):
@@ -203,6 +205,22 @@ def test_pbt_dads_default_fitness_is_the_mean_of_the_episode_returns():
     np.testing.assert_allclose(history.fitness, history.episode_returns.mean(axis=-1), rtol=1e-6)
     np.testing.assert_allclose(history.descriptor[..., 0], history.fitness, atol=1e-5)
     assert np.abs(history.fitness).max() > 0
+
+
+def _episode_return(transitions, mask):
+    return jnp.sum(jnp.where(mask, transitions["reward"], 0.0))
+
+
+@pytest.mark.slow
+def test_pbt_records_trajectory_descriptors():
+    # A descriptor of the whole episode: its summed reward over the masked steps is the return.
+    pbt = _sac_point(descriptor=TrajectoryDescriptor(_episode_return), fitness=Novelty(k=2))
+    assert pbt.episode_descriptor().size == 1
+    _, history = pbt.run(jax.random.key(0), 2 * pbt.steps_per_generation, progress=False)
+    assert history.descriptor.shape == (2, 3, 1)
+    np.testing.assert_allclose(history.descriptor[..., 0], history.episode_returns.mean(axis=-1), atol=1e-5)
+    assert np.ptp(history.descriptor[-1]) > 0  # members differ: the check above can fail
+    assert pbt_config(pbt, 16)["descriptor"]["type"] == "custom"  # given again on resume, as a callable is
 
 
 def test_custom_descriptor_must_be_given_again():
@@ -271,6 +289,7 @@ def test_parse_fitness():
         (["--fitness", "novelty"], r"PBT\(fitness=Novelty\(...\)\) needs PBT\(descriptor=...\)"),
         (["--eval-descriptor", "z"], r"argument --eval-descriptor: invalid choice: 'z'"),
         (["--eval-descriptor", "xy"], r"PBT\(descriptor='xy'\) needs a brax env"),
+        (["--eval-descriptor", "feet_contact"], r"PBT\(descriptor='feet_contact'\) needs a brax locomotion env"),
     ],
 )
 def test_pbt_cli_qd_bad_arguments(argv, message, capsys):
@@ -279,3 +298,93 @@ def test_pbt_cli_qd_bad_arguments(argv, message, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert __import__("re").search(message, err[-1]), err[-1]
+
+
+# ------------------------------------------------------- descriptors of the whole episode
+def _time_trajectory(transitions, mask):
+    # CartPole's `time` after step t of an episode is t + 1: its mean over the episode's
+    # steps, the number of steps, and the reward summed over them.
+    time = transitions["next_state"].time.astype(jnp.float32)
+    m = mask.astype(jnp.float32)
+    return jnp.stack([jnp.sum(time * m) / jnp.sum(m), jnp.sum(m), jnp.sum(transitions["reward"] * m)])
+
+
+def test_trajectory_descriptor_over_a_known_masked_trajectory():
+    # Episodes of different lengths L (= the return): the hand-computed descriptor of each is
+    # (mean of 1..L, L, L); the mask cuts each episode where it ended, not where the loop did.
+    agent = PPO("CartPole-v1", **TINY_PPO)
+    state = agent.init(jax.random.key(0))
+    described = episode_descriptor(agent.eval_env, TrajectoryDescriptor(_time_trajectory))
+    assert isinstance(described, TrajectoryDescriptor) and (described.size, described.kind) == (3, "_time_trajectory")
+    result = eqxrl.evaluate(agent, state, jax.random.key(1), num_episodes=6, deterministic=False,
+                            descriptor=TrajectoryDescriptor(_time_trajectory))  # fmt: skip
+    lengths = np.asarray(result.returns)
+    assert len(set(lengths.tolist())) > 1
+    np.testing.assert_allclose(result.descriptors, np.stack([(lengths + 1) / 2, lengths, lengths], axis=1), rtol=1e-6)
+    # `features` keeps a part of each state; the built-in mean of it over the episode
+    kept = TrajectoryDescriptor(mean_over_episode, features=lambda s, o: s.time)
+    again = eqxrl.evaluate(agent, state, jax.random.key(1), num_episodes=6, deterministic=False, descriptor=kept)
+    np.testing.assert_allclose(again.descriptors[:, 0], (lengths + 1) / 2, rtol=1e-6)
+    np.testing.assert_array_equal(again.returns, result.returns)
+
+
+def test_mean_over_episode_and_the_buffers_by_hand():
+    transitions = {"next_state": jnp.array([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [5.0, 5.0]])}
+    np.testing.assert_allclose(mean_over_episode(transitions, jnp.array([True, True, True, False])), [2 / 3, 1 / 3])
+    np.testing.assert_allclose(mean_over_episode(transitions, jnp.zeros(4, bool)), [0.0, 0.0])  # no step
+    fn = TrajectoryDescriptor(mean_over_episode)
+    carry = fn.start({"next_state": jnp.zeros((2, 1))}, num_episodes=2, max_steps=3)
+    for t, (inside, x) in enumerate([([True, True], [1.0, 2.0]), ([True, False], [3.0, 9.0])]):
+        carry = fn.step(carry, jnp.int32(t), jnp.array(inside), {"next_state": jnp.array(x)[:, None]})
+    np.testing.assert_allclose(fn.finish(carry), [[2.0], [2.0]])  # episode 0: (1 + 3) / 2; episode 1: 2
+
+
+@pytest.mark.parametrize(
+    "descriptor, match",
+    [
+        (lambda: TrajectoryDescriptor(3), r"TrajectoryDescriptor\(fn\) must be a callable \(transitions, mask\) -> vector, got 3"),
+        (lambda: TrajectoryDescriptor(mean_over_episode, features=5), r"TrajectoryDescriptor\(features\) must be None or a callable"),
+        (lambda: TrajectoryDescriptor(lambda tr, m: tr["reward"][:0]), r"evaluate\(descriptor\) must give a non-empty vector, got shape \(0,\)"),
+        (lambda: TrajectoryDescriptor(lambda tr, m: tr["nope"], kind="mine"),
+         r"evaluate\(descriptor\): the TrajectoryDescriptor 'mine' failed on env 'CartPole-v1'.s transitions: 'nope'"),
+        (lambda: "feet_contact", r"evaluate\(descriptor='feet_contact'\) needs a brax locomotion env \(brax/ant, .*got env 'CartPole-v1'"),
+        (lambda: "feet", r"evaluate\(descriptor\) must be one of \['auto', 'observation', 'xy', 'feet_contact'\], a callable"),
+    ],
+)  # fmt: skip
+def test_trajectory_descriptor_bad_input(descriptor, match):
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=match):
+        episode_descriptor(make("CartPole-v1"), descriptor())
+
+
+def _qdax_feet_contact(transitions, mask):
+    # The direct computation: QDax's formula (a foot touches when a contact on its link has
+    # distance <= 0) on brax's contacts of each step's whole state, averaged over the episode.
+    from brax import contact as brax_contact
+
+    sys = make("brax/ant").unwrapped.brax_env.sys
+    feet = jnp.array([2, 4, 6, 8])
+
+    def one(x):
+        with jax.numpy_dtype_promotion("standard"):
+            c = brax_contact.get(sys, x)
+        return jnp.any((c.link_idx[1][None, :] == feet[:, None]) & (c.dist[None, :] <= 0), axis=-1)
+
+    touching = jax.vmap(one)(transitions["next_state"].pipeline_state.x).astype(jnp.float32)
+    m = mask.astype(jnp.float32)
+    return jnp.sum(touching * m[:, None], axis=0) / jnp.sum(m)
+
+
+@pytest.mark.slow
+def test_brax_feet_contact_fractions_on_ant():
+    agent = PPO("brax/ant", **TINY_PPO)
+    state = agent.init(jax.random.key(0))
+    key = jax.random.key(1)
+    result = eqxrl.evaluate(agent, state, key, num_episodes=2, deterministic=False, max_steps=25, descriptor="feet_contact")
+    assert result.descriptors.shape == (2, 4)
+    d = np.asarray(result.descriptors)
+    assert np.all((d >= 0) & (d <= 1)) and d.max() > 0  # fractions, and some foot touched the ground
+    direct = eqxrl.evaluate(agent, state, key, num_episodes=2, deterministic=False, max_steps=25,
+                            descriptor=TrajectoryDescriptor(_qdax_feet_contact))  # fmt: skip
+    np.testing.assert_allclose(d, direct.descriptors, atol=1e-6)
+    # the named descriptor compiles to the same program each time (its parts compare equal)
+    assert episode_descriptor(agent.eval_env, "feet_contact") == episode_descriptor(agent.eval_env, "feet_contact")
