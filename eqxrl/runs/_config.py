@@ -176,6 +176,10 @@ _OPTIONAL: dict[str, tuple[Any, str]] = {
     "status": (lambda v: isinstance(v, str), "a string"),
     "command": (lambda v: isinstance(v, str), "a string"),
     "continued_from": (lambda v: isinstance(v, list) and all(_positive(x) for x in v), "a list of integers >= 1"),
+    "best": (
+        lambda v: (isinstance(v, str) and bool(v)) or (isinstance(v, dict) and isinstance(v.get("function"), str)),
+        "a metric name or an object {\"function\": NAME}",
+    ),
 }
 
 
