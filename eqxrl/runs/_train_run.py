@@ -20,7 +20,7 @@ from ..loop import (
 )  # fmt: skip
 from ._best import DEFAULT_BEST, best_of_config, best_record, best_score, check_best
 from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, load_checkpoint, run_record
-from ._config import agent_from_config, diverged_record, eval_key, load_config, recorded_sinks, run_config, seed_keys
+from ._config import agent_from_config, diverged_record, eval_key, load_config, recorded_sinks, run_config, seed_keys, timings_record
 from ._divergence import DivergenceCheck, diverged_advice, diverged_error
 from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike, read_text_bounded, write_json
 from ._lock import RunDirectoryError, holds_run_lock
@@ -94,14 +94,7 @@ def save_run(
             pass
     config["status"] = "complete"
     if info is not None:
-        config["timings"] = {
-            "compile_seconds": float(info.compile_seconds),
-            "run_seconds": float(info.run_seconds),
-            "steps_per_second": float(info.steps_per_second),
-            "env_steps": int(info.env_steps),
-            "num_iterations": int(info.num_iterations),
-            "total_env_steps": int(info.total_env_steps),
-        }
+        config["timings"] = timings_record(info)
     if command is not None:
         config["command"] = command
     config[STATE_RECORD] = save_state(run_dir / STATE, state)  # (its size and CRC-32, which loads check)

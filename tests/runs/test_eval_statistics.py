@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from eqxrl.cli._common import print_returns
+from eqxrl.cli._common import print_returns  # (private: the printer of the end-of-training summary, given NaN returns no short run makes)
 from eqxrl.loop import evaluation_scalars
 from eqxrl.runs import load_evaluation, save_evaluation, summarize_returns
 
