@@ -168,6 +168,10 @@ def test_evaluation_scalars_are_the_mean_and_the_spread_of_every_episode():
 
     summary = {"mean": 4.0, "returns": [[1.0, 3.0], [5.0, 7.0]]}
     assert evaluation_scalars(summary) == {"eval/mean": 4.0, "eval/std": float(np.std([1, 3, 5, 7])), "eval/min": 1.0, "eval/max": 7.0}
+    # A summary of this eqxrl (summarize_returns) also gives the median and the NaN count.
+    assert evaluation_scalars(eqxrl.runs.summarize_returns(np.array(summary["returns"]))) == {
+        "eval/mean": 4.0, "eval/std": float(np.std([1, 3, 5, 7])), "eval/min": 1.0, "eval/max": 7.0, "eval/median": 4.0, "eval/nan_count": 0.0,
+    }  # fmt: skip
     with no_runtime_typecheck(), pytest.raises(ValueError) as e:
         evaluation_scalars({"mean": 1.0})
     assert str(e.value) == "evaluation_scalars(summary) must be eval.json's summary, with 'mean' and non-empty 'returns', got {'mean': 1.0}"
