@@ -6,7 +6,7 @@ off-policy loop stores it like any observation, and the agent splits it back.
 """
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -71,10 +71,8 @@ class BraxFeetContact:
 
     def __init__(self, env: AbstractEnv, owner: str = "BraxFeetContact"):
         """**Arguments:** a brax locomotion `env` (may be wrapped), and `owner` for error messages."""
-        from ._brax import BraxEnv
-
         inner = env.unwrapped if isinstance(env, AbstractEnv) else None
-        if not isinstance(inner, BraxEnv) or inner.env_name not in FEET_LINKS:
+        if inner is None or "feet_contact" not in inner.descriptors:
             name = env.name if isinstance(env, AbstractEnv) else repr(env)
             raise ValueError(
                 f"{owner}(descriptor='feet_contact') needs a brax locomotion env "
@@ -139,22 +137,17 @@ def resolve_descriptor(env: AbstractEnv, descriptor: str, owner: str = "Descript
     **Returns:** `"observation"` or `"xy"`. Raises a `ValueError` naming `owner` for an
     unknown name, `"xy"` on a non-brax env, or `"auto"` on an env without a known descriptor.
     """
-    from ._brax import BraxEnv
-    from ._point import Point2D
-
     if descriptor not in DESCRIPTORS:
         raise ValueError(f"{owner}(descriptor) must be one of {list(DESCRIPTORS)} or a callable, got {descriptor!r}")
-    inner = env.unwrapped
+    known = [d for d in env.unwrapped.descriptors if d in DESCRIPTORS]  # (the env's state descriptors)
     if descriptor == "auto":
-        if isinstance(inner, BraxEnv):
-            return "xy"
-        if isinstance(inner, Point2D):
-            return "observation"
+        if known:
+            return known[0]
         raise ValueError(
             f"{owner}(descriptor='auto') knows the descriptors of brax envs (torso x-y) and Point2D "
             f"(position), not of env {env.name!r}; pass descriptor='observation' (the full observation)"
         )
-    if descriptor == "xy" and not isinstance(inner, BraxEnv):
+    if descriptor == "xy" and "xy" not in known:
         raise ValueError(f"{owner}(descriptor='xy') needs a brax env (the torso's x-y), got env {env.name!r}")
     return descriptor
 
@@ -240,6 +233,8 @@ class SkillWrapper(AbstractWrapper):
     """Draw a skill uniformly at random at each reset and append it, one-hot, to the
     flattened observation: `[obs, one_hot(skill)]` (a `Dict` observation flattened as in
     `DescriptorWrapper`)."""
+
+    keeps_observation_prefix: ClassVar[bool] = True
 
     env: AbstractEnv
     num_skills: int = eqx.field(static=True)

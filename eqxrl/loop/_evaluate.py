@@ -18,12 +18,7 @@ from ..envs import (
     AbstractEnv,
     AbstractWrapper,
     AutoReset,
-    ClipAction,
     DescriptorWrapper,
-    EpisodeStatistics,
-    RescaleAction,
-    SkillWrapper,
-    TimeLimit,
     VectorEnv,
     brax_xy,
     innermost_state,
@@ -44,9 +39,6 @@ __all__ = [
     "state_batch",
 ]
 
-# Wrappers that keep the flat observation of the env below as its prefix: a
-# DescriptorWrapper below them still has its descriptor at the same offset.
-_PREFIX_KEEPING = (SkillWrapper, TimeLimit, RescaleAction, ClipAction, AutoReset, EpisodeStatistics)
 EPISODE_DESCRIPTORS = ("auto", "observation", "xy", "feet_contact")
 """The descriptor names `evaluate` and `PBT` take: the final state's (`"feet_contact"`: the whole episode's)."""
 
@@ -86,7 +78,7 @@ def _descriptor_wrapper(env: AbstractEnv) -> tuple[DescriptorWrapper | None, Abs
     while isinstance(env, AbstractWrapper):
         if isinstance(env, DescriptorWrapper):
             return env, blocker
-        if blocker is None and not isinstance(env, _PREFIX_KEEPING):
+        if blocker is None and not env.keeps_observation_prefix:  # (a DescriptorWrapper below it moves)
             blocker = env
         env = env.env
     return None, None

@@ -120,6 +120,35 @@ def test_wrappers_flatten_a_dict_observation_as_agents_store_it(getkey):
     assert SkillWrapper(_DictPoint(make("Point2D-v0")), 2).observation_space.shape == (4,)
 
 
+class _UserSuiteEnv(AbstractWrapper):
+    """A new suite's env that declares its state descriptors (no eqxrl class knows it)."""
+
+    env: eqx.Module
+
+    @property
+    def descriptors(self):
+        return ("observation",)
+
+    @property
+    def unwrapped(self):
+        return self
+
+
+def test_auto_descriptor_asks_the_env_not_its_class(getkey):
+    """`descriptor="auto"` takes the first of the innermost env's `descriptors` (brax: "xy";
+    Point2D: "observation"; a new suite's env: its own declaration), and "xy" needs an env that
+    declares it."""
+    assert make("Point2D-v0").descriptors == ("observation",)
+    assert make("CartPole-v1").descriptors == ()
+    user = _UserSuiteEnv(make("CartPole-v1"))
+    assert resolve_descriptor(user, "auto") == "observation"
+    assert DescriptorWrapper(user).observation_space.shape == (8,)  # [obs, obs]
+    with pytest.raises(ValueError, match=r"^DescriptorWrapper\(descriptor='xy'\) needs a brax env \(the torso's x-y\), got env 'CartPole-v1'$"):
+        resolve_descriptor(user, "xy")
+    with pytest.raises(ValueError, match=r"^DescriptorWrapper\(descriptor='auto'\) knows the descriptors of brax envs"):
+        resolve_descriptor(make("CartPole-v1"), "auto")
+
+
 def test_descriptor_wrapper_with_a_callable_reads_the_innermost_state(getkey):
     env = DescriptorWrapper(make("Point2D-v0"), lambda state, obs: 2.0 * state.pos[:1])
     assert env.descriptor_size == 1
