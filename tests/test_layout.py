@@ -223,3 +223,22 @@ def test_a_test_reaches_into_a_private_module_only_saying_why():
             if "(private:" not in lines[n - 1]:
                 unexplained.append(f"{path.relative_to(TESTS)}:{n}: {lines[n - 1].strip()}")
     assert not unexplained, "private modules named without a reason:\n" + "\n".join(unexplained)
+
+
+def test_post_init_converts_and_check_init_checks():
+    """One place for each job: a `__post_init__` converts (it assigns a field: defaults that
+    depend on other fields, normalised values), a check that changes nothing is `__check_init__`
+    (equinox runs it after every converter, also on subclasses)."""
+    checks_only = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name == "__post_init__":
+                assigns = any(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                    for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                    for t in ([*t.elts] if isinstance(t, ast.Tuple) else [t])
+                ) or any(isinstance(n, ast.Call) and ast.unparse(n.func) == "super().__post_init__" for n in ast.walk(node))  # fmt: skip
+                if not assigns:
+                    checks_only.append(f"{module}:{node.lineno}")
+    assert not checks_only, f"__post_init__ methods that only check (move them to __check_init__): {checks_only}"
