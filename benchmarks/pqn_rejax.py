@@ -26,6 +26,12 @@ time and then run; eqxrl: ``eqxrl.train`` on the batch of keys, ``TrainInfo``'s 
 cleared before each, so that every compile is cold; medians over the runs. CPU time is the process
 CPU time (``time.process_time``) over the same spans.
 
+**Devices.** eqxrl is imported first, so that it makes its default CPU devices (one per core); its
+``train`` then shards the seeds over them and pads 5 seeds to 6 on 2 devices (copies of the first,
+dropped from the results): a sixth of its work is the copy. rejax runs on one device (XLA's
+intra-op threads use both cores). ``--sides eqxrl,eqxrl-1dev,rejax`` adds eqxrl with
+``train(shard=False)``: all 5 seeds on one device, nothing padded.
+
 **Evaluation: one loop for both.** ``rejax.evaluate.evaluate`` on the gymnax env (five-tuple
 wrapper) with each side's greedy action (argmax of its Q-network; eqxrl's through
 ``agent.act(state, obs, deterministic=True)``, rejax's through its flax network), 32 episodes per
@@ -92,15 +98,21 @@ def run_rejax(env_id: str, steps: int, keys) -> tuple[object, dict]:
     return (algo, ts), out
 
 
-def run_eqxrl(env_id: str, steps: int, keys) -> tuple[object, dict]:
+def run_eqxrl(env_id: str, steps: int, keys, **train_kwargs) -> tuple[object, dict]:
     agent = make_eqxrl(env_id)
-    state, info, out = time_train(agent, keys, steps)
+    state, info, out = time_train(agent, keys, steps, **train_kwargs)
     out["steps"] = int(np.sum(np.asarray(state.env_steps)))
     assert out["steps"] == steps * len(keys), (out["steps"], steps)
     return (agent, state), out
 
 
-RUNNERS = {"eqxrl": run_eqxrl, "rejax": run_rejax}
+RUNNERS = {
+    "eqxrl": run_eqxrl,
+    "rejax": run_rejax,
+    # eqxrl on one device (`train(shard=False)`): by default it shards the seeds over its CPU devices (one
+    # per core), and pads 5 seeds to 6 (copies of the first) on 2 devices
+    "eqxrl-1dev": lambda env_id, steps, keys: run_eqxrl(env_id, steps, keys, shard=False),
+}
 
 
 def gymnax_env(env_id: str):
@@ -166,17 +178,20 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=REJAX_TOTAL, help=f"env steps per seed (default rejax's {REJAX_TOTAL})")
     p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated gymnax env ids")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sides", default="eqxrl,rejax", help=f"comma-separated, rejax among them: {', '.join(RUNNERS)}")
     args = p.parse_args(argv)
     tasks = args.tasks.split(",")
+    sides = args.sides.split(",")
+    assert "rejax" in sides and set(sides) <= set(RUNNERS), sides
     keys = jax.random.split(jax.random.key(args.seed), SEEDS)
     eval_keys = jax.random.split(jax.random.key(args.seed + 1000), SEEDS)
 
     results = {}
     for env_id in tasks:
-        runs = {s: [] for s in RUNNERS}
+        runs = {s: [] for s in sides}
         per_seed = {}
         for run in range(args.runs):
-            for side in turn_order(run, list(RUNNERS)):
+            for side in turn_order(run, sides):
                 fresh_caches()
                 trained, out = RUNNERS[side](env_id, args.steps, keys)
                 runs[side].append(out)
@@ -205,6 +220,8 @@ def main(argv=None) -> None:
         "stops at it (one `done`); initialisation (flax LeCun-normal Dense, LayerNorm eps 1e-6, vs eqxrl's)",
         f"- seeds: `jax.random.split(jax.random.key({args.seed}), {SEEDS})`, trained in one program per side "
         "(rejax: `jax.vmap(algo.train)`, periodic evaluation off; eqxrl: `eqxrl.train` on the keys)",
+        f"- eqxrl's devices: {jax.device_count()} ({jax.default_backend()}); side `eqxrl` shards the seeds over them "
+        f"(padded to a multiple of the device count), `eqxrl-1dev` runs `train(shard=False)` on one",
         f"- runs: {args.runs} per task, sides alternated, JAX caches cleared before each (cold compiles); "
         "timings are medians over the runs, returns from the first run",
         f"- evaluation, the same loop for both: `rejax.evaluate.evaluate` on the gymnax env, greedy action "
@@ -222,24 +239,23 @@ def main(argv=None) -> None:
         lo, hi = r["range"]
         margin = 0.05 * (hi - lo)
         lines += [f"## {env_id}", ""]
-        lines += table(cols, [fmt_row(s, env_id, r["per_seed"][s], r["runs"][s], args.steps) for s in RUNNERS])
-        m_e, m_r = float(np.median(r["per_seed"]["eqxrl"])), float(np.median(r["per_seed"]["rejax"]))
-        sps = {s: median(args.steps * SEEDS / x["run"] for x in r["runs"][s]) for s in RUNNERS}
-        sps_tot = {s: median(args.steps * SEEDS / x["total"] for x in r["runs"][s]) for s in RUNNERS}
-        cps = {s: median(args.steps * SEEDS / x["run_cpu"] for x in r["runs"][s]) for s in RUNNERS}
-        ret_ok, sps_ok = m_e >= m_r - margin, sps["eqxrl"] >= sps["rejax"]
+        lines += table(cols, [fmt_row(s, env_id, r["per_seed"][s], r["runs"][s], args.steps) for s in sides])
+        m_r = float(np.median(r["per_seed"]["rejax"]))
+        sps = {s: median(args.steps * SEEDS / x["run"] for x in r["runs"][s]) for s in sides}
+        sps_tot = {s: median(args.steps * SEEDS / x["total"] for x in r["runs"][s]) for s in sides}
+        cps = {s: median(args.steps * SEEDS / x["run_cpu"] for x in r["runs"][s]) for s in sides}
         range_note = "" if TASKS.get(env_id) else f" (random policy {r['random']:.2f}, best seed of this run {hi:.1f})"
-        lines += [
-            "",
-            f"- return range [{lo:.1f}, {hi:.1f}]{range_note}: target median >= {m_r:.1f} - {margin:.1f} = "
-            f"{m_r - margin:.1f}; eqxrl's median {m_e:.1f}: **{'met' if ret_ok else 'not met'}**",
-            f"- throughput (train, wall): eqxrl / rejax = {sps['eqxrl'] / sps['rejax']:.2f}: "
-            f"**{'met' if sps_ok else 'not met'}**; with compile {sps_tot['eqxrl'] / sps_tot['rejax']:.2f}; "
-            f"per CPU second (train) {cps['eqxrl'] / cps['rejax']:.2f}",
-            f"- random policy through the same loop: {r['random']:.2f}",
-            "",
-        ]
-        verdicts.append(f"{env_id}: return {'met' if ret_ok else 'NOT met'}, throughput {'met' if sps_ok else 'NOT met'}")
+        lines += ["", f"- return range [{lo:.1f}, {hi:.1f}]{range_note}: target median >= {m_r:.1f} - {margin:.1f} = {m_r - margin:.1f}"]
+        for side in (s for s in sides if s != "rejax"):
+            m_e = float(np.median(r["per_seed"][side]))
+            ret_ok, sps_ok = m_e >= m_r - margin, sps[side] >= sps["rejax"]
+            lines += [
+                f"- {side}: median {m_e:.1f}: **{'met' if ret_ok else 'not met'}**; throughput (train, wall) {side} / rejax "
+                f"= {sps[side] / sps['rejax']:.2f}: **{'met' if sps_ok else 'not met'}**; with compile "
+                f"{sps_tot[side] / sps_tot['rejax']:.2f}; per CPU second (train) {cps[side] / cps['rejax']:.2f}",
+            ]  # fmt: skip
+            verdicts.append(f"{env_id} {side}: return {'met' if ret_ok else 'NOT met'}, throughput {'met' if sps_ok else 'NOT met'}")
+        lines += [f"- random policy through the same loop: {r['random']:.2f}", ""]
     lines += [
         "Columns: compile = rejax's `jax.jit(vmap(train)).lower(keys).compile()`, eqxrl's "
         "`TrainInfo.compile_seconds`; train = the compiled program's execution (all 5 seeds); env steps/s count "

@@ -42,7 +42,8 @@ def defaults() -> dict:
     out = {}
     for fn in (CrossQ.__init__, CrossQPolicy.__init__):
         for name, p in inspect.signature(fn).parameters.items():
-            if p.default is not inspect.Parameter.empty and isinstance(p.default, (int, float, str, bool, type(None))):
+            skip = name.startswith("_") or name in ("verbose", "seed", "device", "tensorboard_log", "stats_window_size")
+            if not skip and p.default is not inspect.Parameter.empty and isinstance(p.default, (int, float, str, bool, type(None))):
                 out[name] = p.default
     return out
 
