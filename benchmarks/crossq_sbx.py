@@ -34,7 +34,10 @@ range (Pendulum-v1: about [-1,600, 0], so 80).
 update) make it slow on a CPU: on 2 shared cores (load 5-9) one seed of 2,000 env steps took 300 s
 wall and 167 s CPU, about 150 s per 1,000 env steps (7 env steps/s). 5 seeds x 5,000 steps (the
 default) is about an hour for sbx alone there; eqxrl's side does the same arithmetic. Run it on a GPU
-machine, or pass ``--qf-width 256`` for both sides (recorded as not sbx's default).
+machine, or pass ``--qf-width 256`` for both sides (recorded as not sbx's default): sbx then took
+36 s wall, 34 s CPU for 2,000 steps of one seed (load ~3), jit included, and its deterministic
+return was already -129 (16 episodes' mean would be steadier; 4 were run), as at the default critic
+(-126 after 2,000 steps): Pendulum is learned within a few thousand steps by both.
 
 Run ``python benchmarks/crossq_sbx.py`` (``--steps``, ``--seeds``, ``--qf-width``; ``--sides sbx`` or
 ``eqxrl`` for one side, ``--sbx-json FILE`` to reuse a saved sbx result).
