@@ -9,7 +9,7 @@ DIR holds, per case, `<case>.<format>` (written by `eqxrl.export`) and `<case>.n
 function). A sampling policy that takes its noise as inputs is `<case>-sample.<format>`, its
 `<case>-sample.npz` the same observations with the noise (`in:noise`, `in:noise.<name>`: drawn by
 NumPy with the lines of the policy's JSON description) and the outputs eqxrl computes from that
-noise (`act_from_noise`). Written by tests/test_export.py (into $EQXRL_EXPORT_PARITY_DIR when set).
+noise (`act_from_noise`). Written by tests/runs/test_export.py (into $EQXRL_EXPORT_PARITY_DIR when set).
 Every output must be within 1e-5 of the expected one, relatively where the expected value is above 1
 in magnitude (float32 keeps about 7 significant digits: a C51 head's expected return of 60 moves in
 steps of 4e-6); a discrete action must equal it except where the argmax that picked it was a near

@@ -38,7 +38,8 @@ import numpy as np
 
 import eqxrl
 from _report import Report, parser, table
-from eqxrl.agents import DADS, plot_skill_trajectories
+from eqxrl.agents import DADS
+from eqxrl.runs import plot_skill_trajectories
 
 
 def build_agent(args: argparse.Namespace) -> DADS:

@@ -2,8 +2,17 @@
 
 import itertools
 import os
+import pathlib
 import shutil
+import sys
 import tempfile
+
+# The tests mirror the package (tests/agents, tests/components, ...; the shared helpers, workers and
+# data stay here in tests/). Every folder is on sys.path, whichever file pytest is given, so a test
+# module imports the helpers (`from typecheck import ...`) and another module's fixtures by module
+# name (module names are unique across the folders).
+_TESTS = pathlib.Path(__file__).resolve().parent
+sys.path[:0] = [str(d) for d in sorted(_TESTS.iterdir()) if d.is_dir() and any(d.glob("test_*.py"))] + [str(_TESTS)]
 
 # Tests check what programs compute, not how fast they run: XLA compiles them with most of its
 # optimisations off (level 0, no expensive LLVM passes) and, on CPU, with its older fusion

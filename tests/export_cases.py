@@ -1,4 +1,4 @@
-"""The agents every export test covers (tests/test_export.py, tests/test_noise_sampling.py): one small
+"""The agents every export test covers (tests/runs/test_export.py, tests/components/test_noise_sampling.py): one small
 configuration of each kind, discrete and continuous, recurrent, with normalised observations."""
 
 from eqxrl.agents import DADS, DDPG, DQN, IPPO, MAPPO, MPO, PPO, PQN, SAC, TD3, CrossQ

@@ -7,7 +7,7 @@ be shown to leave every number unchanged.
 
 Runs compile as the test suite's do (XLA optimisations off, XLA:CPU's older fusion emitters, strict
 dtype promotion), so `--check` on the machine that wrote the record compares bit for bit;
-`tests/test_regression.py` compares within a tolerance, for other CPUs. A run's fingerprint does
+`tests/agents/test_regression.py` compares within a tolerance, for other CPUs. A run's fingerprint does
 not depend on where a number is stored: it is the sorted list of the final state's float leaves,
 each as `(shape, sum, sum of absolute values)` in float64, and the last iteration's metrics by
 name, so moving a hyperparameter or a network into another module keeps the record.

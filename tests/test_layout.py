@@ -178,3 +178,67 @@ def test_no_final_agent_is_subclassed():
                         subclassed.setdefault(base.id, set()).add(node.name)
     extra = {k: v - SUBCLASSED_FINAL.get(k, set()) for k, v in subclassed.items()}
     assert not any(extra.values()), f"final agents subclassed (share an abstract base instead): {extra}"
+
+
+TESTS = pathlib.Path(__file__).resolve().parent
+PROJECT_TESTS = {"test_layout.py", "test_docs.py", "test_docs_site.py"}
+"""The test modules of the whole project (layout, executed docs, the docs site), here in tests/."""
+_PRIVATE = re.compile(r"^eqxrl(\.\w+)*\._[a-z]\w*")
+
+
+def test_the_tests_mirror_the_package():
+    """Every other test module sits in the folder of the subpackage it tests (tests/agents,
+    tests/components, ..., as eqxrl/agents, eqxrl/components, ...)."""
+    subpackages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+    assert {p.name for p in TESTS.glob("test_*.py")} == PROJECT_TESTS
+    folders = {p.parent.name for p in TESTS.glob("*/test_*.py")}
+    assert folders <= subpackages, f"test folders that mirror no subpackage of eqxrl: {folders - subpackages}"
+
+
+def _private_uses(tree: ast.AST):
+    """The lines that name a private module of eqxrl: imports, `import_module`/`__import__`
+    calls and attribute chains such as `eqxrl.envs._make`."""
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "__import__") and node.args:
+            names = [node.args[0].value] if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) else []
+        elif isinstance(node, ast.Attribute):
+            names = [ast.unparse(node)]
+        if any(_PRIVATE.match(n) for n in names):
+            yield node.lineno
+
+
+def test_a_test_reaches_into_a_private_module_only_saying_why():
+    """Tests use eqxrl's public names; a line that must name a private module (to inject a fault
+    where the code looks a name up, or to call a command-line parser directly) says why on that
+    line, in a `# (private: ...)` comment."""
+    unexplained = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        lines = path.read_text().splitlines()
+        for n in sorted(set(_private_uses(ast.parse("\n".join(lines))))):
+            if "(private:" not in lines[n - 1]:
+                unexplained.append(f"{path.relative_to(TESTS)}:{n}: {lines[n - 1].strip()}")
+    assert not unexplained, "private modules named without a reason:\n" + "\n".join(unexplained)
+
+
+def test_post_init_converts_and_check_init_checks():
+    """One place for each job: a `__post_init__` converts (it assigns a field: defaults that
+    depend on other fields, normalised values), a check that changes nothing is `__check_init__`
+    (equinox runs it after every converter, also on subclasses)."""
+    checks_only = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name == "__post_init__":
+                assigns = any(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                    for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                    for t in ([*t.elts] if isinstance(t, ast.Tuple) else [t])
+                ) or any(isinstance(n, ast.Call) and ast.unparse(n.func) == "super().__post_init__" for n in ast.walk(node))  # fmt: skip
+                if not assigns:
+                    checks_only.append(f"{module}:{node.lineno}")
+    assert not checks_only, f"__post_init__ methods that only check (move them to __check_init__): {checks_only}"

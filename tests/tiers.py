@@ -14,7 +14,7 @@ REPRESENTATIVE = ("ppo", "dqn", "sac")
 
 SECONDARY_MODULES = ("test_mpo.py", "test_dads.py", "test_ippo.py", "test_qd.py")
 """Modules of the agents CI covers by their fast tests, the regression records of their default
-runs (tests/test_regression.py, every agent) and the every-agent checks: MPO, DADS, IPPO and the
+runs (tests/agents/test_regression.py, every agent) and the every-agent checks: MPO, DADS, IPPO and the
 quality-diversity runs. Their slow tests (learning runs included) are in the exhaustive tier
 (`tests/conftest.py` marks them)."""
 

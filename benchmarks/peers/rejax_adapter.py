@@ -1,4 +1,5 @@
-"""rejax 0.1.3 as a peer: PPO (``ppo_cartpole.py``) and SAC, TD3, DQN (``offpolicy_throughput.py``).
+"""rejax 0.1.3 as a peer: PPO (``ppo_cartpole.py``), SAC, TD3, DQN (``offpolicy_throughput.py``) and PQN
+(``pqn_rejax.py``).
 
 Every trainer runs as one training segment with rejax's periodic evaluation switched off
 (``eval_freq = total_timesteps``, ``skip_initial_evaluation=True``, a no-op ``eval_callback``), on a
@@ -267,3 +268,24 @@ def train_compile(pair: str, c: dict, steps: int):
     """A thunk compiling rejax's training program (``jax.jit(train).lower(key).compile()``)."""
     algo = make_offpolicy(pair, c, steps)
     return lambda: jax.jit(algo.train).lower(jax.random.key(0)).compile()
+
+
+# ============================================================================ PQN (pqn_rejax.py)
+def make_pqn(env_id: str, total_timesteps: int, config: dict):
+    """rejax's PQN on gymnax `env_id` from `config` (rejax's own keys: num_envs, num_steps,
+    num_minibatches, num_epochs, learning_rate, max_grad_norm, eps_start, eps_end,
+    exploration_fraction, gamma, td_lambda, normalize_observations). Its network is built in: a
+    (64, 64) MLP on the flattened observation, ``relu(LayerNorm(Dense(x)))`` per layer."""
+    return create("PQN", env_id, total_timesteps, **config)
+
+
+def pqn_greedy_act(algo, ts):
+    """The trained Q-network's greedy action (argmax, no epsilon: rejax's own ``make_act`` keeps
+    epsilon 0.005), through rejax's network, for `evaluate`."""
+
+    def act(obs, rng):
+        if algo.normalize_observations:
+            obs = algo.normalize_obs(ts.obs_rms_state, obs)
+        return jnp.argmax(algo.agent.apply(ts.q_ts.params, jnp.expand_dims(obs, 0))[0])
+
+    return act

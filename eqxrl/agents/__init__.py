@@ -4,10 +4,10 @@ from ._base import AbstractAgent as AbstractAgent
 from ._base import AbstractRolloutAgent as AbstractRolloutAgent
 from ._base import Clock as Clock
 from ._base import hyperparameter_hint as hyperparameter_hint
+from ._hyperparameters import set_hyperparameter as set_hyperparameter
 from ._dads import DADS as DADS
 from ._dads import DADSLearner as DADSLearner
 from ._dads_report import SkillReport as SkillReport
-from ._dads_report import plot_skill_trajectories as plot_skill_trajectories
 from ._ppo import PPO as PPO
 from ._ppo import PPOState as PPOState
 from ._pqn import PQN as PQN

@@ -166,13 +166,12 @@ class AbstractAgent(eqx.Module):
         same action handling as in training)."""
         return self.env
 
-    def save_report(self, state: PyTree, key: Any, run_dir: Any) -> list[str]:
-        """Write agent-specific results into a finished run directory (the CLI calls
-        this after training; e.g. DADS draws its skills). Default: nothing.
-
-        **Returns:** the names of the files written.
-        """
-        return []
+    def report(self, state: PyTree, key: Any) -> dict[str, Any]:
+        """Agent-specific results of a finished run, as data: `{name: value}` (DADS:
+        `{"skills": SkillReport}`). The run floor writes each into the run directory
+        (`eqxrl.runs.write_reports`: `NAME.json`, and `NAME.png` for a value whose type has a
+        plot); an agent writes no file itself. Default: nothing (`{}`)."""
+        return {}
 
     @classmethod
     def from_preset(cls, name: str, env: Any, **fields: Any) -> "AbstractAgent":

@@ -45,7 +45,7 @@ from ..components import (
 )
 from ..envs import ACTION_MASK, AbstractEnv, Box, DescriptorWrapper, SkillWrapper, resolve_descriptor
 from ._base import as_env
-from ._dads_report import SkillReport, evaluate_skills, save_skill_report
+from ._dads_report import SkillReport, evaluate_skills
 from ._actor_critic import AbstractActorCriticAgent
 from ._off_policy import OffPolicyState, check_continuous
 from ._sac import SAC, SACLearner
@@ -410,7 +410,7 @@ class DADS(AbstractActorCriticAgent):
         """
         return evaluate_skills(self, state, key, num_steps, deterministic)
 
-    def save_report(self, state: OffPolicyState, key: Key, run_dir: Any) -> list[str]:
-        """Evaluate every skill and draw their descriptor trajectories: `skills.png`
-        and `skills.json` (per skill: env return, intrinsic return, final descriptor)."""
-        return save_skill_report(self, state, key, run_dir)
+    def report(self, state: OffPolicyState, key: Key) -> dict[str, Any]:
+        """`{"skills": evaluate_skills(state, key)}`: one episode of every skill, which a run
+        directory keeps as `skills.json` and `skills.png` (`eqxrl.runs.write_reports`)."""
+        return {"skills": self.evaluate_skills(state, key)}

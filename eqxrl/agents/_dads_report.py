@@ -1,10 +1,6 @@
-"""What DADS's skills do: one episode of every skill (`SkillReport`) and a plot of
-their descriptor trajectories, for `DADS.evaluate_skills` and `DADS.save_report`."""
-
-import json
-import os
-import pathlib
-from typing import Any
+"""What DADS's skills do: one episode of every skill (`SkillReport`), for
+`DADS.evaluate_skills` and `DADS.report` (the run floor writes it: `skills.json`, and
+`eqxrl.runs.plot_skill_trajectories` draws `skills.png`)."""
 
 import equinox as eqx
 import jax
@@ -12,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, check_positive_int, figure, png_bytes
+from ..core import Key, check_positive_int
 from ..envs import RescaleAction
 from ._base import flatten_obs
 from ._off_policy import AbstractOffPolicyAgent, OffPolicyState
@@ -47,6 +43,17 @@ class SkillReport(eqx.Module):
         off = 1.0 - jnp.eye(num, dtype=jnp.float32)
         return jnp.sum(dist * off, axis=(-2, -1)) / jnp.float32(num * (num - 1))
 
+    def summary(self) -> dict[str, list]:
+        """**Returns:** what `skills.json` holds: per skill (and seed) the env return, the
+        intrinsic return and the final descriptor, and the mean pairwise distance of the final
+        descriptors, as nested lists."""
+        return {
+            "env_return": np.asarray(self.env_return).tolist(),
+            "intrinsic_return": np.asarray(self.intrinsic_return).tolist(),
+            "final_descriptor": np.asarray(self.final_descriptors).tolist(),
+            "mean_pairwise_distance": np.asarray(self.mean_pairwise_distance()).tolist(),
+        }
+
     def max_distance_from_start(self) -> Float[Array, "*seeds"]:
         """**Returns:** the largest distance of any skill's descriptor from its episode's start."""
         diff = self.descriptors - self.descriptors[..., :1, :]
@@ -69,24 +76,6 @@ def evaluate_skills(
         )
     batched = state.env_steps.ndim == 1
     return _skill_rollouts(agent, state, key, num_steps, bool(deterministic), batched)
-
-
-def save_skill_report(agent: AbstractOffPolicyAgent, state: OffPolicyState, key: Key, run_dir: Any) -> list[str]:
-    """`DADS.save_report` for a DADS `agent`: `skills.png` and `skills.json` in `run_dir`.
-
-    **Returns:** the names of the files written.
-    """
-    report = agent.evaluate_skills(state, key)
-    run_dir = pathlib.Path(run_dir)
-    plot_skill_trajectories(report, run_dir / "skills.png", title=f"DADS skills on {agent.env.name}")
-    summary = {
-        "env_return": np.asarray(report.env_return).tolist(),
-        "intrinsic_return": np.asarray(report.intrinsic_return).tolist(),
-        "final_descriptor": np.asarray(report.final_descriptors).tolist(),
-        "mean_pairwise_distance": np.asarray(report.mean_pairwise_distance()).tolist(),
-    }
-    (run_dir / "skills.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return ["skills.png", "skills.json"]
 
 
 def _skill_episode(
@@ -141,51 +130,3 @@ def _skill_rollouts(
         n = state.env_steps.shape[0]
         return jax.vmap(one_run)(state, jax.random.split(key, n))
     return one_run(state, key)
-
-
-def plot_skill_trajectories(report: SkillReport, path: str | os.PathLike, *, title: str | None = None) -> None:
-    """Draw each skill's descriptor trajectory (the first two descriptor dimensions; a
-    1-D descriptor against time) in a PNG, one colour per skill, every seed of a batch.
-
-    **Arguments:**
-
-    - `report`: from `DADS.evaluate_skills` (one run or a batch of seeds).
-    - `path`: the image file to write (`.png`).
-    - `title`: the figure title.
-
-    **Returns:** nothing.
-    """
-    from matplotlib import colormaps
-
-    descs = np.asarray(report.descriptors, dtype=np.float64)
-    if descs.ndim == 3:
-        descs = descs[None]
-    if descs.ndim != 4:
-        raise ValueError(
-            "plot_skill_trajectories(report) needs descriptors of shape (skills, steps, d) or "
-            f"(seeds, skills, steps, d), got {descs.shape}"
-        )
-    num_seeds, num_skills, steps, dim = descs.shape
-    fig = figure((5.6, 5.0) if dim > 1 else (6.4, 4.0))
-    ax = fig.add_subplot()
-    colors = colormaps["tab10" if num_skills <= 10 else "viridis"]
-    for z in range(num_skills):
-        color = colors(z if num_skills <= 10 else z / max(num_skills - 1, 1))
-        for s in range(num_seeds):
-            traj = descs[s, z]
-            xs, ys = (traj[:, 0], traj[:, 1]) if dim > 1 else (np.arange(steps), traj[:, 0])
-            ax.plot(xs, ys, color=color, alpha=0.8, linewidth=1.2, label=f"skill {z}" if s == 0 else None)
-            ax.plot(xs[-1:], ys[-1:], marker="o", color=color, markersize=4)
-        ax.plot(xs[:1], ys[:1], marker="x", color="black", markersize=5)
-    if dim > 1:
-        ax.set_xlabel("descriptor 0")
-        ax.set_ylabel("descriptor 1")
-        ax.set_aspect("equal", adjustable="datalim")
-    else:
-        ax.set_xlabel("step")
-        ax.set_ylabel("descriptor")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
-    ax.set_title(title or f"DADS skills ({num_seeds} seed{'s' if num_seeds > 1 else ''})")
-    pathlib.Path(path).write_bytes(png_bytes(fig))
-

@@ -73,7 +73,9 @@ class DQN(AbstractOffPolicyAgent):
     (`prioritized=True`), n-step returns (`n_step`), epsilon-greedy exploration
     annealed from `eps_start` to `eps_end` over the first `exploration_fraction`
     of training (linearly, or with `epsilon_decay="exponential"` geometrically:
-    `ExponentialSchedule`), a target network updated every
+    `ExponentialSchedule`; or any `exploration` schedule of progress and the collection
+    step, e.g. pytorchrl's per-step decay `GeometricDecaySchedule(initial, decay, minimum)`),
+    a target network updated every
     `target_update_period` updates by `target <- tau * online + (1 - tau) * target`
     (`tau=1` is a hard copy), Huber or squared TD loss, gradient clipping.
 
@@ -113,7 +115,8 @@ class DQN(AbstractOffPolicyAgent):
     noisy: bool = eqx.field(static=True, default=False)
     takes_action_masks: ClassVar[bool] = True
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "buffer": ("per_alpha",), "critic_optimizer": ("learning_rate", "max_grad_norm", "anneal_lr")
+        "buffer": ("per_alpha",), "critic_optimizer": ("learning_rate", "max_grad_norm", "anneal_lr"),
+        "exploration": ("eps_start", "eps_end", "exploration_fraction"),
     }
     learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-3)
     tau: Float[Array, ""] = hyperparameter(0.02)
@@ -121,6 +124,7 @@ class DQN(AbstractOffPolicyAgent):
     eps_end: Float[Array, ""] = hyperparameter(0.05)
     exploration_fraction: Float[Array, ""] = hyperparameter(0.5)
     max_grad_norm: Float[Array, ""] = hyperparameter(10.0)
+    exploration: AbstractSchedule | None = None
 
     def __check_init__(self):
         if isinstance(self.env, AbstractEnv) and not isinstance(self.env.action_space, Discrete):
@@ -150,7 +154,12 @@ class DQN(AbstractOffPolicyAgent):
         check("exploration_fraction", lambda v: 0 < v <= 1, "in (0, 1]")
         if self.epsilon_decay not in EPSILON_DECAYS:
             raise ValueError(f"DQN(epsilon_decay) must be one of {list(EPSILON_DECAYS)}, got {self.epsilon_decay!r}")
-        if self.epsilon_decay == "exponential":
+        if self.exploration is not None and not isinstance(self.exploration, AbstractSchedule):
+            raise ValueError(
+                "DQN(exploration) must be None (eps_start -> eps_end) or a schedule such as "
+                f"eqxrl.components.GeometricDecaySchedule(1.0, 0.999, 0.05), got {self.exploration!r}"
+            )
+        if self.epsilon_decay == "exponential" and self.exploration is None:
             for name in ("eps_start", "eps_end"):
                 check(name, lambda v: 0 < v <= 1, "in (0, 1] with epsilon_decay='exponential'")
 
@@ -165,10 +174,15 @@ class DQN(AbstractOffPolicyAgent):
         linearly to 0 over training with `anneal_lr`, a number only) and `max_grad_norm`."""
         return self.optimizer(self.critic_optimizer, self.learning_rate, anneal=self.anneal_lr)
 
-    def epsilon(self, progress: Float[Array, ""] | float) -> Float[Array, ""]:
+    def epsilon(self, progress: Float[Array, ""] | float, count: Int[Array, ""] | int | None = None) -> Float[Array, ""]:
         """The exploration rate at `progress` in [0, 1] of training: from `eps_start` to
         `eps_end` over the first `exploration_fraction` (linearly, or geometrically with
-        `epsilon_decay="exponential"`: `ExponentialSchedule(eps_start, eps_end)`), then `eps_end`."""
+        `epsilon_decay="exponential"`: `ExponentialSchedule(eps_start, eps_end)`), then `eps_end`.
+        With an `exploration` schedule: its value (clipped to [0, 1]) at `progress` after `count`
+        collection steps (None: the end of a long run, `2**31 - 1` steps, as an exploring `act` uses)."""
+        if self.exploration is not None:
+            count = jnp.iinfo(jnp.int32).max if count is None else count
+            return jnp.clip(jnp.asarray(self.exploration(progress, jnp.asarray(count, jnp.int32)), jnp.float32), 0.0, 1.0)
         frac = jnp.clip(jnp.asarray(progress, jnp.float32) / self.exploration_fraction, 0.0, 1.0)
         if self.epsilon_decay == "exponential":
             return ExponentialSchedule(self.eps_start, self.eps_end)(frac)
@@ -197,6 +211,20 @@ class DQN(AbstractOffPolicyAgent):
         return jnp.argmax(self.q_values(learner.q, obs), axis=-1).astype(jnp.int32)
 
     def explore(self, learner: DQNLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Int[Array, "*batch"]:
+        return self._epsilon_greedy(learner, obs, key, self.epsilon(progress))
+
+    def explore_at(self, learner: DQNLearner, obs: Array, key: Key, progress: Float[Array, ""], count: Int[Array, ""]) -> Int[Array, "*batch"]:
+        """`explore` with the epsilon of collection step `count` (an `exploration` schedule reads it)."""
+        return self._epsilon_greedy(learner, obs, key, self.epsilon(progress, count))
+
+    def train_iteration(self, state: Any, clock: Any) -> tuple[Any, Metrics]:
+        state, metrics = super().train_iteration(state, clock)
+        if self.exploration is not None:  # the rate of the iteration's last collection step
+            last = clock.iteration * self.rollout_length + self.rollout_length - 1
+            metrics = {**metrics, "epsilon": self.epsilon(clock.progress, last)}
+        return state, metrics
+
+    def _epsilon_greedy(self, learner: DQNLearner, obs: Array, key: Key, epsilon: Float[Array, ""]) -> Int[Array, "*batch"]:
         if self.noisy:  # each observation through its own draw of the output layer, then epsilon-greedy
             key, in_key, out_key, torso_key = jax.random.split(key, 4)
             in_size, out_size = learner.q.out.weight.shape
@@ -209,7 +237,7 @@ class DQN(AbstractOffPolicyAgent):
             random = jax.random.randint(action_key, batch, 0, self.action_size, dtype=jnp.int32)
         else:  # uniform among the legal actions
             random = Categorical(jnp.zeros(batch + (self.action_size,)), mask).sample(action_key)
-        explore = jax.random.uniform(coin_key, batch) < self.epsilon(progress)
+        explore = jax.random.uniform(coin_key, batch) < epsilon
         return jnp.where(explore, random, self.greedy(learner, obs))
 
     def with_layer_noise(self, learner: DQNLearner, noise_in: Array, noise_out: Array, key: Key | None = None) -> DQNLearner:

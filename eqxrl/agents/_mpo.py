@@ -33,6 +33,7 @@ from ..components import (
     optimizer_slot,
     polyak,
     select_q,
+    mpo_scaled_multiplier_update,
     softplus_inverse,
 )
 from ..envs import AbstractEnv, Box, Discrete
@@ -44,6 +45,7 @@ from ._noise import policy_noise_spec
 _MIN_RAW_DUAL = -18.0
 # The smallest maximum a multiplier may be given (well above the floor of about 2.5e-8), as float32.
 _MIN_DUAL_MAX = float(np.float32(1e-6))
+DUAL_UPDATES = ("gradient", "scaled")  # MPO(dual_update): an optimizer step, or pytorchrl's `scale * (kl - bound)`
 
 
 def _raw_upper_bound(maximum: Float[Array, "*s"]) -> Float[Array, "*s"]:
@@ -119,7 +121,9 @@ class MPO(AbstractActorCriticAgent):
     multipliers can be bounded above (`alpha_mean_max`, `alpha_std_max`,
     `alpha_max`; clipped after each step, which makes their KL bounds soft),
     and each dual's optimizer step is multiplied by its own `*_lr_scale` (a
-    per-dual learning rate; 0 freezes it). Target networks (policy and critic) are
+    per-dual learning rate; 0 freezes it). `dual_update="scaled"` moves the multipliers by
+    pytorchrl's rule instead: `alpha += alpha_*_scale * (kl - bound)` per M-step, clipped to
+    `[0, alpha_*max]` (`mpo_scaled_multiplier_update`). Target networks (policy and critic) are
     updated every `target_update_period` updates by `target <- tau * online +
     (1 - tau) * target`: the default is acme's hard copy every 100 updates
     (`tau=1`), so the KL constraints are relative to a policy fixed for 100
@@ -171,6 +175,10 @@ class MPO(AbstractActorCriticAgent):
     alpha_mean_lr_scale: Float[Array, ""] = hyperparameter(1.0)
     alpha_std_lr_scale: Float[Array, ""] = hyperparameter(1.0)
     alpha_lr_scale: Float[Array, ""] = hyperparameter(1.0)
+    dual_update: str = eqx.field(static=True, default="gradient")
+    alpha_scale: Float[Array, ""] = hyperparameter(10.0)
+    alpha_mean_scale: Float[Array, ""] = hyperparameter(1.0)
+    alpha_var_scale: Float[Array, ""] = hyperparameter(100.0)
     takes_action_masks: ClassVar[bool] = True  # (discrete MPO; the layout refuses masks on Box actions)
 
     def __check_init__(self):
@@ -189,22 +197,17 @@ class MPO(AbstractActorCriticAgent):
         check = lambda name, ok, expected: check_hyperparameter("MPO", name, getattr(self, name), ok, expected)  # noqa: E731
         for name in ("policy_learning_rate", "critic_learning_rate", "dual_learning_rate"):
             check_learning_rate("MPO", name, getattr(self, name))
-        for name in (
-            "epsilon",
-            "kl_mean",
-            "kl_std",
-            "kl_categorical",
-            "init_temperature",
-            "init_alpha_mean",
-            "init_alpha_std",
-            "init_std",
-        ):
+        for name in ("epsilon", "kl_mean", "kl_std", "kl_categorical", "init_temperature", "init_alpha_mean", "init_alpha_std", "init_std"):
             check(name, lambda v: v > 0, "> 0")
         check("min_std", lambda v: v >= 0, ">= 0")
         for name in ("alpha_mean_max", "alpha_std_max", "alpha_max"):
             check(name, lambda v: v >= _MIN_DUAL_MAX, f">= {_MIN_DUAL_MAX:g} (inf: unbounded)")
         for name in ("temperature_lr_scale", "alpha_mean_lr_scale", "alpha_std_lr_scale", "alpha_lr_scale"):
             check(name, lambda v: 0 <= v < float("inf"), "a finite number >= 0 (0 freezes the dual)")
+        if self.dual_update not in DUAL_UPDATES:
+            raise ValueError(f"MPO(dual_update) must be one of {list(DUAL_UPDATES)}, got {self.dual_update!r}")
+        for name in ("alpha_scale", "alpha_mean_scale", "alpha_var_scale"):
+            check(name, lambda v: 0 <= v < float("inf"), "a finite number >= 0 (0 freezes the multiplier)")
 
     def alpha_maxima(self) -> Float[Array, " k"]:
         """**Returns:** the upper bounds of the multipliers, in `MPODuals.raw_alpha`'s order:
@@ -357,6 +360,8 @@ class MPO(AbstractActorCriticAgent):
             return loss + extra, {**stats, **extra_metrics}
 
         alpha_maxima, lr_scales = self.alpha_maxima(), self.dual_lr_scales()
+        bounds, scales, kl_names = (self.kl_categorical[None], self.alpha_scale[None], ("kl",)) if self.discrete else (
+            jnp.stack([self.kl_mean, self.kl_std]), jnp.stack([self.alpha_mean_scale, self.alpha_var_scale]), ("kl_mean", "kl_std"))
 
         def m_step(carry, _):
             policy, policy_opt, duals, dual_opt = carry
@@ -367,6 +372,10 @@ class MPO(AbstractActorCriticAgent):
             new_duals, dual_opt = dual_optimizer.update(dual_grads, dual_opt, duals, progress)
             # each dual's step times its own scale, then the bounds
             new_duals = jax.tree.map(lambda new, old, scale: old + scale * (new - old), new_duals, duals, lr_scales)
+            if self.dual_update == "scaled":  # pytorchrl's rule for the multipliers: alpha itself, by the KL gap
+                kl = jnp.stack([stats[name] for name in kl_names])
+                alpha = mpo_scaled_multiplier_update(duals.alpha, kl, bounds, scales, alpha_maxima)
+                new_duals = MPODuals(new_duals.raw_temperature, softplus_inverse(jnp.maximum(alpha, 1e-12)))
             return (policy, policy_opt, new_duals.project(alpha_maxima), dual_opt), stats
 
         carry = (learner.policy, learner.policy_opt, learner.duals, learner.dual_opt)

@@ -194,6 +194,11 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     def explore(self, learner: PyTree, obs: Array, key: Key, progress: Float[Array, ""]) -> Array:
         """**Returns:** exploratory actions for a batch of (normalised, flat) observations."""
 
+    def explore_at(self, learner: PyTree, obs: Array, key: Key, progress: Float[Array, ""], count: Int[Array, ""]) -> Array:
+        """`explore` at collection step `count` (vectorized env steps since training began), for exploration
+        decaying per step (DQN's `exploration`). Default: `explore`."""
+        return self.explore(learner, obs, key, progress)
+
     def explore_from_noise(self, learner: PyTree, obs: Array, noise: PyTree, progress: Float[Array, ""]) -> Array:
         """`explore` with its randomness given (`noise` as `noise_spec` describes it). Default: a ValueError."""
         raise ValueError(no_noise_sampler(self, "explore_from_noise"))
@@ -338,11 +343,11 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         warm = start_steps < self.learning_starts
         stats, learner = state.obs_stats, state.learner
 
-        def step(carry, _):
+        def step(carry, t):
             env_state, obs, window, buffer_state, key = carry
             key, act_key, rand_key, env_key = jax.random.split(key, 4)
-            x = self.flatten(obs)
-            policy_action = self.explore(learner, self.normalize(stats, x), act_key, progress)
+            x, count = self.flatten(obs), clock.iteration * self.rollout_length + t
+            policy_action = self.explore_at(learner, self.normalize(stats, x), act_key, progress, count)
             action = jnp.where(warm, self._random_action(rand_key, x), policy_action).astype(policy_action.dtype)
             env_state, ts = env.step(env_key, env_state, action)
             final = self.flatten(ts.info["final_obs"])
@@ -353,7 +358,7 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
 
         carry = (state.env_state, state.obs, state.window, state.buffer, state.key)
         (env_state, obs, window, buffer_state, key), (xs, done, ep_ret, ep_len) = jax.lax.scan(
-            step, carry, length=self.rollout_length
+            step, carry, jnp.arange(self.rollout_length, dtype=jnp.int32)
         )
         if stats is not None:
             stats = stats.update(self.layout.split(xs)[0])

@@ -46,6 +46,7 @@ from ..components import (
 from ..envs import AbstractEnv, ClipAction
 from ._base import AbstractRolloutAgent, Clock, as_env, with_mask
 from ._noise import policy_noise_spec
+from ._ppo_split import check_separate, init_opt_state, separate_iteration
 from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration, recurrent_preset
 from ._ppo_update import _Rollout, check_action_space, iteration_metrics, minibatch_step, policy_head
 
@@ -88,6 +89,14 @@ class PPO(AbstractRolloutAgent):
     linearly to 0 with `anneal_lr` when a number, clipped at `max_grad_norm`), or an
     eqxrl optimizer or any optax transformation. `policy_loss_terms` and
     `critic_loss_terms` add extra loss terms (`eqxrl.components.AbstractLossTerm`).
+
+    Separate updates (`separate_updates`, separate torsos only): with `actor_epochs`,
+    `critic_epochs` (each None: `num_epochs`) or `critic_optimizer` set, the actor's
+    epochs and the critic's are separate passes over the rollout, each network with its
+    own optimizer state (the critic's: `critic_optimizer`, else the same kind as the
+    actor's, `optimizer`), and `target_kl_epoch` (default inf: never) skips the actor's
+    remaining epochs after one whose mean approximate KL exceeds it, the critic's
+    epochs unaffected (see `_ppo_split`).
     """
 
     env: AbstractEnv = eqx.field(converter=as_env)
@@ -97,6 +106,8 @@ class PPO(AbstractRolloutAgent):
     rollout_length: int = eqx.field(static=True, default=128)
     num_epochs: int = eqx.field(static=True, default=4)
     num_minibatches: int = eqx.field(static=True, default=4)
+    actor_epochs: int | None = eqx.field(static=True, default=None)
+    critic_epochs: int | None = eqx.field(static=True, default=None)
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
     activation: str = eqx.field(static=True, default="tanh")
     actor_torso: AbstractTorso | AbstractRecurrentTorso | None = eqx.field(static=True, default=None, converter=as_torso)
@@ -109,6 +120,7 @@ class PPO(AbstractRolloutAgent):
     state_dependent_std: bool = eqx.field(static=True, default=False)
     grad_clip: str = eqx.field(static=True, default="global_norm")
     optimizer: AbstractOptimizer | None = optimizer_slot()
+    critic_optimizer: AbstractOptimizer | None = optimizer_slot()
     policy_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
     critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
     learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(2.5e-4)
@@ -119,6 +131,7 @@ class PPO(AbstractRolloutAgent):
     vf_coef: Float[Array, ""] = hyperparameter(0.5)
     max_grad_norm: Float[Array, ""] = hyperparameter(0.5)
     target_kl: Float[Array, ""] = hyperparameter(float("inf"))
+    target_kl_epoch: Float[Array, ""] = hyperparameter(float("inf"))
     init_std: Float[Array, ""] = hyperparameter(1.0)
 
     def __check_init__(self):
@@ -147,6 +160,7 @@ class PPO(AbstractRolloutAgent):
         check_torso("PPO", "critic_torso", self.critic_torso)
         if self.shared_torso and self.critic_torso is not None:
             raise ValueError("PPO(shared_torso=True) puts both heads on actor_torso; critic_torso must be None")
+        check_separate(self)
         if self.recurrent:
             check_recurrent(self)
             if isinstance(self.env, AbstractEnv) and self.layout.mask_size:
@@ -176,6 +190,12 @@ class PPO(AbstractRolloutAgent):
     @property
     def eval_env(self) -> AbstractEnv:
         return self.env if self.discrete else ClipAction(self.env)
+
+    @property
+    def separate_updates(self) -> bool:
+        """Whether the actor and the critic are updated in separate passes, each with its own
+        optimizer state (`actor_epochs`, `critic_epochs` or `critic_optimizer` set)."""
+        return self.actor_epochs is not None or self.critic_epochs is not None or self.critic_optimizer is not None
 
     @property
     def network_optimizer(self) -> AbstractOptimizer:
@@ -224,7 +244,7 @@ class PPO(AbstractRolloutAgent):
         return PPOState(
             actor=actor,
             critic=critic,
-            opt_state=self.network_optimizer.init((shared, actor, critic)),
+            opt_state=init_opt_state(self, actor, critic) if self.separate_updates else self.network_optimizer.init((shared, actor, critic)),
             env_state=env_state,
             obs=ts.obs,
             obs_stats=stats,
@@ -370,6 +390,8 @@ class PPO(AbstractRolloutAgent):
         batch_size = self.steps_per_iteration
         flat = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
         batch = tuple(map(flat, (ro.obs, ro.action, ro.log_prob, values, advantages, targets)))
+        if self.separate_updates:
+            return separate_iteration(self, state, ro, batch, progress)
         optimizer = self.network_optimizer
         grad_fn = eqx.filter_value_and_grad(self.loss, has_aux=True)
         mb_size = batch_size // self.num_minibatches

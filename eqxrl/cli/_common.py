@@ -97,6 +97,17 @@ def print_returns(summary: dict[str, Any], seed: int, deterministic: bool) -> No
         print(f"    seed {seed + i:<6d} {mean:10.2f} ± {std:.2f}")
     n = len(summary["mean_per_seed"])
     print(f"    mean over {n} seed{'s' if n > 1 else ''}: {summary['mean']:.2f}")
+    if "median" in summary:  # (every episode of every seed; NaN episodes left out and counted)
+        nans = f", {summary['nan_count']} NaN" if summary["nan_count"] else ""
+        print(
+            f"    all {n * summary['episodes']} episodes: median {_number(summary['median'])}, std {_number(summary['std'])}, "
+            f"min {_number(summary['min'])}, max {_number(summary['max'])}{nans}"
+        )
+
+
+def _number(value: Any) -> str:
+    """A statistic of `print_returns` (None: NaN, as eval.json reads back)."""
+    return "nan" if value is None else f"{value:.2f}"
 
 
 DEVICES_HELP = (

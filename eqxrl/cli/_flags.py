@@ -7,9 +7,9 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from ..agents import AbstractAgent
+from ..agents import AbstractAgent, set_hyperparameter
 from ..components import as_buffer, as_learning_rate, as_optimizer, as_terms, as_torso
-from ..core import as_float, set_paths, trust_modules
+from ..core import as_float, trust_modules
 from ._parse import SCALARS, or_none, tuple_of
 from ._specs import SET_HELP, SPEC_HELP, SPEC_PARSERS, parse_set
 
@@ -188,7 +188,9 @@ def add_field_flags(parser: Any, cls: type[AbstractAgent]) -> None:
 def build_agent(cls: type[AbstractAgent], env: Any, given: dict[str, Any], sets: Any) -> AbstractAgent:
     """**Returns:** `cls(env, **given)` with every `--set PATH=VALUE` applied (checked like a field)."""
     agent = cls(env, **given)
-    return set_paths(agent, dict(sets or []), cls.__name__) if sets else agent
+    for path, value in dict(sets or []).items():
+        agent = set_hyperparameter(agent, path, value)
+    return agent
 
 
 def given_fields(args: Any, cls: type[AbstractAgent]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from ._flags import add_field_flags, add_trust_flag, build_agent, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_log, parse_seed, parse_tune, positive, parse_int
 
 
-DESCRIPTOR_NAMES = ("auto", "observation", "xy")
+DESCRIPTOR_NAMES = ("auto", "observation", "xy", "feet_contact")
 
 
 def parse_fitness(text: str) -> Novelty | None:
@@ -75,7 +75,9 @@ def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
                      help="env steps per member between in-training evaluations (eval_return in the history; default: none)")  # fmt: skip
     run.add_argument("--eval-descriptor", choices=DESCRIPTOR_NAMES, default=None,
                      help="record each member's mean final state descriptor (descriptor/<j> in the history): "
-                          "auto (DADS's own, brax torso x-y, Point2D position), xy or observation (default: none)")  # fmt: skip
+                          "auto (DADS's own, brax torso x-y, Point2D position), xy or observation; or feet_contact, each foot's "
+                          "fraction of the episode's steps on the ground (brax ant, halfcheetah, hopper, walker2d, humanoid) "
+                          "(default: none)")  # fmt: skip
     run.add_argument("--fitness", type=parse_fitness, default=None, metavar="KIND",
                      help="return (mean evaluation return, the default) or novelty[:K[:RETURN_WEIGHT]]: mean distance "
                           "to the K nearest members' descriptors (default K=3), plus RETURN_WEIGHT x the return (default 0); "

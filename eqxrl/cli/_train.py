@@ -12,7 +12,7 @@ from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError
 from ..runs import (
-    CONFIG, MAX_SEED, CheckpointError, agent_from_config, check_config, checkpoint_steps,
+    CONFIG, MAX_SEED, CheckpointError, agent_from_config, check_best, check_config, checkpoint_steps,
     RECORD_AUTO, RECORD_BUDGET, check_recordable, load_config, read_text_bounded, resume_run, run_lock, train_run,
 )  # fmt: skip
 from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir, print_returns
@@ -117,6 +117,11 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
         help="newest checkpoints kept in RUN_DIR/checkpoints, besides the best evaluated one (default: 2)",
     )  # fmt: skip
     run.add_argument(
+        "--best", default=None, metavar="METRIC",
+        help="what the best checkpoint (kept besides the newest, --checkpoint best) is best by: a metric of metrics.csv, "
+        "highest best (default: eval_return, with --eval-every), or -METRIC for the lowest; recorded in config.json",
+    )  # fmt: skip
+    run.add_argument(
         "--config", default=None, metavar="CONFIG_JSON",
         help="reproduce a run: agent, env, fields, budget and seeds from a run directory's config.json",
     )  # fmt: skip
@@ -143,8 +148,8 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
     preset = getattr(args, "preset", None)  # only agents with presets have the flag
     named = [*given, *(["--set"] if sets else []), *(["--preset"] if preset else [])]  # what the errors below name
     if args.resume is not None:
-        if args.config is not None or named:
-            parser.error("--resume RUN_DIR continues a run as it was configured: give no --config, --preset or agent fields")
+        if args.config is not None or named or args.best is not None:
+            parser.error("--resume RUN_DIR continues a run as it was configured: give no --config, --preset, --best or agent fields")
         return resume_command(args, argv)
     if args.config is not None:
         if named:
@@ -160,12 +165,16 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
         checkpoint_every = args.checkpoint_every or config.get("checkpoint_every")
         eval_every = args.eval_every or config.get("eval_every")
         record_every = args.record_every or config.get("record_every")
+        best = args.best or config.get("best", "eval_return")
+        if not isinstance(best, str):  # (a function's name: a config runs no code)
+            parser.error(f"--config {args.config!r} chose its best checkpoint by a function ({best.get('function')}): give --best METRIC")
     else:
         name, env_name = args.agent, args.env
         total_steps, num_seeds, seed = args.total_steps, args.seeds, args.seed
         checkpoint_every = args.checkpoint_every
         eval_every = args.eval_every
         record_every = args.record_every
+        best = args.best or "eval_return"
         cls = AGENTS[args.agent]
         try:
             fields = {**cls.presets[preset](), **given} if preset else given
@@ -199,6 +208,10 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
             check_recordable(base, owner="--record-every")
         except ValueError as e:
             parser.error(one_line(e))
+    try:  # (before the run directory is made)
+        check_best(best, agent, eval_every is not None, owner="--best")
+    except ValueError as e:
+        parser.error(one_line(e))
     if seed + num_seeds - 1 > MAX_SEED:
         parser.error(f"--seed {seed} with --seeds {num_seeds} goes past the largest seed {MAX_SEED}")
     run_dir = prepare_run_dir(parser, args.run_dir, f"{name}-{env_name}")
@@ -214,7 +227,7 @@ def train_command(args: argparse.Namespace, argv: list[str]) -> int:
             keep_checkpoints=args.keep_checkpoints, nan_guard=args.nan_guard, tensorboard=args.tensorboard, log=args.log,
             progress=not args.quiet, eval_episodes=args.eval_episodes, env_name=env_name,
             command=shlex.join(["eqxrl", *argv]),
-            eval_every=eval_every, record_every=record_every,
+            eval_every=eval_every, record_every=record_every, best=best,
         )  # fmt: skip
     except NonFiniteError as e:
         return nonfinite_exit(e, run_dir)

@@ -41,6 +41,7 @@ from ._schedules import AbstractSchedule as AbstractSchedule
 from ._schedules import ConstantSchedule as ConstantSchedule
 from ._schedules import CosineSchedule as CosineSchedule
 from ._schedules import ExponentialSchedule as ExponentialSchedule
+from ._schedules import GeometricDecaySchedule as GeometricDecaySchedule
 from ._schedules import LinearSchedule as LinearSchedule
 from ._schedules import OptaxSchedule as OptaxSchedule
 from ._schedules import WarmupCosineSchedule as WarmupCosineSchedule
@@ -119,6 +120,7 @@ from ._mpo import mpo_categorical_loss as mpo_categorical_loss
 from ._mpo import mpo_e_step as mpo_e_step
 from ._mpo import mpo_gaussian_loss as mpo_gaussian_loss
 from ._mpo import mpo_kl_penalty as mpo_kl_penalty
+from ._mpo import mpo_scaled_multiplier_update as mpo_scaled_multiplier_update
 from ._mpo import mpo_weighted_log_likelihood as mpo_weighted_log_likelihood
 from ._mpo import normal_kl as normal_kl
 from ._mpo import softplus_inverse as softplus_inverse

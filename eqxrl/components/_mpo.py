@@ -94,6 +94,27 @@ def mpo_kl_penalty(
     return penalty, alpha_loss
 
 
+def mpo_scaled_multiplier_update(
+    alpha: Float[Array, "*k"],
+    kl: Float[Array, "*k"],
+    epsilon: Float[Array, "*k"] | float,
+    scale: Float[Array, "*k"] | float,
+    alpha_max: Float[Array, "*k"] | float,
+) -> Float[Array, "*k"]:
+    """pytorchrl's MPO update of a KL constraint's Lagrange multiplier: a step of
+    `scale` times the constraint's violation, clipped to `[0, alpha_max]`:
+    `clip(alpha + scale * (kl - epsilon), 0, alpha_max)` (no optimizer; MPO's
+    default instead takes an optimizer step on `mpo_kl_penalty`'s multiplier loss).
+
+    **Arguments:** the multiplier(s) `alpha`, the measured mean `kl`, its bound
+    `epsilon`, the step size `scale` and the maximum `alpha_max` (elementwise).
+
+    **Returns:** the new multiplier(s), no gradient.
+    """
+    step = jax.lax.stop_gradient(alpha + scale * (kl - epsilon))
+    return jnp.clip(step, 0.0, alpha_max)
+
+
 def normal_kl(
     loc_p: Float[Array, "*batch d"],
     scale_p: Float[Array, "*batch d"],

@@ -115,6 +115,32 @@ class WarmupCosineSchedule(AbstractSchedule):
         return jnp.where(p < self.warmup, warm, cosine)
 
 
+class GeometricDecaySchedule(AbstractSchedule):
+    """`initial * decay ** count`, floored at `minimum`: a value multiplied by `decay` at every
+    step (pytorchrl's DQN exploration, `epsilon <- max(epsilon * epsilon_decay, min_epsilon)`
+    each step). It reads the step `count`, not progress: as DQN's `exploration` schedule the
+    collection steps taken so far; as a learning rate the optimizer's update count."""
+
+    initial: Float[Array, ""] = hyperparameter()
+    decay: Float[Array, ""] = hyperparameter()
+    minimum: Float[Array, ""] = hyperparameter(0.0)
+
+    def __check_init__(self):
+        check = lambda name, ok, expected: check_hyperparameter(  # noqa: E731
+            "GeometricDecaySchedule", name, getattr(self, name), ok, expected
+        )
+        check("initial", lambda v: v > 0, "> 0")
+        check("decay", lambda v: 0 < v <= 1, "in (0, 1]")
+        check("minimum", lambda v: v >= 0, ">= 0")
+        initial, minimum = concrete_scalar(self.initial), concrete_scalar(self.minimum)
+        if initial is not None and minimum is not None and minimum > initial:
+            raise ValueError(f"GeometricDecaySchedule(minimum) must be <= initial ({initial:g}), got {minimum:g}")
+
+    def __call__(self, progress, count=0):
+        steps = jnp.maximum(jnp.asarray(count), 0).astype(jnp.float32)
+        return jnp.maximum(self.initial * jnp.power(self.decay, steps), self.minimum)
+
+
 class OptaxSchedule(AbstractSchedule):
     """An optax schedule (`count -> value`, e.g. `optax.cosine_decay_schedule(3e-4, 10_000)`),
     called with the optimizer's update count. Its numbers live inside the function,

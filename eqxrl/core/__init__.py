@@ -22,8 +22,6 @@ from ._devices import CPU_DEVICES_ENV as CPU_DEVICES_ENV
 from ._devices import available_cores as available_cores
 from ._devices import configure_cpu_devices as configure_cpu_devices
 from ._devices import one_device_for_one_run as one_device_for_one_run
-from ._plot import figure as figure
-from ._plot import png_bytes as png_bytes
 from ._spec import class_path as class_path
 from ._spec import from_spec as from_spec
 from ._spec import import_class as import_class

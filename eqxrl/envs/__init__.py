@@ -9,7 +9,9 @@ from ._base import first_timestep as first_timestep
 from ._brax import BraxEnv as BraxEnv
 from ._check import check_env as check_env
 from ._craftax import CraftaxEnv as CraftaxEnv
+from ._descriptor import BraxFeetContact as BraxFeetContact
 from ._descriptor import DescriptorWrapper as DescriptorWrapper
+from ._descriptor import FEET_LINKS as FEET_LINKS
 from ._descriptor import SkillState as SkillState
 from ._descriptor import SkillWrapper as SkillWrapper
 from ._descriptor import brax_xy as brax_xy

@@ -1,7 +1,7 @@
 """The functional environment protocol shared by every backend."""
 
 import abc
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -91,11 +91,24 @@ class AbstractEnv(eqx.Module):
         """The innermost environment below every wrapper."""
         return self
 
+    @property
+    def descriptors(self) -> tuple[str, ...]:
+        """The named state descriptors this env has, the one `descriptor="auto"` picks first
+        (`DescriptorWrapper`, `evaluate(descriptor=)`, `PBT(descriptor=)`): brax envs
+        `("xy", ...)`, with `"feet_contact"` for the locomotion envs that have feet; `Point2D`
+        `("observation",)`. Default: none (`"observation"` and a callable still work). An env
+        of a new suite declares its own here; nothing asks for its class."""
+        return ()
+
 
 class AbstractWrapper(AbstractEnv):
     """An environment that wraps another one and forwards what it does not change."""
 
     env: eqx.AbstractVar[AbstractEnv]
+    keeps_observation_prefix: ClassVar[bool] = False
+    """Whether this wrapper's flat observation starts with the flat observation of the env it
+    wraps (eqxrl's `TimeLimit`, `AutoReset`, `EpisodeStatistics`, `ClipAction`, `RescaleAction`,
+    `SkillWrapper`): a `DescriptorWrapper` below it keeps its descriptor's offset."""
 
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
         return self.env.reset(key)
@@ -122,4 +135,8 @@ class AbstractWrapper(AbstractEnv):
     @property
     def unwrapped(self) -> AbstractEnv:
         return self.env.unwrapped
+
+    @property
+    def descriptors(self) -> tuple[str, ...]:
+        return self.env.descriptors  # (the descriptors are the innermost state's)
 

@@ -10,6 +10,7 @@ from ._spaces import Box
 from ..core import foreign_promotion
 from ._static import StaticHandle
 from ._suite import AbstractBraxStyleEnv
+from ._descriptor import FEET_LINKS
 
 
 class BraxEnv(AbstractBraxStyleEnv):
@@ -57,6 +58,12 @@ class BraxEnv(AbstractBraxStyleEnv):
     @property
     def env_name(self) -> str:
         return self.handle.key[1]  # (the handle's key is `("brax", env_name, kwargs)`)
+
+    @property
+    def descriptors(self) -> tuple[str, ...]:
+        """`("xy",)` (the torso's x-y, what `"auto"` picks), and `"feet_contact"` for the
+        locomotion envs whose feet `FEET_LINKS` names."""
+        return ("xy", "feet_contact") if self.env_name in FEET_LINKS else ("xy",)
 
     @property
     def observation_space(self) -> Box:

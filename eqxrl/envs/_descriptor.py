@@ -6,7 +6,7 @@ off-policy loop stores it like any observation, and the agent splits it back.
 """
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ..core import EnvState, Key, is_positive_int
+from ..core import EnvState, Key, foreign_promotion, is_positive_int
 from ._base import AbstractEnv, AbstractWrapper, TimeStep
 from ._layout import ObservationLayout
 from ._spaces import Box
@@ -48,6 +48,71 @@ def brax_xy(state: EnvState, obs: Array) -> Float[Array, "2"]:
     return pos[:2]
 
 
+FEET_LINKS = {
+    "ant": None,  # its four lower legs: the links no other link hangs from (brax leaves them unnamed)
+    "halfcheetah": ("bfoot", "ffoot"),
+    "hopper": ("foot",),
+    "walker2d": ("foot", "foot_left"),
+    "humanoid": ("right_shin", "left_shin"),
+}
+"""The feet of the brax locomotion envs `BraxFeetContact` knows, by link name (as QDax's)."""
+
+
+class BraxFeetContact:
+    """Which feet of a brax locomotion env touch the ground in one state: a float32 vector,
+    one entry per foot (`FEET_LINKS`, in link order), 1 where a contact between that foot's
+    link and the ground (the world, link -1) has distance <= 0, as QDax's feet-contact
+    descriptor reads brax's contacts. The contacts are the state's own when the env was
+    built with `debug=True`, else computed from its link positions (`brax.contact.get`).
+
+    Hashable by the env's name and the feet (a static part of a compiled evaluation)."""
+
+    __slots__ = ("handle", "feet")
+
+    def __init__(self, env: AbstractEnv, owner: str = "BraxFeetContact"):
+        """**Arguments:** a brax locomotion `env` (may be wrapped), and `owner` for error messages."""
+        inner = env.unwrapped if isinstance(env, AbstractEnv) else None
+        if inner is None or "feet_contact" not in inner.descriptors:
+            name = env.name if isinstance(env, AbstractEnv) else repr(env)
+            raise ValueError(
+                f"{owner}(descriptor='feet_contact') needs a brax locomotion env "
+                f"({', '.join('brax/' + n for n in FEET_LINKS)}), got env {name!r}"
+            )
+        sys, feet = inner.brax_env.sys, FEET_LINKS[inner.env_name]
+        if feet is None:
+            parents = {int(p) for p in sys.link_parents}
+            self.feet = tuple(i for i in range(len(sys.link_names)) if i not in parents)
+        else:
+            self.feet = tuple(list(sys.link_names).index(foot) for foot in feet)
+        self.handle = inner.handle
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BraxFeetContact) and (self.handle, self.feet) == (other.handle, other.feet)
+
+    def __hash__(self) -> int:
+        return hash((self.handle, self.feet))
+
+    def __repr__(self) -> str:
+        return f"BraxFeetContact({self.handle.key[1]!r}, feet={self.feet})"
+
+    def __call__(self, state: EnvState, obs: Any = None) -> Float[Array, " feet"]:
+        """**Arguments:** the innermost env `state` (a brax `State`); `obs` is unused.
+
+        **Returns:** `(n_feet,)` float32 in {0, 1}."""
+        from brax import contact as brax_contact
+
+        del obs
+        pipeline = state.pipeline_state
+        with foreign_promotion():
+            contact = pipeline.contact if pipeline.contact is not None else brax_contact.get(self.handle.obj.sys, pipeline.x)
+        if contact is None:  # a system without contacts
+            return jnp.zeros((len(self.feet),), jnp.float32)
+        ground, foot = jnp.asarray(contact.link_idx[0]), jnp.asarray(contact.link_idx[1])
+        touching = (jnp.asarray(contact.dist) <= 0) & (ground == -1)
+        feet = jnp.asarray(self.feet, foot.dtype)
+        return jnp.any((foot[None, :] == feet[:, None]) & touching[None, :], axis=-1).astype(jnp.float32)
+
+
 def _flat(obs: Array) -> Float[Array, " n"]:
     return jnp.asarray(obs, jnp.float32).reshape(-1)
 
@@ -72,22 +137,17 @@ def resolve_descriptor(env: AbstractEnv, descriptor: str, owner: str = "Descript
     **Returns:** `"observation"` or `"xy"`. Raises a `ValueError` naming `owner` for an
     unknown name, `"xy"` on a non-brax env, or `"auto"` on an env without a known descriptor.
     """
-    from ._brax import BraxEnv
-    from ._point import Point2D
-
     if descriptor not in DESCRIPTORS:
         raise ValueError(f"{owner}(descriptor) must be one of {list(DESCRIPTORS)} or a callable, got {descriptor!r}")
-    inner = env.unwrapped
+    known = [d for d in env.unwrapped.descriptors if d in DESCRIPTORS]  # (the env's state descriptors)
     if descriptor == "auto":
-        if isinstance(inner, BraxEnv):
-            return "xy"
-        if isinstance(inner, Point2D):
-            return "observation"
+        if known:
+            return known[0]
         raise ValueError(
             f"{owner}(descriptor='auto') knows the descriptors of brax envs (torso x-y) and Point2D "
             f"(position), not of env {env.name!r}; pass descriptor='observation' (the full observation)"
         )
-    if descriptor == "xy" and not isinstance(inner, BraxEnv):
+    if descriptor == "xy" and "xy" not in known:
         raise ValueError(f"{owner}(descriptor='xy') needs a brax env (the torso's x-y), got env {env.name!r}")
     return descriptor
 
@@ -173,6 +233,8 @@ class SkillWrapper(AbstractWrapper):
     """Draw a skill uniformly at random at each reset and append it, one-hot, to the
     flattened observation: `[obs, one_hot(skill)]` (a `Dict` observation flattened as in
     `DescriptorWrapper`)."""
+
+    keeps_observation_prefix: ClassVar[bool] = True
 
     env: AbstractEnv
     num_skills: int = eqx.field(static=True)

@@ -43,6 +43,11 @@ class Point2D(AbstractEnv):
         return "Point2D-v0"
 
     @property
+    def descriptors(self) -> tuple[str, ...]:
+        """`("observation",)`: the position, which is the observation."""
+        return ("observation",)
+
+    @property
     def observation_space(self) -> Box:
         return Box(-self.size, self.size, (2,))
 

@@ -1,6 +1,6 @@
 """Wrappers: time limit, auto-reset, episode statistics, batching, normalisation, actions."""
 
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -21,6 +21,8 @@ class TimeLimitState(eqx.Module):
 
 class TimeLimit(AbstractWrapper):
     """Truncate episodes after `max_episode_steps` steps (sets `truncated`, not `terminated`)."""
+
+    keeps_observation_prefix: ClassVar[bool] = True
 
     env: AbstractEnv
     limit: int = eqx.field(static=True)
@@ -54,6 +56,8 @@ class AutoReset(AbstractWrapper):
     through truncation reads it directly).
     """
 
+    keeps_observation_prefix: ClassVar[bool] = True
+
     env: AbstractEnv
 
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
@@ -86,6 +90,8 @@ class EpisodeStatistics(AbstractWrapper):
     episode's totals on the step where `done` is true (and the running totals
     otherwise).
     """
+
+    keeps_observation_prefix: ClassVar[bool] = True
 
     env: AbstractEnv
 
@@ -208,6 +214,8 @@ def _box(space: AbstractSpace, wrapper: str) -> Box:
 class ClipAction(AbstractWrapper):
     """Clip continuous actions into the action space's bounds before stepping."""
 
+    keeps_observation_prefix: ClassVar[bool] = True
+
     env: AbstractEnv
 
     def __check_init__(self):
@@ -220,6 +228,8 @@ class ClipAction(AbstractWrapper):
 
 class RescaleAction(AbstractWrapper):
     """Expose a `[low, high]` action box (default `[-1, 1]`) mapped affinely onto the env's bounds."""
+
+    keeps_observation_prefix: ClassVar[bool] = True
 
     env: AbstractEnv
     low: float = eqx.field(static=True, default=-1.0)

@@ -22,6 +22,7 @@ from ._chunk import placeholder as placeholder
 from ._chunk import run_chunk as run_chunk
 from ._chunk import run_init as run_init
 from ._chunk import shard_state as shard_state
+from ._evaluate import EPISODE_DESCRIPTORS as EPISODE_DESCRIPTORS
 from ._evaluate import EpisodeDescriptor as EpisodeDescriptor
 from ._evaluate import EvalResult as EvalResult
 from ._evaluate import default_eval_steps as default_eval_steps
@@ -30,6 +31,9 @@ from ._evaluate import episode_outcomes as episode_outcomes
 from ._evaluate import episode_returns as episode_returns
 from ._evaluate import evaluate as evaluate
 from ._evaluate import rollout as rollout
+from ._trajectory import TrajectoryDescriptor as TrajectoryDescriptor
+from ._trajectory import feet_contact_descriptor as feet_contact_descriptor
+from ._trajectory import mean_over_episode as mean_over_episode
 from ._evaluate import state_batch as state_batch
 from ._padding import on_one_device as on_one_device
 from ._keys import EVAL_STREAM as EVAL_STREAM

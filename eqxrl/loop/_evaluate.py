@@ -18,18 +18,14 @@ from ..envs import (
     AbstractEnv,
     AbstractWrapper,
     AutoReset,
-    ClipAction,
     DescriptorWrapper,
-    EpisodeStatistics,
-    RescaleAction,
-    SkillWrapper,
-    TimeLimit,
     VectorEnv,
     brax_xy,
     innermost_state,
     resolve_descriptor,
 )
 from ._keys import as_keys, check_eval_episodes
+from ._trajectory import TrajectoryDescriptor, feet_contact_descriptor
 
 __all__ = [
     "EpisodeDescriptor",
@@ -43,9 +39,8 @@ __all__ = [
     "state_batch",
 ]
 
-# Wrappers that keep the flat observation of the env below as its prefix: a
-# DescriptorWrapper below them still has its descriptor at the same offset.
-_PREFIX_KEEPING = (SkillWrapper, TimeLimit, RescaleAction, ClipAction, AutoReset, EpisodeStatistics)
+EPISODE_DESCRIPTORS = ("auto", "observation", "xy", "feet_contact")
+"""The descriptor names `evaluate` and `PBT` take: the final state's (`"feet_contact"`: the whole episode's)."""
 
 
 def _flat_observation(state: EnvState, obs: Array) -> Float[Array, " n"]:
@@ -83,13 +78,15 @@ def _descriptor_wrapper(env: AbstractEnv) -> tuple[DescriptorWrapper | None, Abs
     while isinstance(env, AbstractWrapper):
         if isinstance(env, DescriptorWrapper):
             return env, blocker
-        if blocker is None and not isinstance(env, _PREFIX_KEEPING):
+        if blocker is None and not env.keeps_observation_prefix:  # (a DescriptorWrapper below it moves)
             blocker = env
         env = env.env
     return None, None
 
 
-def episode_descriptor(env: Any, descriptor: Any = "auto", owner: str = "evaluate") -> EpisodeDescriptor:
+def episode_descriptor(
+    env: Any, descriptor: Any = "auto", owner: str = "evaluate"
+) -> EpisodeDescriptor | TrajectoryDescriptor:
     """Resolve a descriptor name for an evaluation env (an agent's `eval_env`).
 
     **Arguments:**
@@ -99,20 +96,26 @@ def episode_descriptor(env: Any, descriptor: Any = "auto", owner: str = "evaluat
       e.g. DADS's; else `"xy"` for brax envs and `"observation"` for `Point2D`),
       `"xy"` (a brax env's torso x-y), `"observation"` (the flat observation the
       policy sees), or a callable `(state, obs) -> vector` given the innermost env
-      state (below eqxrl's wrappers) and the observation, as `DescriptorWrapper` takes.
+      state (below eqxrl's wrappers) and the observation, as `DescriptorWrapper` takes;
+      or a descriptor of the whole episode: `"feet_contact"` (a brax locomotion env's
+      fraction of steps each foot touches the ground, `feet_contact_descriptor`) or a
+      `TrajectoryDescriptor(fn)`, `fn(transitions, mask) -> vector`.
     - `owner`: the name in error messages (`owner(descriptor)`).
 
-    **Returns:** an `EpisodeDescriptor`. Raises a `ValueError` naming `owner` for an
+    **Returns:** an `EpisodeDescriptor`, or a `TrajectoryDescriptor` with its `size`. Raises a `ValueError` naming `owner` for an
     unknown name, `"xy"` on a non-brax env, `"auto"` on an env with no known descriptor,
     or a callable that does not return a non-empty vector.
     """
     if not isinstance(env, AbstractEnv):
         raise ValueError(f"{owner}(descriptor) needs an eqxrl env, got {env!r}")
-    if descriptor is None or (not callable(descriptor) and not isinstance(descriptor, str)):
+    if descriptor is None or (not callable(descriptor) and descriptor not in EPISODE_DESCRIPTORS):
         raise ValueError(
-            f"{owner}(descriptor) must be one of ['auto', 'observation', 'xy'] or a callable (state, obs) -> vector, "
-            f"got {descriptor!r}"
+            f"{owner}(descriptor) must be one of {list(EPISODE_DESCRIPTORS)}, a callable (state, obs) -> vector "
+            f"or a TrajectoryDescriptor, got {descriptor!r}"
         )
+    if isinstance(descriptor, TrajectoryDescriptor) or descriptor == "feet_contact":
+        whole = descriptor if isinstance(descriptor, TrajectoryDescriptor) else feet_contact_descriptor(env, owner)
+        return whole.resolved(env, owner)
     if descriptor == "auto":
         wrapper, blocker = _descriptor_wrapper(env)
         if wrapper is not None:
@@ -146,7 +149,8 @@ class EvalResult(eqx.Module):
     - `returns`: the undiscounted return of each episode, `(num_episodes,)` or
       `(batch, num_episodes)`.
     - `descriptors`: each episode's final state descriptor (the state the episode
-      ended in, or was cut at `max_steps` in), `(..., num_episodes, descriptor_size)`.
+      ended in, or was cut at `max_steps` in), `(..., num_episodes, descriptor_size)`;
+      with a `TrajectoryDescriptor`, each episode's descriptor of its whole trajectory.
     """
 
     returns: Float[Array, "*batch episodes"]
@@ -170,24 +174,31 @@ def episode_outcomes(
     num_episodes: int,
     deterministic: bool,
     max_steps: int,
-    descriptor: EpisodeDescriptor | None = None,
+    descriptor: EpisodeDescriptor | TrajectoryDescriptor | None = None,
 ) -> tuple[Float[Array, " episodes"], Float[Array, "episodes descriptor"] | None]:
     """One member's evaluation, traceable inside a larger program (as PBT's fitness does).
 
     **Returns:** `(returns, descriptors)`: the undiscounted returns of `num_episodes`
     episodes run in parallel in `agent.eval_env`, each cut at `max_steps` steps, and
     with a `descriptor` (from `episode_descriptor`) each episode's final descriptor,
-    `(num_episodes, descriptor.size)` (None without).
+    `(num_episodes, descriptor.size)` (None without); a `TrajectoryDescriptor` records
+    every step's transition (up to `max_steps`) and describes each episode from them.
     """
     env = VectorEnv(agent.eval_env, num_episodes)
     reset_key, key = jax.random.split(key)
     env_state, ts = env.reset(reset_key)
-    describe = None if descriptor is None else jax.vmap(descriptor)
+    whole = isinstance(descriptor, TrajectoryDescriptor)
+    describe = None if descriptor is None or whole else jax.vmap(descriptor)
     desc = None if describe is None else describe(env_state, ts.obs)
     zeros = jnp.zeros((num_episodes,), jnp.float32)
     # The last slot is a recurrent policy's memory (None for a feed-forward one): it starts
     # fresh and each env runs one episode, so it is never reset.
     memory = agent.initial_carry(state, (num_episodes,))
+    if whole:  # buffers of `max_steps` transitions, shaped like one step's
+        record, done0 = jax.vmap(descriptor.record), jnp.zeros((num_episodes,), bool)
+        action = jax.eval_shape(lambda: agent.act_with_carry(state, ts.obs, memory, done0, key, deterministic)[0])
+        like = jax.eval_shape(lambda a: record(ts.obs, a, ts.reward, env_state, ts.obs), action)
+        desc = descriptor.start(like, num_episodes, max_steps)
     carry = (env_state, ts.obs, zeros, jnp.zeros((num_episodes,), bool), key, jnp.zeros((), jnp.int32), desc, memory)
 
     def cond(c):
@@ -201,10 +212,12 @@ def episode_outcomes(
         returns = returns + jnp.where(done, 0.0, ts.reward)
         if describe is not None:  # the state each episode ended in: frozen once it is done
             desc = jnp.where(done[:, None], desc, describe(env_state, ts.obs))
+        if whole:  # every step, and whether it was inside the episode
+            desc = descriptor.step(desc, t, ~done, record(obs, action, ts.reward, env_state, ts.obs))
         return env_state, ts.obs, returns, done | ts.done, key, t + 1, desc, memory
 
     out = jax.lax.while_loop(cond, body, carry)
-    return out[2], out[6]
+    return out[2], descriptor.finish(out[6]) if whole else out[6]
 
 
 def episode_returns(
@@ -277,7 +290,8 @@ def evaluate(
       quality-diversity: `"auto"` (the descriptor a `DescriptorWrapper` in
       `agent.eval_env` appends, e.g. DADS's; else a brax env's torso x-y or
       `Point2D`'s position), `"xy"`, `"observation"`, or a callable `(state, obs) ->
-      vector` (see `episode_descriptor`). Default None: returns only.
+      vector`; or a descriptor of each whole episode: `"feet_contact"` (brax) or a
+      `TrajectoryDescriptor` (see `episode_descriptor`). Default None: returns only.
 
     **Returns:** the undiscounted return of each episode, shape `(num_episodes,)`
     or `(batch, num_episodes)`; with `descriptor`, an `EvalResult` holding those

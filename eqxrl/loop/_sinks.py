@@ -84,15 +84,23 @@ def scalar_rows(steps: np.ndarray, metrics: Mapping[str, np.ndarray]) -> Iterato
 
 def evaluation_scalars(summary: Mapping[str, Any]) -> dict[str, float]:
     """The final evaluation as trackers plot it: `eval/mean` (the summary's mean over seeds of
-    each seed's mean), and `eval/std`, `eval/min`, `eval/max` over every episode of every seed.
+    each seed's mean), and `eval/std`, `eval/min`, `eval/max` over every episode of every seed,
+    with `eval/median` and `eval/nan_count` where the summary has them (`eval.json` written by
+    this eqxrl: its `std`, `min`, `max` and `median` leave NaN episodes out).
 
     **Arguments:** `summary`, `eval.json`'s contents (`eqxrl.runs.summarize_returns`: `mean`,
     `returns`, ...), as `AbstractSink.evaluation` gets it."""
     if not isinstance(summary, Mapping) or "mean" not in summary or np.size(summary.get("returns", [])) == 0:
         raise ValueError(f"evaluation_scalars(summary) must be eval.json's summary, with 'mean' and non-empty 'returns', got {summary!r}")
     returns = np.asarray(summary["returns"], np.float64)
-    return {"eval/mean": float(summary["mean"]), "eval/std": float(returns.std()),
-            "eval/min": float(returns.min()), "eval/max": float(returns.max())}  # fmt: skip
+    number = lambda v: float("nan") if v is None else float(v)  # noqa: E731  (write_json's null for NaN reads back as None)
+    out = {"eval/mean": number(summary["mean"])}
+    for name, of in (("std", np.std), ("min", np.min), ("max", np.max), ("median", None), ("nan_count", None)):
+        if name in summary:
+            out[f"eval/{name}"] = number(summary[name])
+        elif of is not None:  # (an eval.json of an older eqxrl: from its returns)
+            out[f"eval/{name}"] = float(of(returns))
+    return out
 
 
 class AbstractSink(abc.ABC):

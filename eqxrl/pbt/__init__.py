@@ -21,7 +21,7 @@ from ._checkpoint import checkpoint_generations as checkpoint_generations
 from ._checkpoint import load_checkpoint as load_checkpoint
 from ._checkpoint import load_records as load_records
 from ._checkpoint import save_checkpoint as save_checkpoint
-from ._exploit import Exploit as Exploit
+from ._exploit import AbstractExploit as AbstractExploit
 from ._exploit import Tournament as Tournament
 from ._exploit import Truncation as Truncation
 from ._generation import EvaluationReturn as EvaluationReturn
@@ -47,7 +47,7 @@ from ._rundir import plot_history as plot_history
 from ._rundir import read_history_csv as read_history_csv
 from ._rundir import write_history_csv as write_history_csv
 from ._spaces import Choice as Choice
-from ._spaces import Domain as Domain
+from ._spaces import AbstractDomain as AbstractDomain
 from ._spaces import IntLogUniform as IntLogUniform
 from ._spaces import IntUniform as IntUniform
 from ._spaces import LogUniform as LogUniform

@@ -10,7 +10,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from ..agents import AbstractAgent, Batch, Stacked
 from ..core import Key, get_path, is_key, is_positive_int
-from ..loop import EVAL_STREAM, Chunk, EpisodeDescriptor, chunk, default_eval_steps, episode_outcomes, init_state
+from ..loop import EVAL_STREAM, Chunk, EpisodeDescriptor, TrajectoryDescriptor, chunk, default_eval_steps, episode_outcomes, init_state
 from ._population import Population
 
 __all__ = [
@@ -35,7 +35,7 @@ class EvaluationReturn(eqx.Module):
     max_steps: int | None = eqx.field(static=True, default=None)
 
     def episodes(
-        self, agent: AbstractAgent, state: PyTree, key: Key, descriptor: EpisodeDescriptor | None = None
+        self, agent: AbstractAgent, state: PyTree, key: Key, descriptor: EpisodeDescriptor | TrajectoryDescriptor | None = None
     ) -> tuple[Float[Array, " episodes"], Float[Array, "episodes descriptor"] | None]:
         """**Returns:** `(returns, descriptors)` of the evaluation episodes (see `eqxrl.loop.episode_outcomes`)."""
         max_steps = self.max_steps or default_eval_steps(agent)

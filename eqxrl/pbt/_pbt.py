@@ -25,13 +25,13 @@ from jaxtyping import Array, Float, PyTree
 
 from ..agents import AbstractAgent, Stacked, hyperparameter_hint
 from ..core import Key, check_positive_int, is_positive_int, resolve_path
-from ..loop import EpisodeDescriptor, Progress, RunInfo, SinkGroup, as_keys, episode_descriptor, make_sinks
+from ..loop import EpisodeDescriptor, Progress, TrajectoryDescriptor, RunInfo, SinkGroup, as_keys, episode_descriptor, make_sinks
 from ..runs import holds_run_lock
-from ._exploit import Exploit, Truncation
+from ._exploit import AbstractExploit, Truncation
 from ._generation import EvaluationReturn, Novelty, run_generation, run_init_population
 from ._population import History, Population, gather, history_from_records
 from ._rundir import RunDirectory, generation_rows, pbt_config
-from ._spaces import Domain
+from ._spaces import AbstractDomain
 
 __all__ = ["AXIS", "PBT", "Fitness"]
 
@@ -93,7 +93,8 @@ class PBT(eqx.Module):
     - `descriptor`: also record each member's descriptor (the mean final state
       descriptor of its evaluation episodes) in the history: `"auto"` (DADS's own,
       a brax env's torso x-y, `Point2D`'s position), `"xy"`, `"observation"`, or a
-      callable `(state, obs) -> vector` (see `eqxrl.loop.episode_descriptor`).
+      callable `(state, obs) -> vector` (see `eqxrl.loop.episode_descriptor`); or one
+      of each whole episode: `"feet_contact"` (brax) or a `TrajectoryDescriptor`.
       Default None. With a custom `fitness` callable it adds an evaluation of
       `eval_episodes` episodes per member and generation.
     - `shard`: shard the population over the devices (`jax.devices()`: eqxrl makes
@@ -158,7 +159,7 @@ class PBT(eqx.Module):
                     f"{type(self.agent).__name__}; tunable names: {sorted(tunable)}"
                     f"{hyperparameter_hint(self.agent, name)}"
                 ) from None
-            if not isinstance(domain, Domain):
+            if not isinstance(domain, AbstractDomain):
                 raise ValueError(
                     f"PBT(space[{name!r}]) must be a domain (LogUniform, Uniform, Choice, IntUniform, "
                     f"IntLogUniform), got {type(domain).__name__}"
@@ -170,7 +171,7 @@ class PBT(eqx.Module):
         if self.exploit is None:
             quarter = max(1, self.population_size // 4)
             self.exploit = Truncation(quarter, quarter)
-        if not isinstance(self.exploit, Exploit):
+        if not isinstance(self.exploit, AbstractExploit):
             raise ValueError(f"PBT(exploit) must be Truncation(...) or Tournament(...), got {self.exploit!r}")
         self.exploit.check(self.population_size)
         p = self.resample_probability
@@ -264,7 +265,7 @@ class PBT(eqx.Module):
             return EvaluationReturn(self.eval_episodes, True, self.max_eval_steps)
         return None
 
-    def episode_descriptor(self) -> EpisodeDescriptor | None:
+    def episode_descriptor(self) -> EpisodeDescriptor | TrajectoryDescriptor | None:
         """**Returns:** `descriptor` resolved on the agent's eval env (None without one)."""
         if self.descriptor is None:
             return None

@@ -21,8 +21,8 @@ import jax
 import numpy as np
 
 from ..agents import agent_name, class_path
-from ..core import __version__, figure, png_bytes
-from ..runs import agent_config, atomic_write_bytes, read_text_bounded
+from ..core import __version__
+from ..runs import agent_config, atomic_write_bytes, figure, png_bytes, read_text_bounded
 from ._checkpoint import CHECKPOINTS, CheckpointWriter, load_records
 from ._generation import EvaluationReturn, Novelty
 from ._population import History, Population, history_from_records

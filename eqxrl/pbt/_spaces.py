@@ -42,7 +42,7 @@ def _check_bounds(owner: str, low: Any, high: Any, positive: bool = False) -> tu
     return float(low), float(high)
 
 
-class Domain(eqx.Module):
+class AbstractDomain(eqx.Module):
     """A hyperparameter's search domain (abstract)."""
 
     @abc.abstractmethod
@@ -63,7 +63,7 @@ class Domain(eqx.Module):
         return jnp.clip(jnp.asarray(value, jnp.float32) * factor, low, high)
 
 
-class Uniform(Domain):
+class Uniform(AbstractDomain):
     """Uniform on `[low, high]`; perturbed multiplicatively, clamped to the bounds."""
 
     low: float | int = eqx.field(static=True)
@@ -84,7 +84,7 @@ class Uniform(Domain):
         return (value >= jnp.float32(self.low)) & (value <= jnp.float32(self.high))
 
 
-class LogUniform(Domain):
+class LogUniform(AbstractDomain):
     """Log-uniform on `[low, high]` (`low > 0`): learning rates, noise scales."""
 
     low: float | int = eqx.field(static=True)
@@ -106,7 +106,7 @@ class LogUniform(Domain):
         return (value >= jnp.float32(self.low)) & (value <= jnp.float32(self.high))
 
 
-class IntUniform(Domain):
+class IntUniform(AbstractDomain):
     """Whole numbers uniform in `[low, high]` (inclusive); perturbed by a factor, rounded, clamped."""
 
     low: Any = eqx.field(static=True)
@@ -148,7 +148,7 @@ class IntLogUniform(IntUniform):
         return jnp.clip(jnp.floor(jnp.exp(u)), self.low, self.high)
 
 
-class Choice(Domain):
+class Choice(AbstractDomain):
     """One of a finite list of numbers; perturbed to a neighbouring value in the list."""
 
     values: Any = eqx.field(static=True)

@@ -8,10 +8,10 @@ A run directory holds
 - `metrics.csv`: one row per (seed, iteration), one column per metric;
 - `state.eqx`: the final training state (`eqx.tree_serialise_leaves`);
 - `checkpoints/<env_steps>/`: orbax checkpoints (the newest few and the best
-  evaluated one), to resume an interrupted run, continue a finished one, or
-  evaluate the best;
+  one, by evaluation return or by the run's `best`), to resume an interrupted run,
+  continue a finished one, or evaluate the best;
 - `learning_curve.png`: mean training episode return against env steps;
-- `eval.json`: evaluation returns (written by `save_evaluation`);
+- `eval.json`: evaluation returns and their statistics (written by `save_evaluation`);
 - `videos/<env_steps>.mp4`: episodes recorded while training (`record_every`);
 - `tensorboard/`, `wandb/`: the sinks' files, where a run logs to them (`log=`);
 - `.lock`: only while a process writes the directory (`run_lock`): a second
@@ -27,6 +27,10 @@ returns = eqxrl.evaluate(agent, state, jax.random.key(0), num_episodes=32)
 
 from ..agents import AGENTS as AGENTS
 from ..agents import agent_name as agent_name
+from ._best import DEFAULT_BEST as DEFAULT_BEST
+from ._best import best_of_config as best_of_config
+from ._best import check_best as check_best
+from ._best import metric_names as metric_names
 from ._checkpoint import CheckpointError as CheckpointError
 from ._checkpoint import CheckpointWriter as CheckpointWriter
 from ._checkpoint import checkpoint_steps as checkpoint_steps
@@ -78,7 +82,13 @@ from ._metrics import load_metrics as load_metrics
 from ._metrics import save_evaluation as save_evaluation
 from ._metrics import save_metrics as save_metrics
 from ._metrics import summarize_returns as summarize_returns
+from ._plots import figure as figure
 from ._plots import plot_learning_curve as plot_learning_curve
+from ._plots import plot_skill_trajectories as plot_skill_trajectories
+from ._plots import png_bytes as png_bytes
+from ._reports import REPORT_PLOTS as REPORT_PLOTS
+from ._reports import register_report_plot as register_report_plot
+from ._reports import write_reports as write_reports
 from ._policy import Policy as Policy
 from ._policy import diverged_checkpoint as diverged_checkpoint
 from ._policy import load_policy as load_policy

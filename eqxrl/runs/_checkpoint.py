@@ -7,8 +7,9 @@ when there was one) with a CRC-32 of every array, so a resume knows it reads wha
 was written. orbax writes each checkpoint into a temporary directory and renames
 it when complete, so a crash leaves the earlier checkpoints as they were.
 
-Kept: the newest `keep` checkpoints and the best by evaluation return
-(`AnyPreservationPolicy([LatestN, BestN])`). `CheckpointWriter` writes in a
+Kept: the newest `keep` checkpoints and the best by the run's criterion, by default the
+evaluation return (`train_run(best=...)`, `eqxrl.runs._best`; `AnyPreservationPolicy([LatestN,
+BestN])`). `CheckpointWriter` writes in a
 background thread: training waits only for a host copy of the state.
 """
 
@@ -27,6 +28,7 @@ import numpy as np
 from ..agents import Batch, agent_name
 from ..core import __version__, keys_as_data, one_line
 from ..loop import Checkpoint
+from ._best import DEFAULT_BEST, best_score
 from ._config import config_mismatch, load_config, member_configs
 from ._files import CHECKPOINTS, CONFIG, PathLike, disk_remedy, is_step_name, read_text_bounded
 from ._state import state_array_template, unflatten_state
@@ -49,7 +51,8 @@ def _manager(directory: pathlib.Path, keep: int, read_only: bool = False) -> Any
     policies = ocp.checkpoint_managers
     preservation = policies.AnyPreservationPolicy([
         policies.LatestN(keep),
-        policies.BestN(get_metric_fn=lambda m: m["eval_return"], reverse=False, n=1, keep_checkpoints_without_metrics=False),
+        # (a checkpoint of an older eqxrl has only its eval_return, the default criterion's score)
+        policies.BestN(get_metric_fn=lambda m: m.get("best", m.get("eval_return")), reverse=False, n=1, keep_checkpoints_without_metrics=False),
     ])  # fmt: skip
     options = ocp.CheckpointManagerOptions(
         enable_async_checkpointing=False,  # CheckpointWriter runs saves on its own thread
@@ -91,10 +94,11 @@ def eval_return_at(checkpoint: Checkpoint) -> float | None:
 class _Payload:
     """What one checkpoint writes, copied to the host (the state is donated to the next chunk)."""
 
-    def __init__(self, agent: Any, checkpoint: Checkpoint, run: dict[str, Any]):
+    def __init__(self, agent: Any, checkpoint: Checkpoint, run: dict[str, Any], best: Any = DEFAULT_BEST):
         self.state = state_arrays(checkpoint.state)
         self.metrics = {k: np.array(v) for k, v in checkpoint.metrics.items()}
         self.eval_return = eval_return_at(checkpoint)
+        self.best = best_score(best, self.metrics, checkpoint.iteration)
         per_iteration = Batch.of(agent).agent.steps_per_iteration
         self.step = checkpoint.iteration * per_iteration
         self.meta = {
@@ -103,6 +107,7 @@ class _Payload:
             "chunk_iterations": checkpoint.chunk_iterations,
             "env_steps": self.step,
             "eval_return": self.eval_return,
+            "best": self.best,  # (the run's criterion's score, higher is better; None: not scored)
             "agent": agent_name(agent),
             "members": member_configs(agent),
             "run": run,
@@ -120,7 +125,7 @@ def _write(manager: Any, payload: _Payload) -> None:
         history=ocp.args.StandardSave(payload.metrics),  # ("metrics" is orbax's own item)
         meta=ocp.args.JsonSave(payload.meta),
     )
-    metrics = None if payload.eval_return is None else {"eval_return": payload.eval_return}
+    metrics = None if payload.best is None else {"best": payload.best}
     manager.save(payload.step, args=args, metrics=metrics, force=True)
     manager.wait_until_finished()
 
@@ -161,12 +166,13 @@ class CheckpointWriter:
     temporary files; the earlier checkpoints are kept.
 
     **Arguments:** the `run_dir`, the `agent`, the `run` record (seeds, budget, env)
-    that a resume checks, and `keep` (the newest checkpoints kept besides the best).
+    that a resume checks, `keep` (the newest checkpoints kept besides the best) and `best`,
+    what best means (a metric name or a function of the logged row: see `train_run`).
     """
 
-    def __init__(self, run_dir: PathLike, agent: Any, run: dict[str, Any], keep: int = DEFAULT_KEEP):
+    def __init__(self, run_dir: PathLike, agent: Any, run: dict[str, Any], keep: int = DEFAULT_KEEP, best: Any = DEFAULT_BEST):
         self.directory = pathlib.Path(run_dir) / CHECKPOINTS
-        self.agent, self.run = agent, run
+        self.agent, self.run, self.best = agent, run, best
         try:
             self.manager = _manager(self.directory, keep)
         except OSError as e:
@@ -200,7 +206,7 @@ class CheckpointWriter:
         if not self._settle(block=wait):
             self.skipped += 1
             return False
-        payload = _Payload(self.agent, checkpoint, self.run)
+        payload = _Payload(self.agent, checkpoint, self.run, self.best)
         self._pending = (self._pool.submit(_write, self.manager, payload), payload.step)
         return True
 
@@ -219,18 +225,18 @@ class CheckpointWriter:
 
 
 def save_checkpoint(run_dir: PathLike, agent: Any, checkpoint: Checkpoint, run: dict[str, Any] | None = None,
-                    keep: int = DEFAULT_KEEP) -> int:  # fmt: skip
+                    keep: int = DEFAULT_KEEP, best: Any = DEFAULT_BEST) -> int:  # fmt: skip
     """Write one checkpoint to `RUN_DIR/checkpoints/<env_steps>` and wait for it.
 
     **Arguments:** the `run_dir`, the `agent` being trained, a `Checkpoint` from
     `eqxrl.train(..., callback=...)`, the `run` record a resume checks (default: read
-    from `config.json` when there is one) and `keep`.
+    from `config.json` when there is one), `keep` and `best` (see `CheckpointWriter`).
 
     **Returns:** the checkpoint's step (env steps per member).
     """
     if run is None:
         run = run_record(load_config(run_dir)) if (pathlib.Path(run_dir) / CONFIG).is_file() else {}
-    writer = CheckpointWriter(run_dir, agent, run, keep)
+    writer = CheckpointWriter(run_dir, agent, run, keep, best)
     try:
         writer.submit(checkpoint, wait=True)
     finally:
@@ -278,7 +284,8 @@ def checkpoint_steps(run_dir: PathLike) -> list[dict[str, Any]]:
     """The finished checkpoints of a run directory, oldest first.
 
     **Returns:** one dict per checkpoint: `step` (env steps per member), `iteration`,
-    `eval_return` (None when that iteration was not evaluated) and `path`.
+    `eval_return` (None when that iteration was not evaluated), `best` (its score by the
+    run's criterion, higher is better; None when not scored) and `path`.
     """
     directory = pathlib.Path(run_dir) / CHECKPOINTS
     out = []
@@ -290,7 +297,8 @@ def checkpoint_steps(run_dir: PathLike) -> list[dict[str, Any]]:
                 meta = read_meta(p)
             except CheckpointError:
                 meta = {"iteration": None, "eval_return": None}
-            out.append({"step": int(p.name), "iteration": meta["iteration"], "eval_return": meta.get("eval_return"), "path": p})
+            best = meta.get("best", meta.get("eval_return"))  # (an older eqxrl's: scored by eval_return)
+            out.append({"step": int(p.name), "iteration": meta["iteration"], "eval_return": meta.get("eval_return"), "best": best, "path": p})
     return out
 
 
@@ -301,12 +309,13 @@ def _choose(run_dir: pathlib.Path, which: Any) -> pathlib.Path:
     if which == "last":
         return steps[-1]["path"]
     if which == "best":
-        scored = [s for s in steps if s["eval_return"] is not None]
+        scored = [s for s in steps if s["best"] is not None]
         if not scored:
             raise CheckpointError(
-                f"{str(run_dir)!r} has no evaluated checkpoint to call best: train with eval_every (`--eval-every STEPS`)"
+                f"{str(run_dir)!r} has no evaluated checkpoint to call best: train with eval_every (`--eval-every STEPS`), "
+                "or choose a metric logged at every iteration with best= (`--best METRIC`)"
             )
-        return max(scored, key=lambda s: s["eval_return"])["path"]
+        return max(scored, key=lambda s: s["best"])["path"]
     if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
         for s in steps:
             if s["step"] == which:
@@ -321,8 +330,8 @@ def load_checkpoint(
     """Read a checkpoint of a run directory back for `agent`.
 
     **Arguments:** the `run_dir`, the `agent` it belongs to, `num_seeds` (default:
-    `seeds` in `config.json`), `which`: `"last"`, `"best"` (the highest
-    evaluation return) or an env step listed by `checkpoint_steps`, and `run`: the
+    `seeds` in `config.json`), `which`: `"last"`, `"best"` (the best by the run's
+    criterion, `train_run(best=...)`: by default the highest evaluation return) or an env step listed by `checkpoint_steps`, and `run`: the
     `run_record` of the config being resumed, which must be the checkpoint's.
 
     Raises `CheckpointError` (a `ValueError`) naming the path when the checkpoint is

@@ -20,7 +20,7 @@ from ..envs import make
 from ..loop import make_sinks
 from ._files import CONFIG, PathLike, read_text_bounded
 
-__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "diverged_record", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "recorded_sinks", "seed_keys", "tracked_config"]
+__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "diverged_record", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "recorded_sinks", "seed_keys", "timings_record", "tracked_config"]
 
 MAX_SEED = 2**31 - 1
 
@@ -176,6 +176,10 @@ _OPTIONAL: dict[str, tuple[Any, str]] = {
     "status": (lambda v: isinstance(v, str), "a string"),
     "command": (lambda v: isinstance(v, str), "a string"),
     "continued_from": (lambda v: isinstance(v, list) and all(_positive(x) for x in v), "a list of integers >= 1"),
+    "best": (
+        lambda v: (isinstance(v, str) and bool(v)) or (isinstance(v, dict) and isinstance(v.get("function"), str)),
+        "a metric name or an object {\"function\": NAME}",
+    ),
 }
 
 
@@ -209,6 +213,19 @@ def tracked_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """A run's `config.json` as experiment trackers record it: without what changes while the
     run goes on (`status`, `timings`, `checkpoints`, `videos`, `sinks`, ...)."""
     return {k: v for k, v in config.items() if k not in _VOLATILE}
+
+
+def timings_record(info: Any) -> dict[str, Any]:
+    """What `config.json` records of a run's `TrainInfo` (`"timings"`): compile and run seconds,
+    env steps per second, env steps and iterations (this call's and the run's)."""
+    return {
+        "compile_seconds": float(info.compile_seconds),
+        "run_seconds": float(info.run_seconds),
+        "steps_per_second": float(info.steps_per_second),
+        "env_steps": int(info.env_steps),
+        "num_iterations": int(info.num_iterations),
+        "total_env_steps": int(info.total_env_steps),
+    }
 
 
 def recorded_sinks(config: Mapping[str, Any], where: str = CONFIG) -> list[Any]:

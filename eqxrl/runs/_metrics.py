@@ -103,7 +103,8 @@ def save_evaluation(
     - `deterministic`: whether the policy's mode was used.
     - `seed`: the seed of the evaluation key (`eqxrl.runs.eval_key(seed)`).
 
-    **Returns:** the dict written (`returns`, `mean_per_seed`, `std_per_seed`, `mean`, ...).
+    **Returns:** the dict written (`summarize_returns`'s: `returns`, `mean_per_seed`, `mean`,
+    `std`, `min`, `max`, `median`, `nan_count`, ..., and `deterministic`, `seed`).
     """
     summary = summarize_returns(returns)
     summary.update(deterministic=bool(deterministic), seed=int(seed))
@@ -112,19 +113,40 @@ def save_evaluation(
 
 
 def summarize_returns(returns: Array | np.ndarray) -> dict[str, Any]:
-    """**Returns:** `{"episodes", "returns", "mean_per_seed", "std_per_seed", "mean"}` for
-    returns of shape `(episodes,)` or `(seeds, episodes)` (lists are per seed)."""
+    """Evaluation statistics of returns of shape `(episodes,)` or `(seeds, episodes)`.
+
+    **Returns:** a dict with `episodes` (per seed), `returns` (per seed), `mean_per_seed`,
+    `std_per_seed`, `mean` (the mean of the seeds' means; NaN where an episode is NaN), and
+    over every episode of every seed `std`, `min`, `max`, `median` and `nan_count`, each also
+    per seed but `std` (`min_per_seed`, `max_per_seed`, `median_per_seed`, `nan_count_per_seed`).
+    The statistics besides `mean`, `mean_per_seed` and `std_per_seed` (NaN where a seed has a
+    NaN episode, as before) leave NaN episodes out (NaN where every episode is NaN);
+    `nan_count` says how many there were.
+    """
     r = np.atleast_2d(np.asarray(returns, dtype=np.float64))
     if r.ndim != 2:
         raise ValueError(f"returns must have shape (episodes,) or (seeds, episodes), got {np.shape(returns)}")
     per_seed = r.mean(axis=1)
+    overall = _statistics(r.reshape(-1))
+    seeds = [_statistics(row) for row in r]
     return {
         "episodes": int(r.shape[1]),
         "returns": r.tolist(),
         "mean_per_seed": per_seed.tolist(),
         "std_per_seed": r.std(axis=1).tolist(),
         "mean": float(per_seed.mean()),
+        **overall,
+        **{f"{name}_per_seed": [s[name] for s in seeds] for name in overall if name != "std"},  # (std_per_seed: above)
     }
+
+
+def _statistics(returns: np.ndarray) -> dict[str, Any]:
+    """`std`, `min`, `max`, `median` of the non-NaN `returns` (NaN when none is), and `nan_count`."""
+    nan = np.isnan(returns)
+    kept = returns[~nan]
+    stats = dict(std=kept.std(), min=kept.min(), max=kept.max(), median=np.median(kept)) if kept.size else {}
+    out = {k: float(stats.get(k, np.nan)) for k in ("std", "min", "max", "median")}
+    return {**out, "nan_count": int(nan.sum())}
 
 
 def load_evaluation(run_dir: PathLike) -> dict[str, Any]:

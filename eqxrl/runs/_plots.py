@@ -1,15 +1,36 @@
-"""The learning-curve PNG of a run directory."""
+"""The figures of a run directory: every PNG eqxrl writes (learning curves, PBT histories,
+DADS's skills) is made by `figure` and written by `png_bytes`."""
 
+import io
+import os
 import pathlib
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..core import figure, png_bytes
+from ..agents import SkillReport
 from ._files import PathLike, atomic_write_bytes
 
-__all__ = ["member_labels", "plot_learning_curve"]
+__all__ = ["figure", "member_labels", "plot_learning_curve", "plot_skill_trajectories", "png_bytes"]
+
+
+def figure(figsize: tuple[float, float] = (6.4, 4.0)):
+    """A Matplotlib `Figure` with constrained layout.
+
+    The object-oriented API renders with Agg and leaves pyplot's global backend
+    (and a user's interactive session) alone.
+    """
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize, layout="constrained")
+
+
+def png_bytes(fig, dpi: int = 100) -> bytes:
+    """**Returns:** `fig` rendered as PNG (write it atomically where it must survive a crash)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
 
 
 def plot_learning_curve(
@@ -99,3 +120,50 @@ def member_labels(members: list[dict[str, Any]]) -> list[str]:
     """Legend labels for sweep members: the fields in which they differ."""
     keys = [k for k in members[0] if any(m.get(k) != members[0].get(k) for m in members)]
     return [", ".join(f"{k}={m[k]}" for k in keys) or f"member {i}" for i, m in enumerate(members)]
+
+
+def plot_skill_trajectories(report: SkillReport, path: str | os.PathLike, *, title: str | None = None) -> None:
+    """Draw each skill's descriptor trajectory (the first two descriptor dimensions; a
+    1-D descriptor against time) in a PNG, one colour per skill, every seed of a batch.
+
+    **Arguments:**
+
+    - `report`: from `DADS.evaluate_skills` (one run or a batch of seeds).
+    - `path`: the image file to write (`.png`).
+    - `title`: the figure title.
+
+    **Returns:** nothing.
+    """
+    from matplotlib import colormaps
+
+    descs = np.asarray(report.descriptors, dtype=np.float64)
+    if descs.ndim == 3:
+        descs = descs[None]
+    if descs.ndim != 4:
+        raise ValueError(
+            "plot_skill_trajectories(report) needs descriptors of shape (skills, steps, d) or "
+            f"(seeds, skills, steps, d), got {descs.shape}"
+        )
+    num_seeds, num_skills, steps, dim = descs.shape
+    fig = figure((5.6, 5.0) if dim > 1 else (6.4, 4.0))
+    ax = fig.add_subplot()
+    colors = colormaps["tab10" if num_skills <= 10 else "viridis"]
+    for z in range(num_skills):
+        color = colors(z if num_skills <= 10 else z / max(num_skills - 1, 1))
+        for s in range(num_seeds):
+            traj = descs[s, z]
+            xs, ys = (traj[:, 0], traj[:, 1]) if dim > 1 else (np.arange(steps), traj[:, 0])
+            ax.plot(xs, ys, color=color, alpha=0.8, linewidth=1.2, label=f"skill {z}" if s == 0 else None)
+            ax.plot(xs[-1:], ys[-1:], marker="o", color=color, markersize=4)
+        ax.plot(xs[:1], ys[:1], marker="x", color="black", markersize=5)
+    if dim > 1:
+        ax.set_xlabel("descriptor 0")
+        ax.set_ylabel("descriptor 1")
+        ax.set_aspect("equal", adjustable="datalim")
+    else:
+        ax.set_xlabel("step")
+        ax.set_ylabel("descriptor")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    ax.set_title(title or f"DADS skills ({num_seeds} seed{'s' if num_seeds > 1 else ''})")
+    atomic_write_bytes(pathlib.Path(path), png_bytes(fig))

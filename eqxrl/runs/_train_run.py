@@ -18,15 +18,17 @@ from ..core import check_positive_int, one_line
 from ..loop import (
     Checkpoint, NonFiniteError, RunInfo, SinkGroup, TrainInfo, eval_iterations_for, evaluate, make_sinks, num_iterations_for, train,
 )  # fmt: skip
-from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, eval_return_at, load_checkpoint, run_record
-from ._config import agent_from_config, diverged_record, eval_key, load_config, recorded_sinks, run_config, seed_keys
+from ._best import DEFAULT_BEST, best_of_config, best_record, best_score, check_best
+from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, load_checkpoint, run_record
+from ._config import agent_from_config, diverged_record, eval_key, load_config, recorded_sinks, run_config, seed_keys, timings_record
 from ._divergence import DivergenceCheck, diverged_advice, diverged_error
 from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike, read_text_bounded, write_json
 from ._lock import RunDirectoryError, holds_run_lock
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve
+from ._reports import write_reports
 from ._state import STATE_RECORD, save_state, template_state
-from ._video import RECORD_AUTO, RECORD_BUDGET, VIDEOS, VideoRecorder, check_recordable, default_record_every
+from ._video import RECORD_AUTO, RECORD_BUDGET, VIDEOS, VideoRecorder, check_recordable, close_recorder, default_record_every
 
 __all__ = ["resume_run", "save_run", "train_run"]
 
@@ -92,14 +94,7 @@ def save_run(
             pass
     config["status"] = "complete"
     if info is not None:
-        config["timings"] = {
-            "compile_seconds": float(info.compile_seconds),
-            "run_seconds": float(info.run_seconds),
-            "steps_per_second": float(info.steps_per_second),
-            "env_steps": int(info.env_steps),
-            "num_iterations": int(info.num_iterations),
-            "total_env_steps": int(info.total_env_steps),
-        }
+        config["timings"] = timings_record(info)
     if command is not None:
         config["command"] = command
     config[STATE_RECORD] = save_state(run_dir / STATE, state)  # (its size and CRC-32, which loads check)
@@ -138,6 +133,7 @@ def train_run(
     record_every: int | str | None = None,
     log: Any = (),
     _restart: bool = False,
+    best: Any = DEFAULT_BEST,
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
     """Train with a run directory: `config.json` first, checkpoints in
     `RUN_DIR/checkpoints/` while training, TensorBoard events if asked, then the
@@ -155,7 +151,13 @@ def train_run(
       run, so a shorter interval acts as that) and written in the background, one
       at a time: a checkpoint due while the previous one is still being written is
       skipped (training never waits for the disk); the final one is always written.
-    - `keep_checkpoints`: the newest checkpoints kept (besides the best evaluated one).
+    - `keep_checkpoints`: the newest checkpoints kept (besides the best one).
+    - `best`: what "best" means for the checkpoint kept besides the newest (`best_fn`): a
+      metric the run logs, highest best (`"eval_return"`, the default, with `eval_every`;
+      `"-value_loss"`: the lowest), or `f(metrics: dict[str, float]) -> float` of the logged
+      row at a checkpoint (each metric's mean over the seeds), higher best; NaN scores no
+      checkpoint. Each chunk boundary that beats the best so far is written as a checkpoint.
+      `config.json` records the name (of a function, only its name: `resume_run(best=f)`).
     - `nan_guard`, `progress`: as for `eqxrl.train`.
     - `log`: sinks besides the files every run writes (`metrics.csv`, checkpoints, plots,
       `eval.json`): names from `eqxrl.loop.SINKS` (`"tensorboard"`, `"wandb"`, `"mlflow"`, or a
@@ -172,7 +174,7 @@ def train_run(
       the chunk length (`config.json` records the value used, and `--resume` keeps
       it); an evaluated state that beats the best so far is written as a
       checkpoint (waiting for the disk if need be), and the best by mean
-      evaluation return is kept (`load_run(run_dir, checkpoint="best")`).
+      evaluation return (or by `best`) is kept (`load_run(run_dir, checkpoint="best")`).
     - `record_every`: videos of one deterministic episode of member 0
       (`RUN_DIR/videos/<env steps>.mp4`, and to every sink of `log`;
       drawn on a background thread, see `eqxrl.runs.VideoRecorder`), always one of the
@@ -238,6 +240,8 @@ def train_run(
             eval_every=None if evals is None else evals * per_iteration,
             record_every=record_every if record_every in (None, RECORD_AUTO) else int(record_every),
         )  # fmt: skip
+        check_best(best, agent, evals is not None)  # (an unknown metric: refused before the directory is written)
+        config["best"] = best_record(best)
         if command is not None:
             config["command"] = command
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -257,7 +261,7 @@ def train_run(
         if started != records:  # (a tracker's run id, for resume_run)
             config["sinks"] = started
             write_json(run_dir / CONFIG, config)
-    writer = CheckpointWriter(run_dir, agent, run_record(config), config.get("keep_checkpoints", keep_checkpoints))
+    writer = CheckpointWriter(run_dir, agent, run_record(config), config.get("keep_checkpoints", keep_checkpoints), best)
     record, recorder = config.get("record_every"), None
     if record is not None:
         # The time budget considers a video at each evaluation (each quarter without them).
@@ -265,12 +269,11 @@ def train_run(
         every = (config.get("eval_every") or default_record_every(config["total_steps"])) if auto else record
         recorder = VideoRecorder(run_dir, agent, seed, num_seeds, every, sinks, done, RECORD_BUDGET if auto else None)
     last_saved = [done]
-    evaluating = config.get("eval_every") is not None
-    best = [max((c["eval_return"] for c in checkpoint_steps(run_dir) if c["eval_return"] is not None), default=-math.inf)]
-
+    # Checkpoints are scored where `best` can score them: at evaluations for eval_return, else at every chunk.
+    scoring = config.get("eval_every") is not None or best != DEFAULT_BEST
+    top = [max((c["best"] for c in checkpoint_steps(run_dir) if c["best"] is not None), default=-math.inf)]
     diverged: list[tuple[int, list[str]]] = []  # (iteration, quantities) once training diverged
     check = DivergenceCheck(done)
-
     logged = [done]
 
     def on_chunk(checkpoint: Checkpoint) -> bool:
@@ -282,8 +285,8 @@ def train_run(
         # (skipped while the previous one is being written), and at every evaluation that
         # beats the best so far (never skipped: it is the new best).
         due = checkpoint.iteration // every > last_saved[0] // every
-        value = eval_return_at(checkpoint) if evaluating else None  # (reads the metrics: a device sync)
-        better = value is not None and value > best[0]
+        value = best_score(best, checkpoint.metrics, checkpoint.iteration) if scoring else None  # (reads the metrics: a device sync)
+        better = value is not None and value > top[0]
         if not nan_guard:
             # Without the guard, divergence is checked at every chunk boundary (read at the
             # next one, or at once where a checkpoint is due: none of a non-finite state is
@@ -295,7 +298,7 @@ def train_run(
         if final or due or better:
             if writer.submit(checkpoint, wait=final or better):
                 last_saved[0] = checkpoint.iteration
-                best[0] = max(best[0], value) if value is not None else best[0]
+                top[0] = max(top[0], value) if value is not None else top[0]
         if recorder is not None:
             recorder(checkpoint, final)
         return False
@@ -324,7 +327,7 @@ def train_run(
     # What this call's writer did (a checkpoint due while the previous was still being written is skipped).
     config["checkpoints"] = {"written": writer.written, "skipped": writer.skipped}
     if diverged:
-        _close_recorder(recorder, config)
+        close_recorder(recorder, config)
         sinks.finish("diverged")
         iteration, quantities = diverged[0]
         stopped = info.stopped_at if info.stopped_at is not None else info.num_iterations
@@ -337,9 +340,10 @@ def train_run(
         summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
         sinks.evaluation(summary, int(np.atleast_2d(metrics["env_steps"])[0, -1]))
         if not batch.stacked:
-            summary["report_files"] = agent.save_report(state, eval_key(seed), run_dir)
+            title = f"{type(agent).__name__} on {config['env']}:"
+            summary["report_files"] = write_reports(run_dir, agent.report(state, eval_key(seed)), title=title)
         if recorder is not None:  # (the final video was drawn while the policy was evaluated)
-            _close_recorder(recorder, config)
+            close_recorder(recorder, config)
             write_json(run_dir / CONFIG, config)
         save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
                  command=config.get("command"))  # fmt: skip
@@ -350,17 +354,9 @@ def train_run(
     return state, metrics, info, summary
 
 
-def _close_recorder(recorder: VideoRecorder | None, config: dict[str, Any]) -> None:
-    """Wait for the last video; what the recorder did goes to `config` (`"videos"`)."""
-    if recorder is not None:
-        recorder.close()
-        spent = round(recorder.budget.spent, 3)
-        config["videos"] = {"written": len(recorder.written), "skipped": recorder.skipped, "seconds": spent}
-
-
 @holds_run_lock("resume_run(run_dir)", create=False)
 def resume_run(
-    run_dir: PathLike, *, total_steps: int | None = None, progress: bool = True, trust: Any = (), log: Any = ()
+    run_dir: PathLike, *, total_steps: int | None = None, progress: bool = True, trust: Any = (), log: Any = (), best: Any = None
 ) -> tuple[PyTree, dict[str, np.ndarray], TrainInfo, dict[str, Any]]:
     """Continue a `train_run` (or `eqxrl train`) from its last checkpoint.
 
@@ -373,6 +369,8 @@ def resume_run(
     may name besides eqxrl's own and registered ones (`trust=("my_pkg",)`; see `load_run`).
     The run's registered sinks (`train_run(log=)`) are built again from `config.json` and go on
     where they were (the same tracker run); `log` adds sinks, e.g. an unregistered one's instance.
+    The best checkpoint stays chosen as `config.json` records (`train_run(best=)`); `best`: that
+    metric name, or for a run that chose by a function, the function again (required).
 
     Raises `RunDirectoryError` (a `ValueError`) when another process is writing
     `run_dir` (naming its process id) or a symbolic link lies below it.
@@ -402,7 +400,7 @@ def resume_run(
     options = dict(
         seed=config["seed"], num_seeds=config["seeds"], nan_guard=config.get("nan_guard", False),
         log=[*recorded_sinks(config), *(log if isinstance(log, (list, tuple)) else [log])], progress=progress,
-        env_name=config["env"], record_every=config.get("record_every"),
+        env_name=config["env"], record_every=config.get("record_every"), best=best_of_config(config, best),
     )  # fmt: skip
     if not checkpoint_steps(run_dir):
         if config.get("status") == "complete":

@@ -25,7 +25,7 @@ from ._files import PathLike
 
 __all__ = [
     "DEFAULT_RECORDINGS", "FIRST_FRAME_SECONDS", "RECORD_AUTO", "RECORD_BUDGET", "VIDEOS", "VideoBudget", "VideoRecorder",
-    "check_recordable", "default_record_every", "render_run",
+    "check_recordable", "close_recorder", "default_record_every", "render_run",
 ]
 
 VIDEOS = "videos"
@@ -245,3 +245,11 @@ class VideoRecorder:
         for thread in (self.compiling, self.thread):
             if thread is not None:
                 thread.join()
+
+
+def close_recorder(recorder: VideoRecorder | None, config: dict[str, Any]) -> None:
+    """Wait for the last video; what the recorder did goes to `config` (`"videos"`)."""
+    if recorder is not None:
+        recorder.close()
+        spent = round(recorder.budget.spent, 3)
+        config["videos"] = {"written": len(recorder.written), "skipped": recorder.skipped, "seconds": spent}
