@@ -169,7 +169,7 @@ def test_the_docs_page_runs():
     import pathlib
     import re
 
-    text = (pathlib.Path(__file__).parents[1] / "docs" / "agents" / "crossq.md").read_text()
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "agents" / "crossq.md").read_text()
     (block,) = re.findall(r"^```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
     ns = {"__name__": "docs_agents_crossq"}
     exec(compile(block, "docs/agents/crossq.md", "exec"), ns)

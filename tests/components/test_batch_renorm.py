@@ -170,7 +170,7 @@ def test_the_docs_example_runs():
     import pathlib
     import re
 
-    text = (pathlib.Path(__file__).parents[1] / "docs" / "components" / "networks.md").read_text()
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "components" / "networks.md").read_text()
     (block,) = [b for b in re.findall(r"^```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE) if "BatchRenorm(" in b]
     ns = {"__name__": "docs_components_networks"}
     exec(compile(block, "docs/components/networks.md [Batch renormalisation]", "exec"), ns)
