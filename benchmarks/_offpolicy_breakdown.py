@@ -32,9 +32,9 @@ class _SACNoClip(SAC):
     """Prototype fix: no gradient-clipping transform when `max_grad_norm` is inf."""
 
     def _opt(self, lr):
-        from eqxrl.components import Optimizer
+        from eqxrl.components import Adam
 
-        return Optimizer(lr, self.max_grad_norm, clip="none")
+        return Adam(lr, self.max_grad_norm, clip="none")
 
 
 def _cpu_seconds(fn, *args, reps: int) -> float:

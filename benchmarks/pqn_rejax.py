@@ -8,7 +8,7 @@ SAC, PPO and DQN only): 16 envs x 128 steps, 16 minibatches, 5 epochs, Adam 3e-4
 steps, no observation normalisation. Both tasks run it on both sides, Breakout-MinAtar included;
 rejax's PQN builds its network itself: a (64, 64) MLP on the flattened observation with
 ``relu(LayerNorm(Dense(x)))`` layers. eqxrl's side (`make_eqxrl`) is the same in eqxrl's terms,
-field by field in `EQXRL_FROM_REJAX`, with ``Optimizer(clip="value", eps=1e-8)`` for rejax's
+field by field in `EQXRL_FROM_REJAX`, with ``Adam(clip="value", eps=1e-8)`` for rejax's
 ``optax.chain(optax.clip(10), optax.adam(3e-4))`` (element-wise clipping, optax's eps), and
 ``reward_scale=1`` (rejax scales no rewards). What eqxrl cannot or does not match:
 
@@ -76,7 +76,7 @@ EVAL_EPISODES = 32
 
 def make_eqxrl(env_id: str):
     from eqxrl.agents import PQN
-    from eqxrl.components import MLPTorso, Optimizer
+    from eqxrl.components import MLPTorso, Adam
 
     c = REJAX_PQN
     return PQN(
@@ -84,7 +84,7 @@ def make_eqxrl(env_id: str):
         # rejax's network: (64, 64), relu(LayerNorm(Dense(x))), on the flattened observation (also on MinAtar)
         critic_torso=MLPTorso((64, 64), "relu", layer_norm=True), hidden_sizes=(64, 64), layer_norm=True,
         # optax.chain(optax.clip(max_grad_norm), optax.adam(learning_rate)): element-wise clip, adam eps 1e-8, constant
-        optimizer=Optimizer(c["learning_rate"], c["max_grad_norm"], clip="value", anneal=False, eps=1e-8),
+        optimizer=Adam(c["learning_rate"], c["max_grad_norm"], clip="value", anneal=False, eps=1e-8),
         anneal_lr=False, reward_scale=1.0,  # (anneal_lr: unused beside `optimizer`); rejax scales no rewards
     )  # fmt: skip
 

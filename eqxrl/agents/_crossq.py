@@ -18,7 +18,7 @@ from ..components import (
     BatchRenormStats,
     Ensemble,
     Noise,
-    Optimizer,
+    Adam,
     OptState,
     Sample,
     TanhGaussianHead,
@@ -137,7 +137,7 @@ class CrossQ(AbstractActorCriticAgent):
     def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer, AbstractOptimizer]:
         """**Returns:** the actor's, the critics' and the temperature's optimizers (the slots, or
         Adam with `b1=adam_b1`, the matching learning rate and `max_grad_norm`)."""
-        adam = lambda slot, lr: slot if slot is not None else Optimizer(lr, self.max_grad_norm, b1=self.adam_b1)  # noqa: E731
+        adam = lambda slot, lr: slot if slot is not None else Adam(lr, self.max_grad_norm, b1=self.adam_b1)  # noqa: E731
         return (
             adam(self.actor_optimizer, self.actor_learning_rate),
             adam(self.critic_optimizer, self.critic_learning_rate),

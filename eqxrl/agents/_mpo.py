@@ -21,7 +21,7 @@ from ..components import (
     GaussianHead,
     Noise,
     Normal,
-    Optimizer,
+    Adam,
     OptState,
     Sample,
     add_loss_terms,
@@ -230,7 +230,7 @@ class MPO(AbstractActorCriticAgent):
         (`actor_optimizer`, `critic_optimizer`, `dual_optimizer`), or Adam with the
         matching learning rate (clipped at `max_grad_norm`, except the duals: their
         gradients are KL gaps, small by construction)."""
-        dual = self.dual_optimizer if self.dual_optimizer is not None else Optimizer(self.dual_learning_rate)
+        dual = self.dual_optimizer if self.dual_optimizer is not None else Adam(self.dual_learning_rate)
         return (
             self.optimizer(self.actor_optimizer, self.policy_learning_rate),
             self.optimizer(self.critic_optimizer, self.critic_learning_rate),

@@ -34,7 +34,7 @@ from ..components import (
     Categorical,
     NStepTransition,
     NStepWindow,
-    Optimizer,
+    Adam,
     PrioritizedReplayBuffer,
     ReplayBuffer,
     RunningMeanStd,
@@ -179,7 +179,7 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     def optimizer(self, slot: AbstractOptimizer | None, learning_rate: Any, anneal: bool = False) -> AbstractOptimizer:
         """**Returns:** the optimizer `slot` holds, or (None) Adam with `learning_rate` (a number,
         decayed linearly to 0 over training with `anneal`, or a schedule) and `max_grad_norm`."""
-        return slot if slot is not None else Optimizer(learning_rate, self.max_grad_norm, anneal=anneal)
+        return slot if slot is not None else Adam(learning_rate, self.max_grad_norm, anneal=anneal)
 
     def torso(self, slot: AbstractTorso | None) -> AbstractTorso:
         """**Returns:** the torso `slot` holds, or (None) `auto_torso` of the observation space (the MLP of `hidden_sizes` and `activation`, unless a Dict has images or integer grids)."""

@@ -23,7 +23,7 @@ from ..components import (
     GaussianHead,
     IdentityTorso,
     OptState,
-    Optimizer,
+    Adam,
     RecurrentEncoder,
     RunningMeanStd,
     ValueHead,
@@ -203,7 +203,7 @@ class PPO(AbstractRolloutAgent):
         `max_grad_norm`, `grad_clip` and `anneal_lr`."""
         if self.optimizer is not None:
             return self.optimizer
-        return Optimizer(self.learning_rate, self.max_grad_norm, clip=self.grad_clip, anneal=self.anneal_lr)
+        return Adam(self.learning_rate, self.max_grad_norm, clip=self.grad_clip, anneal=self.anneal_lr)
 
     @staticmethod
     def policy(state: PPOState, x: Array) -> AbstractDistribution:

@@ -24,7 +24,7 @@ from ..components import (
     MLPTorso,
     Noise,
     OptState,
-    Optimizer,
+    Adam,
     RunningMeanStd,
     add_loss_terms,
     as_torso,
@@ -143,7 +143,7 @@ class PQN(AbstractRolloutAgent):
         """`optimizer`, or Adam with `learning_rate`, `max_grad_norm` and `anneal_lr`."""
         if self.optimizer is not None:
             return self.optimizer
-        return Optimizer(self.learning_rate, self.max_grad_norm, anneal=self.anneal_lr)
+        return Adam(self.learning_rate, self.max_grad_norm, anneal=self.anneal_lr)
 
     def q_torso(self) -> Any:
         """The Q-network's torso: `critic_torso`, or the default (see the class docs)."""

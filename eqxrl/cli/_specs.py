@@ -38,7 +38,7 @@ from ..components import (
     LinearSchedule,
     MLPTorso,
     NamedOptimizer,
-    Optimizer,
+    Adam,
     PrioritizedReplayBuffer,
     ReplayBuffer,
     WarmupCosineSchedule,
@@ -126,7 +126,7 @@ def parse_optimizer(text: str) -> AbstractOptimizer:
         args = _args(rest, [parse_float, parse_float], text, "adam:LR[:MAX_GRAD_NORM]")
         if not args:
             raise ValueError(f"expected adam:LR[:MAX_GRAD_NORM], got {text!r}")
-        return Optimizer(*args)
+        return Adam(*args)
     most = {"adamw": 2, "sgd": 1, "rmsprop": 1}.get(kind)
     if most is not None:
         args = _args(rest, [parse_float] * most, text, f"{kind}:LR" + ("[:WEIGHT_DECAY]" if most == 2 else ""))

@@ -33,7 +33,7 @@ from ._optimizers import AbstractOptimizer as AbstractOptimizer
 from ._optimizers import OptState as OptState
 from ._optimizers import NamedOptimizer as NamedOptimizer
 from ._optimizers import OptaxOptimizer as OptaxOptimizer
-from ._optimizers import Optimizer as Optimizer
+from ._optimizers import Adam as Adam
 from ._optimizers import as_optimizer as as_optimizer
 from ._optimizers import check_optimizer as check_optimizer
 from ._optimizers import optimizer_slot as optimizer_slot

@@ -45,7 +45,7 @@ def _make_tx(learning_rate, max_grad_norm, *, clip: str, eps: float, b1: float =
     return optax.chain(clipper, optax.adam(learning_rate, b1=b1, eps=eps))
 
 
-class Optimizer(AbstractOptimizer):
+class Adam(AbstractOptimizer):
     """Adam with gradient clipping, and a learning rate that is a number or a schedule.
 
     The learning rate (or its schedule's numbers) and the clipping threshold are
@@ -65,9 +65,9 @@ class Optimizer(AbstractOptimizer):
 
     def __check_init__(self):
         if isinstance(self.b1, bool) or not isinstance(self.b1, (int, float)) or not 0 <= self.b1 < 1:
-            raise ValueError(f"Optimizer(b1) must be a number in [0, 1), got {self.b1!r}")
+            raise ValueError(f"Adam(b1) must be a number in [0, 1), got {self.b1!r}")
         if self.clip not in ("global_norm", "value", "none"):
-            raise ValueError(f"Optimizer(clip) must be 'global_norm', 'value' or 'none', got {self.clip!r}")
+            raise ValueError(f"Adam(clip) must be 'global_norm', 'value' or 'none', got {self.clip!r}")
         if not isinstance(self.learning_rate, AbstractSchedule):
             _check_concrete(self.learning_rate, "learning_rate", lambda v: v > 0, "> 0")
             _check_concrete(self.learning_rate, "learning_rate", math.isfinite, "finite")
@@ -152,7 +152,7 @@ class OptaxOptimizer(AbstractOptimizer):
     (a transformation given to an agent is wrapped in this module).
 
     Its numbers live inside the transformation, so PBT and sweeps cannot change
-    them (use `Optimizer` or a field's learning rate for that); two agents stack
+    them (use `Adam` or a field's learning rate for that); two agents stack
     when they hold the same transformation object.
     """
 
@@ -249,7 +249,7 @@ def check_optimizer(owner: str, name: str, value: Any) -> None:
     """Raise a ValueError naming `owner(name)` unless `value` is an optimizer or None."""
     if value is not None and not isinstance(value, AbstractOptimizer):
         raise ValueError(
-            f"{owner}({name}) must be an optax.GradientTransformation, an eqxrl Optimizer or None "
+            f"{owner}({name}) must be an optax.GradientTransformation, an eqxrl optimizer (Adam, ...) or None "
             f"(built from the learning-rate fields), got {value!r}"
         )
 

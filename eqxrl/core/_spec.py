@@ -38,6 +38,15 @@ class Unserializable(Exception):
     pass
 
 
+RENAMED = {
+    "eqxrl.components:Optimizer": "eqxrl.components:Adam",
+    "eqxrl.components._optimizers:Optimizer": "eqxrl.components:Adam",
+}
+"""Class paths that files written by earlier eqxrl versions hold, and the class each names now
+(`Optimizer` became `Adam`): `import_class` reads them as the new path, so those run directories
+and saves still load."""
+
+
 def class_path(cls: type) -> str:
     """**Returns:** `"package.module:ClassName"`, where `import_class` finds `cls` again:
     the shallowest package that exports it (`eqxrl.components:MLPTorso`, not the private
@@ -154,6 +163,7 @@ def import_class(path: str, what: str = "class", expected: type | tuple[type, ..
     **Returns:** the class; a ValueError naming `what` when `path` is malformed, its
     module is not trusted (checked before any import), or it is not such a class.
     """
+    path = RENAMED.get(str(path), path)
     module, sep, qualname = str(path).partition(":")
     if not sep or not _is_module_name(module) or not all(p.isidentifier() for p in qualname.split(".")):
         raise ValueError(f"{'an agent class' if what == 'agent' else what} must be given as package.module:ClassName, got {path!r}")

@@ -29,7 +29,7 @@ from eqxrl.components import (
     LinearSchedule,
     MLPTorso,
     ModuleTorso,
-    Optimizer,
+    Adam,
     OptaxOptimizer,
     OptaxSchedule,
     PrioritizedReplayBuffer,
@@ -188,7 +188,7 @@ def test_learning_rate_fields_take_schedules_and_optax_schedules():
 @pytest.mark.slow  # compiles training programs: over 10 CPU-s, already at the smallest sizes
 def test_optimizer_slots_take_optax_and_eqxrl_optimizers():
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
-    agent = SAC("Pendulum-v1", critic_optimizer=tx, actor_optimizer=Optimizer(1e-3, 5.0), alpha_optimizer=optax.sgd(1e-2), **TINY_OFF)
+    agent = SAC("Pendulum-v1", critic_optimizer=tx, actor_optimizer=Adam(1e-3, 5.0), alpha_optimizer=optax.sgd(1e-2), **TINY_OFF)
     assert agent.critic_optimizer == OptaxOptimizer(tx)
     assert "actor_optimizer.learning_rate" in agent.hyperparameters()
     # The numbers the slots replace are not hyperparameters any more: nothing reads them.
@@ -199,7 +199,7 @@ def test_optimizer_slots_take_optax_and_eqxrl_optimizers():
         eqxrl.pbt.PBT(agent, {"critic_learning_rate": eqxrl.pbt.LogUniform(1e-4, 1e-3)}, population_size=2, ready=8)
     state, metrics = _iterate(agent, agent.init(jax.random.key(0)), 8)
     assert np.isfinite(float(metrics["critic_loss"]))
-    with pytest.raises(ValueError, match=r"SAC\(critic_optimizer\) must be an optax.GradientTransformation, an eqxrl Optimizer or None"):
+    with pytest.raises(ValueError, match=r"SAC\(critic_optimizer\) must be an optax.GradientTransformation, an eqxrl optimizer \(Adam, \.\.\.\) or None"):
         SAC("Pendulum-v1", critic_optimizer="adam")
     with pytest.raises(ValueError, match=r"MPO\(dual_optimizer\) must be an optax.GradientTransformation"):
         MPO("Pendulum-v1", dual_optimizer=1e-3)
@@ -349,7 +349,7 @@ def test_hyperparameters_by_dotted_path():
     assert resolve_path(agent, "init_value") == "learning_rate.init_value"  # flat names where unambiguous
     with pytest.raises(ValueError, match=r"'alpha' is ambiguous, it could be any of \['buffer.alpha', 'learning_rate.alpha'\]"):
         resolve_path(agent, "alpha")
-    assert "critic_optimizer.learning_rate" in dataclasses.replace(agent, critic_optimizer=Optimizer(1e-3)).hyperparameters()
+    assert "critic_optimizer.learning_rate" in dataclasses.replace(agent, critic_optimizer=Adam(1e-3)).hyperparameters()
     moved = replace_paths(agent, {"buffer.alpha": 0.3})
     assert float(moved.buffer.alpha) == pytest.approx(0.3)
     with pytest.raises(ValueError, match=r"PrioritizedReplayBuffer\(alpha\) must be >= 0"):
@@ -387,7 +387,7 @@ def test_pbt_over_a_nested_path():
 def test_config_round_trip_of_module_fields():
     agent = SAC(
         "Pendulum-v1", actor_torso=MLPTorso((8,)), critic_torso=UserTorso, buffer=PrioritizedReplayBuffer(500, alpha=0.5),
-        actor_learning_rate=WarmupCosineSchedule(1e-3), critic_optimizer=Optimizer(CosineSchedule(1e-3), 5.0),
+        actor_learning_rate=WarmupCosineSchedule(1e-3), critic_optimizer=Adam(CosineSchedule(1e-3), 5.0),
         policy_loss_terms=(L2Penalty(1e-4),), max_grad_norm=float("inf"),
     )  # fmt: skip
     config = json.loads(json.dumps(run_config(agent, total_steps=100)))

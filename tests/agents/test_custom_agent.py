@@ -19,7 +19,7 @@ import pytest
 
 import eqxrl
 from eqxrl.agents import AbstractAgent
-from eqxrl.components import CategoricalHead, Optimizer, ValueHead
+from eqxrl.components import CategoricalHead, Adam, ValueHead
 from eqxrl.envs import AbstractEnv, AutoReset, EpisodeStatistics, VectorEnv
 
 
@@ -55,7 +55,7 @@ class Reinforce(AbstractAgent):
         size, n = self.env.observation_space.shape[0], self.env.action_space.n
         actor, critic = CategoricalHead(size, n, hidden_sizes=(16,), key=k1), ValueHead(size, hidden_sizes=(16,), key=k2)
         env_state, ts = self.train_env.reset(k3)
-        opt_state = Optimizer(self.learning_rate).init((actor, critic))
+        opt_state = Adam(self.learning_rate).init((actor, critic))
         return ReinforceState(actor, critic, opt_state, env_state, ts.obs, key, jnp.zeros((), jnp.int32))
 
     def act(self, state, obs, key=None, deterministic=False):
@@ -91,7 +91,7 @@ class Reinforce(AbstractAgent):
 
         params = (state.actor, state.critic)
         loss, grads = eqx.filter_value_and_grad(loss_fn)(params)
-        (actor, critic), opt_state = Optimizer(self.learning_rate).update(grads, state.opt_state, params)
+        (actor, critic), opt_state = Adam(self.learning_rate).update(grads, state.opt_state, params)
         done = dones.astype(jnp.float32)
         mean_return = jnp.sum(done * ep_returns) / jnp.maximum(jnp.sum(done), 1.0)
         env_steps = state.env_steps + self.steps_per_iteration

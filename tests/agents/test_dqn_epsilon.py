@@ -89,12 +89,12 @@ def test_dqn_epsilon_decay_bad_input(kwargs, message):
 
 
 def test_dqn_anneals_its_learning_rate_by_default():
-    from eqxrl.components import Optimizer
+    from eqxrl.components import Adam
 
     agent = DQN("CartPole-v1")
     assert agent.anneal_lr and agent.batch_size == 256
     opt = agent.q_optimizer
-    assert isinstance(opt, Optimizer) and opt.anneal
+    assert isinstance(opt, Adam) and opt.anneal
     assert float(opt.current_learning_rate(0.0)) == pytest.approx(1e-3)
     assert float(opt.current_learning_rate(0.75)) == pytest.approx(2.5e-4)
     assert not DQN("CartPole-v1", anneal_lr=False).q_optimizer.anneal

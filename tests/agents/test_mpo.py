@@ -19,7 +19,7 @@ from eqxrl.envs import ACTION_MASK, innermost_state
 from eqxrl.testing.probes import MaskedActions
 from eqxrl.agents import MPO, MPODuals, MPOLearner
 from eqxrl.components import (
-    Optimizer,
+    Adam,
     Sample,
     Transition,
     categorical_kl,
@@ -224,7 +224,7 @@ def test_kl_constraints_hold_after_m_step_updates():
     @jax.jit  # the bounds are arrays: both runs are one program
     def fit(bound_mean, bound_std):
         duals = MPODuals(softplus_inverse(f32(1.0)), softplus_inverse(f32([1.0, 1.0])))
-        policy_opt, dual_opt = Optimizer(1e-3), Optimizer(0.1)
+        policy_opt, dual_opt = Adam(1e-3), Adam(0.1)
 
         def loss_fn(params):
             policy, duals = params

@@ -81,7 +81,7 @@ def test_a_critic_optimizer_of_its_own():
     [
         (dict(actor_epochs=0), "PPO(actor_epochs) must be a positive int, got 0"),
         (dict(critic_epochs=2.5), "PPO(critic_epochs) must be a positive int, got 2.5"),
-        (dict(critic_optimizer="adam"), "PPO(critic_optimizer) must be an optax.GradientTransformation, an eqxrl Optimizer or None"),
+        (dict(critic_optimizer="adam"), "PPO(critic_optimizer) must be an optax.GradientTransformation, an eqxrl optimizer (Adam, ...) or None"),
         (
             dict(actor_epochs=1, critic_epochs=3, shared_torso=True),
             "PPO(actor_epochs, critic_epochs) trains the actor and the critic in separate passes, each on its own torso: "

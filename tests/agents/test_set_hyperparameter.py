@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from eqxrl.agents import DQN, PPO, Clock, set_hyperparameter
-from eqxrl.components import CosineSchedule, L2Penalty, Optimizer
+from eqxrl.components import CosineSchedule, L2Penalty, Adam
 from typecheck import no_runtime_typecheck
 
 TINY_PPO = dict(num_envs=2, rollout_length=8, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
@@ -41,7 +41,7 @@ def test_paths_flat_names_and_tuples():
     assert float(changed.critic_loss_terms[0].coef) == pytest.approx(1e-2)
     assert float(changed.hyperparameters()["critic_loss_terms.0.coef"]) == pytest.approx(1e-2)
     assert float(set_hyperparameter(agent, "coef", 3e-3).critic_loss_terms[0].coef) == pytest.approx(3e-3)
-    with_opt = DQN("CartPole-v1", hidden_sizes=(8,), critic_optimizer=Optimizer(1e-3))
+    with_opt = DQN("CartPole-v1", hidden_sizes=(8,), critic_optimizer=Adam(1e-3))
     assert float(set_hyperparameter(with_opt, "critic_optimizer.learning_rate", 5e-4).critic_optimizer.learning_rate) == pytest.approx(5e-4)
     # The other hyperparameters are the same leaves.
     old, new = agent.hyperparameters(), changed.hyperparameters()
@@ -56,7 +56,7 @@ def test_paths_flat_names_and_tuples():
         (lambda: PPO("CartPole-v1", **TINY_PPO), "num_envs", 4,
          r"set_hyperparameter\(path\): 'num_envs' is a static \(structural\) field of PPO: build a new agent .*its hyperparameters: \["),
         (lambda: PPO("CartPole-v1", **TINY_PPO), "env", "Acrobot-v1", r"'env' is a static \(structural\) field of PPO"),
-        (lambda: DQN("CartPole-v1", critic_optimizer=Optimizer(1e-3)), "learning_rate", 1e-4,
+        (lambda: DQN("CartPole-v1", critic_optimizer=Adam(1e-3)), "learning_rate", 1e-4,
          r"set_hyperparameter\(path\): DQN.learning_rate is not used \(a module the agent holds replaces it"),
         (lambda: PPO("CartPole-v1", **TINY_PPO), "gamma", 2.0, r"PPO\(gamma\) must be in \[0, 1\], got 2"),
         (lambda: PPO("CartPole-v1", **TINY_PPO), "", 1.0, r"set_hyperparameter\(path\) must be a dotted path string, got ''"),

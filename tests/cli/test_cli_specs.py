@@ -28,7 +28,7 @@ from eqxrl.components import (
     MLPTorso,
     ModuleTorso,
     NamedOptimizer,
-    Optimizer,
+    Adam,
     PrioritizedReplayBuffer,
     ReplayBuffer,
     WarmupCosineSchedule,
@@ -46,7 +46,7 @@ def test_presets():
     assert parse_torso('{"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8]}') == MLPTorso((8,))
     assert parse_buffer("uniform") == ReplayBuffer() and parse_buffer("uniform:500") == ReplayBuffer(500)
     assert parse_buffer("prioritized:500:0.5") == PrioritizedReplayBuffer(500, alpha=0.5)
-    assert parse_optimizer("adam:1e-3:0.5") == Optimizer(1e-3, 0.5)
+    assert parse_optimizer("adam:1e-3:0.5") == Adam(1e-3, 0.5)
     assert parse_optimizer("adamw:1e-3:0.01") == NamedOptimizer("adamw", 1e-3, 0.01)
     assert parse_optimizer("adamw:1e-3") == NamedOptimizer("adamw", 1e-3, 1e-4)  # optax's default decay
     assert parse_optimizer("sgd:0.1") == NamedOptimizer("sgd", 0.1) and parse_optimizer("rmsprop:0.1").name == "rmsprop"
