@@ -275,6 +275,6 @@ def test_the_recurrent_preset_in_python_and_on_the_command_line(tmp_path, capsys
     loaded = eqxrl.runs.load_agent(run)  # the preset's fields, the flag's override, all in config.json
     assert loaded.actor_torso == GRUTorso(64, (64,)) and loaded.num_envs == 2 and loaded.num_epochs == 20
     assert "invalid choice: 'lstm'" in usage_error(["train", "ppo", "--preset", "lstm"], capsys)
-    assert "give no --config, --preset or agent fields" in usage_error(
+    assert "give no --config, --preset, --best or agent fields" in usage_error(
         ["train", "ppo", "--resume", str(run), "--preset", "recurrent"], capsys
     )

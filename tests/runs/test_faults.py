@@ -302,7 +302,9 @@ def test_pbt_full_disk_and_a_damaged_population_are_one_line(tmp_path, monkeypat
     assert sorted(p.name for p in generations.iterdir()) == ["1"]  # nothing earlier lost, no temporary directory left
     monkeypatch.undo()
     newest = generations / "1"
-    _flip_a_bit(max((p for p in (newest / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size))
+    # (orbax's tree metadata, which a load reads and checks. Not the largest file, as before: since
+    # PPO's new fields that is orbax's `_sharding` description, which a load does not read.)
+    _flip_a_bit(newest / "state" / "_METADATA")
     message = _error(["pbt", "--resume", str(run_dir)], capsys)
     assert message.startswith(f"eqxrl pbt: error: {newest} is damaged (")
     assert message.endswith(f"): delete {newest} to resume from the generation before it (`eqxrl pbt --resume RUN_DIR`)")
