@@ -692,7 +692,7 @@ def test_mpo_learns_pendulum():
 
 # ------------------------------------------------- dual_update="scaled": pytorchrl's multiplier rule
 # `alpha <- clip(alpha + scale * (kl - bound), 0, alpha_max)` with `alpha_scale`, `alpha_mean_scale`,
-# `alpha_var_scale`; the default ("gradient") is unchanged (tests/test_regression.py holds its numbers).
+# `alpha_var_scale`; the default ("gradient") is unchanged (tests/agents/test_regression.py holds its numbers).
 
 def test_scaled_update_by_hand():
     alpha = f32([1.0, 0.2, 4.0, 0.5])

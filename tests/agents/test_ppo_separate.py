@@ -1,6 +1,6 @@
 """PPO's separate actor and critic updates: `actor_epochs`, `critic_epochs`, `critic_optimizer`
 and the per-epoch KL stop on the actor (`target_kl_epoch`), their bad inputs and flags.
-The default (none of them set) keeps every number: tests/test_regression.py's record."""
+The default (none of them set) keeps every number: tests/agents/test_regression.py's record."""
 
 import equinox as eqx
 import jax
