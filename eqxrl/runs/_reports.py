@@ -41,11 +41,10 @@ def write_reports(run_dir: PathLike, reports: Mapping[str, Any], *, title: str =
     for name, value in reports.items():
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"an agent's report names must be identifiers (they name files), got {name!r}")
-        summary = value.summary() if callable(getattr(value, "summary", None)) else value
-        write_json(run_dir / f"{name}.json", summary)
-        files.append(f"{name}.json")
         plot = REPORT_PLOTS.get(type(value))
         if plot is not None:
             plot(value, run_dir / f"{name}.png", title=f"{title} {name}".strip())
-            files.insert(len(files) - 1, f"{name}.png")
+            files.append(f"{name}.png")
+        write_json(run_dir / f"{name}.json", value.summary() if callable(getattr(value, "summary", None)) else value)
+        files.append(f"{name}.json")
     return files
