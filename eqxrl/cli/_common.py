@@ -7,10 +7,8 @@ import shutil
 from typing import Any
 
 from ..core import one_line
-from ..runs import (
-    CHECKPOINTS, CONFIG, LOCK, TENSORBOARD, RunDirectoryError, check_no_links, checkpoint_steps, disk_remedy, is_step_name,
-    load_config, run_lock,
-)  # fmt: skip
+from ..runs import CHECKPOINTS, CONFIG, LOCK, TENSORBOARD, RunDirectoryError, check_no_links, checkpoint_steps, load_config, run_lock
+from ..store import disk_remedy, is_step_name
 
 
 def prepare_run_dir(parser: argparse.ArgumentParser, run_dir: str | None, stem: str) -> pathlib.Path:

@@ -14,8 +14,9 @@ from ..agents import AGENTS, AbstractAgent
 from ..core import one_line
 from ..envs import make
 from ..loop import MAX_EVAL_EPISODES
-from ..pbt import PBT, LogUniform, Novelty, checkpoint_generations, pbt_from_config, resume
-from ..runs import CheckpointError, RunDirectoryError, read_text_bounded
+from ..pbt import PBT, LogUniform, Novelty, population_generations, pbt_from_config, resume
+from ..runs import CheckpointError, RunDirectoryError
+from ..store import read_text_bounded
 from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir
 from ._flags import add_field_flags, add_trust_flag, build_agent, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_log, parse_seed, parse_tune, positive, parse_int
@@ -138,7 +139,7 @@ def print_pbt_summary(pbt: Any, history: Any, run_dir: Any, seconds: float) -> N
 
 def interrupted_exit(run_dir: pathlib.Path) -> int:
     """Ctrl-C: say how to go on (exit 130, as for any interrupted command)."""
-    done = checkpoint_generations(run_dir)
+    done = population_generations(run_dir)
     if done:
         print(f"eqxrl: interrupted; `eqxrl pbt --resume {run_dir}` continues the run from generation {done[-1]}", file=sys.stderr)
     else:

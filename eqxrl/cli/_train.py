@@ -13,8 +13,9 @@ from ..envs import make
 from ..loop import MAX_EVAL_EPISODES, NonFiniteError
 from ..runs import (
     CONFIG, MAX_SEED, CheckpointError, agent_from_config, check_best, check_config, checkpoint_steps,
-    RECORD_AUTO, RECORD_BUDGET, check_recordable, load_config, read_text_bounded, resume_run, run_lock, train_run,
+    RECORD_AUTO, RECORD_BUDGET, check_recordable, load_config, resume_run, run_lock, train_run,
 )  # fmt: skip
+from ..store import read_text_bounded
 from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_log, parse_seed, positive

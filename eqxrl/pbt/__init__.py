@@ -16,11 +16,11 @@ its loop), `_checkpoint` (the population's orbax checkpoints), `_rundir` (the
 run directory, a callback of `PBT.run`), `_resume`.
 """
 
-from ._checkpoint import CheckpointWriter as CheckpointWriter
-from ._checkpoint import checkpoint_generations as checkpoint_generations
-from ._checkpoint import load_checkpoint as load_checkpoint
+from ._checkpoint import PopulationWriter as PopulationWriter
+from ._checkpoint import population_generations as population_generations
+from ._checkpoint import load_population as load_population
 from ._checkpoint import load_records as load_records
-from ._checkpoint import save_checkpoint as save_checkpoint
+from ._checkpoint import save_population as save_population
 from ._exploit import AbstractExploit as AbstractExploit
 from ._exploit import Tournament as Tournament
 from ._exploit import Truncation as Truncation

@@ -9,7 +9,7 @@ the shards it holds (`state/ocdbt.process_<i>/`) and nothing is gathered;
 record with a CRC-32 of every array, of the records and of itself). orbax writes
 into a temporary directory and renames it when complete, so a crash leaves the
 earlier generations intact; the newest `KEEP` are kept. The write is
-asynchronous (`CheckpointWriter`): the next generation trains meanwhile.
+asynchronous (`PopulationWriter`): the next generation trains meanwhile.
 Run directories of eqxrl before these checkpoints (`population.eqx`) resume no more.
 """
 
@@ -30,10 +30,10 @@ from jax.sharding import PartitionSpec as P
 
 from ..agents import agent_name
 from ..core import __version__, is_key, keys_as_data, one_line
-from ..runs import CheckpointError, check_stored, checkpoint_write_error, crc32_of, is_step_name, meta_crc32, read_meta, remove_temporary
+from ..store import CheckpointError, check_stored, checkpoint_write_error, crc32_of, is_step_name, meta_crc32, read_meta, remove_temporary
 from ._population import Population
 
-__all__ = ["CHECKPOINTS", "KEEP", "CheckpointWriter", "checkpoint_generations", "load_checkpoint", "load_records", "save_checkpoint"]
+__all__ = ["CHECKPOINTS", "KEEP", "PopulationWriter", "population_generations", "load_population", "load_records", "save_population"]
 
 CHECKPOINTS = "population"
 KEEP = 2
@@ -162,7 +162,7 @@ def _save(manager: Any, generation: int, args: Any) -> None:
     manager.save(generation, args=args, force=True)
 
 
-class CheckpointWriter:
+class PopulationWriter:
     """Writes a PBT run's population to `RUN_DIR/population/<generation>/` with orbax.
 
     Every process calls `submit` at every generation (orbax needs all of them) and
@@ -237,7 +237,7 @@ class CheckpointWriter:
                 self.manager.close()
 
 
-def checkpoint_generations(run_dir: Any) -> list[int]:
+def population_generations(run_dir: Any) -> list[int]:
     """**Returns:** the generations of a PBT run directory's finished checkpoints, oldest first."""
     directory = pathlib.Path(run_dir) / CHECKPOINTS
     if not directory.is_dir():
@@ -246,13 +246,13 @@ def checkpoint_generations(run_dir: Any) -> list[int]:
     return sorted(int(p.name) for p in done)
 
 
-def save_checkpoint(run_dir: Any, pbt: Any, total_steps: int, population: Population, records: Sequence[Mapping[str, np.ndarray]]) -> pathlib.Path:
+def save_population(run_dir: Any, pbt: Any, total_steps: int, population: Population, records: Sequence[Mapping[str, np.ndarray]]) -> pathlib.Path:
     """Write `population` and the generation records to `RUN_DIR/population/<generation>/`
     and wait for it (`PBT.run` writes without waiting). Every process must call it.
 
     **Returns:** the checkpoint's path.
     """
-    writer = CheckpointWriter(run_dir, pbt, total_steps)
+    writer = PopulationWriter(run_dir, pbt, total_steps)
     try:
         writer.submit(population, records)
     finally:
@@ -266,7 +266,7 @@ def _read_meta(path: pathlib.Path) -> dict[str, Any]:
 
 def _choose(run_dir: Any, generation: int | None) -> pathlib.Path:
     run_dir = pathlib.Path(run_dir)
-    done = checkpoint_generations(run_dir)
+    done = population_generations(run_dir)
     if not done:
         old = " (it was written by eqxrl before 0.2.x's orbax checkpoints, which resume no more)" if (run_dir / "population.eqx").is_file() else ""
         raise CheckpointError(f"{str(run_dir)!r} has no checkpoint in {CHECKPOINTS}/ to resume from{old}")
@@ -342,7 +342,7 @@ def load_records(run_dir: Any, pbt: Any, total_steps: int, generation: int | Non
     return _records(path, pbt, meta, _restore(path, records=_records_target(path, pbt, meta))["records"])
 
 
-def load_checkpoint(run_dir: Any, pbt: Any, total_steps: int, generation: int | None = None) -> tuple[Population, list[dict[str, np.ndarray]]]:
+def load_population(run_dir: Any, pbt: Any, total_steps: int, generation: int | None = None) -> tuple[Population, list[dict[str, np.ndarray]]]:
     """Read a checkpoint of a PBT run directory (the newest, or that of `generation`)
     back, laid out by `pbt.sharding()` (every process of a multi-host run reads its
     own shards; every process must call it).

@@ -6,12 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core import one_line, trust_modules
-from ..runs import agent_from_config, holds_run_lock, read_text_bounded, recorded_sinks
+from ..runs import agent_from_config, holds_run_lock, recorded_sinks
+from ..store import read_text_bounded
 from ._exploit import Tournament, Truncation
 from ._generation import Novelty
 from ._pbt import PBT
 from ._population import History, Population
-from ._checkpoint import load_checkpoint
+from ._checkpoint import load_population
 from ._rundir import CONFIG
 from ._spaces import Choice, IntLogUniform, IntUniform, LogUniform, Uniform
 
@@ -106,6 +107,6 @@ def resume(
         raise ValueError(f"{path} is missing the key {e.args[0]!r}: it was not written by `eqxrl pbt`, or was edited") from None
     except (TypeError, ValueError) as e:
         raise ValueError(f"{path}: {one_line(e)}") from None
-    population, _ = load_checkpoint(run_dir, pbt, total_steps)  # the newest generation
+    population, _ = load_population(run_dir, pbt, total_steps)  # the newest generation
     extra = log if isinstance(log, (list, tuple)) else [log]
     return pbt.run(population, total_steps, progress=progress, run_dir=run_dir, log=[*recorded, *extra])

@@ -1,7 +1,7 @@
 """A PBT run directory: `pbt.json`, `history.csv`, `history.png`, `population/<generation>/`.
 
 Written after every generation: the files atomically (a temporary file, then
-`os.replace`), the population by `_checkpoint.CheckpointWriter` (orbax, each
+`os.replace`), the population by `_checkpoint.PopulationWriter` (orbax, each
 process writing its own shards, asynchronously), so a crash leaves the previous
 generations intact and `eqxrl.pbt.resume(run_dir)` continues exactly as the
 uninterrupted run would have.
@@ -22,8 +22,9 @@ import numpy as np
 
 from ..agents import agent_name, class_path
 from ..core import __version__
-from ..runs import agent_config, atomic_write_bytes, figure, png_bytes, read_text_bounded
-from ._checkpoint import CHECKPOINTS, CheckpointWriter, load_records
+from ..runs import agent_config, figure, png_bytes
+from ..store import atomic_write_bytes, read_text_bounded
+from ._checkpoint import CHECKPOINTS, PopulationWriter, load_records
 from ._generation import EvaluationReturn, Novelty
 from ._population import History, Population, history_from_records
 
@@ -170,7 +171,7 @@ class RunDirectory:
         self.pbt = pbt
         self.total_steps = total_steps
         self.checkpoint = checkpoint
-        self.writer: CheckpointWriter | None = None
+        self.writer: PopulationWriter | None = None
 
     def start(self, population: Population) -> list[dict[str, np.ndarray]]:
         """Prepare the directory for a new run (writes `pbt.json`; removes the checkpoints
@@ -191,7 +192,7 @@ class RunDirectory:
         else:
             records = load_records(self.run_dir, self.pbt, self.total_steps, done)
         if self.checkpoint:
-            self.writer = CheckpointWriter(self.run_dir, self.pbt, self.total_steps)
+            self.writer = PopulationWriter(self.run_dir, self.pbt, self.total_steps)
         return records
 
     def __call__(self, population: Population, records: Sequence[Mapping[str, np.ndarray]]) -> None:

@@ -31,15 +31,10 @@ from ._best import DEFAULT_BEST as DEFAULT_BEST
 from ._best import best_of_config as best_of_config
 from ._best import check_best as check_best
 from ._best import metric_names as metric_names
-from ._checkpoint import CheckpointError as CheckpointError
+from ..store import CheckpointError as CheckpointError
 from ._checkpoint import CheckpointWriter as CheckpointWriter
 from ._checkpoint import checkpoint_steps as checkpoint_steps
-from ._checkpoint import checkpoint_write_error as checkpoint_write_error
-from ._checkpoint import crc32_of as crc32_of
 from ._checkpoint import load_checkpoint as load_checkpoint
-from ._checkpoint import meta_crc32 as meta_crc32
-from ._checkpoint import read_meta as read_meta
-from ._checkpoint import remove_temporary as remove_temporary
 from ._checkpoint import run_record as run_record
 from ._saved import load as load
 from ._saved import save as save
@@ -64,14 +59,8 @@ from ._files import CONFIG as CONFIG
 from ._files import CURVE as CURVE
 from ._files import EVAL as EVAL
 from ._files import METRICS as METRICS
-from ._files import MAX_JSON_BYTES as MAX_JSON_BYTES
 from ._files import STATE as STATE
-from ._files import read_text_bounded as read_text_bounded
 from ._files import TENSORBOARD as TENSORBOARD
-from ._files import atomic_write_bytes as atomic_write_bytes
-from ._files import write_json as write_json
-from ._files import disk_remedy as disk_remedy
-from ._files import is_step_name as is_step_name
 from ._lock import LOCK as LOCK
 from ._lock import RunDirectoryError as RunDirectoryError
 from ._lock import check_no_links as check_no_links
@@ -98,8 +87,6 @@ from ._state import save_state as save_state
 from ._state import template_state as template_state
 from ._state import state_array_template as state_array_template
 from ._state import unflatten_state as unflatten_state
-from ._stored import check_stored as check_stored
-from ._stored import stored_arrays as stored_arrays
 from ._mlflow import MlflowSink as MlflowSink
 from ._mlflow import flat_params as flat_params
 from ._tensorboard import TensorBoardSink as TensorBoardSink
@@ -126,14 +113,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointWriter",
     "checkpoint_steps",
-    "checkpoint_write_error",
-    "crc32_of",
-    "check_stored",
     "load_checkpoint",
-    "stored_arrays",
-    "meta_crc32",
-    "read_meta",
-    "remove_temporary",
     "run_record",
     "load",
     "save",
@@ -158,14 +138,8 @@ __all__ = [
     "CURVE",
     "EVAL",
     "METRICS",
-    "MAX_JSON_BYTES",
     "STATE",
-    "read_text_bounded",
     "TENSORBOARD",
-    "atomic_write_bytes",
-    "write_json",
-    "disk_remedy",
-    "is_step_name",
     "LOCK",
     "RunDirectoryError",
     "check_no_links",

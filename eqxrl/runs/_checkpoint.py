@@ -15,11 +15,8 @@ background thread: training waits only for a host copy of the state.
 
 import concurrent.futures
 import contextlib
-import json
 import pathlib
-import shutil
 import warnings
-import zlib
 from typing import Any
 
 import jax
@@ -28,13 +25,14 @@ import numpy as np
 from ..agents import Batch, agent_name
 from ..core import __version__, keys_as_data, one_line
 from ..loop import Checkpoint
+from ..store import CheckpointError, check_stored, checkpoint_write_error, crc32_of, is_step_name, meta_crc32, read_meta, remove_temporary
 from ._best import DEFAULT_BEST, best_score
 from ._config import config_mismatch, load_config, member_configs
-from ._files import CHECKPOINTS, CONFIG, PathLike, disk_remedy, is_step_name, read_text_bounded
+from ._files import CHECKPOINTS, CONFIG, PathLike
 from ._state import state_array_template, unflatten_state
-from ._stored import CheckpointError, check_stored, metrics_template
+from ._stored import metrics_template
 
-__all__ = ["DEFAULT_KEEP", "CheckpointError", "CheckpointWriter", "checkpoint_steps", "checkpoint_write_error", "crc32_of", "eval_return_at", "meta_crc32", "read_meta", "remove_temporary", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
+__all__ = ["DEFAULT_KEEP", "CheckpointWriter", "checkpoint_steps", "eval_return_at", "load_checkpoint", "run_record", "save_checkpoint", "state_arrays"]
 
 DEFAULT_KEEP = 2
 """Checkpoints kept besides the best: the newest, and one before it in case the newest is damaged."""
@@ -62,16 +60,6 @@ def _manager(directory: pathlib.Path, keep: int, read_only: bool = False) -> Any
         create=not read_only,
     )
     return ocp.CheckpointManager(directory.absolute(), options=options)
-
-
-def crc32_of(arrays: dict[str, Any]) -> str:
-    """A CRC-32 (hex) of named arrays: names, dtypes, shapes and bytes."""
-    crc = 0
-    for name in sorted(arrays):
-        x = np.ascontiguousarray(arrays[name])
-        crc = zlib.crc32(f"{name}:{x.dtype.str}:{x.shape}".encode(), crc)
-        crc = zlib.crc32(x.view(np.uint8).reshape(-1) if x.size else b"", crc)
-    return f"{crc:08x}"
 
 
 def state_arrays(state: Any) -> dict[str, np.ndarray]:
@@ -128,26 +116,6 @@ def _write(manager: Any, payload: _Payload) -> None:
     metrics = None if payload.best is None else {"best": payload.best}
     manager.save(payload.step, args=args, metrics=metrics, force=True)
     manager.wait_until_finished()
-
-
-def remove_temporary(directory: pathlib.Path) -> None:
-    """Remove what a failed orbax write left in `directory`: its temporary directories
-    (`<step>.orbax-checkpoint-tmp-*`), by process 0 of a multi-host run. Symbolic links
-    are never followed (nor is `directory` itself, if it is one)."""
-    if jax.process_index() == 0 and directory.is_dir() and not directory.is_symlink():
-        for p in directory.iterdir():
-            if ".orbax-checkpoint-tmp" in p.name and not p.is_symlink():
-                shutil.rmtree(p, ignore_errors=True)
-
-
-def checkpoint_write_error(path: pathlib.Path, error: BaseException, kept: str, resume: str) -> CheckpointError:
-    """The one-line error of a checkpoint (a run's or a PBT generation's) that could not be
-    written at `path`: the reason, what is `kept`, the fix where the errno names one
-    (`disk_remedy`), and the `resume` command that continues."""
-    reason = getattr(error, "strerror", None) or one_line(error)[:200]
-    fix = disk_remedy(error)  # (advice to free space or fix permissions only where that is the cause)
-    then = f"{fix[0].upper()}{fix[1:]}, then continue" if fix else "Continue"
-    return CheckpointError(f"could not write the checkpoint {path}: {reason}; {kept}. {then} with `{resume}`")
 
 
 def _write_error(directory: pathlib.Path, step: int, error: BaseException, previous: int | None) -> CheckpointError:
@@ -250,32 +218,6 @@ def run_record(config: dict[str, Any]) -> dict[str, Any]:
     return {k: config.get(k) for k in ("env", "seed", "seeds")}
 
 
-def meta_crc32(meta: dict[str, Any]) -> str:
-    """A CRC-32 of a checkpoint's meta record itself (every field but `meta_crc32`), so
-    that a flipped bit in the JSON cannot pass for another value."""
-    body = json.dumps({k: v for k, v in meta.items() if k != "meta_crc32"}, sort_keys=True)
-    return f"{zlib.crc32(body.encode()):08x}"
-
-
-def read_meta(path: pathlib.Path, counter: str = "iteration", remedy: str | None = None) -> dict[str, Any]:
-    """The JSON meta record of the checkpoint at `path` (single runs and PBT alike),
-    checked: it parses, holds the int `counter`, and matches its own CRC-32.
-
-    Raises `CheckpointError` naming `path` and `remedy` (default: delete it to resume
-    from the checkpoint before it) when it does not.
-    """
-    remedy = _remedy(path) if remedy is None else remedy
-    try:
-        meta = json.loads(read_text_bounded(path / "meta" / "metadata"))
-    except (OSError, ValueError) as e:  # (too large, not UTF-8, not JSON)
-        raise CheckpointError(f"{path} is damaged ({one_line(e)[:200]}): {remedy}") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get(counter), int):
-        raise CheckpointError(f"{path} is damaged (its meta record is not an eqxrl checkpoint's): {remedy}")
-    if meta.get("meta_crc32") != meta_crc32(meta):
-        raise CheckpointError(f"{path} is damaged (its meta record does not match its CRC-32): {remedy}")
-    return meta
-
-
 def _remedy(path: pathlib.Path) -> str:
     return f"delete {path} to resume from the checkpoint before it (`eqxrl train --resume RUN_DIR`)"
 
@@ -294,7 +236,7 @@ def checkpoint_steps(run_dir: PathLike) -> list[dict[str, Any]]:
             if not (p / "commit_success.txt").is_file() and not (p / "_CHECKPOINT_METADATA").is_file():
                 continue  # an unfinished write
             try:
-                meta = read_meta(p)
+                meta = read_meta(p, "iteration", _remedy(p))
             except CheckpointError:
                 meta = {"iteration": None, "eval_return": None}
             best = meta.get("best", meta.get("eval_return"))  # (an older eqxrl's: scored by eval_return)
@@ -345,7 +287,7 @@ def load_checkpoint(
     if num_seeds is None:
         num_seeds = load_config(run_dir)["seeds"]
     path = _choose(run_dir, which)
-    meta = read_meta(path)
+    meta = read_meta(path, "iteration", _remedy(path))
     mismatch = config_mismatch(meta.get("agent"), meta.get("members", []), agent, "the checkpoint")
     if mismatch is not None:
         raise ValueError(f"{path} does not match the agent: {mismatch}")

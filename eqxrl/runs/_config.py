@@ -18,7 +18,8 @@ from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, cla
 from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_line, trusting
 from ..envs import make
 from ..loop import make_sinks
-from ._files import CONFIG, PathLike, read_text_bounded
+from ..store import read_text_bounded
+from ._files import CONFIG, PathLike
 
 __all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "diverged_record", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "recorded_sinks", "seed_keys", "timings_record", "tracked_config"]
 

@@ -10,9 +10,10 @@ import numpy as np
 
 from ..agents import Batch
 from ..loop import Checkpoint, NonFiniteError, divergence, finite_flag, listing, state_is_finite
-from ._checkpoint import CheckpointError, checkpoint_steps, load_checkpoint
+from ..store import CheckpointError, write_json
+from ._checkpoint import checkpoint_steps, load_checkpoint
 from ._config import diverged_record
-from ._files import CONFIG, CURVE, METRICS, write_json
+from ._files import CONFIG, CURVE, METRICS
 from ._metrics import save_metrics
 from ._plots import member_labels, plot_learning_curve
 

@@ -40,7 +40,8 @@ from ..components import Noise, RunningMeanStd
 from ..components.distributions import NOISE_KINDS
 from ..core import __version__, one_line
 from ..envs import Box, ClipAction, Dict, Discrete, MultiBinary, MultiDiscrete, RescaleAction
-from ._files import PathLike, atomic_write_bytes, write_json
+from ..store import atomic_write_bytes, write_json
+from ._files import PathLike
 
 __all__ = ["FORMATS", "export", "export_run", "noise_inputs", "policy_function", "read_description"]
 

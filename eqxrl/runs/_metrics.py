@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 from jaxtyping import Array
 
-from ._files import EVAL, METRICS, PathLike, read_text_bounded, write_json
+from ..store import read_text_bounded, write_json
+from ._files import EVAL, METRICS, PathLike
 
 __all__ = ["load_evaluation", "load_metrics", "save_evaluation", "save_metrics", "summarize_returns"]
 

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from ..agents import SkillReport
-from ._files import PathLike, atomic_write_bytes
+from ..store import atomic_write_bytes
+from ._files import PathLike
 
 __all__ = ["figure", "member_labels", "plot_learning_curve", "plot_skill_trajectories", "png_bytes"]
 

@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..agents import SkillReport
-from ._files import PathLike, write_json
+from ..store import write_json
+from ._files import PathLike
 from ._plots import plot_skill_trajectories
 
 ReportPlot = Callable[..., None]

@@ -14,11 +14,11 @@ from ..agents import agent_name, class_path
 from ..core import __version__, one_line, trust_modules
 from ..envs import AbstractEnv
 from ..loop import state_batch
-from ._checkpoint import crc32_of, state_arrays
+from ..store import check_stored, crc32_of, read_text_bounded, temporary_dir
+from ._checkpoint import state_arrays
 from ._config import agent_from_config, member_configs
-from ._files import PathLike, read_text_bounded, temporary_dir
+from ._files import PathLike
 from ._state import state_array_template, unflatten_state
-from ._stored import check_stored
 
 __all__ = ["load", "save"]
 

@@ -22,7 +22,8 @@ from ._best import DEFAULT_BEST, best_of_config, best_record, best_score, check_
 from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, load_checkpoint, run_record
 from ._config import agent_from_config, diverged_record, eval_key, load_config, recorded_sinks, run_config, seed_keys, timings_record
 from ._divergence import DivergenceCheck, diverged_advice, diverged_error
-from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike, read_text_bounded, write_json
+from ..store import read_text_bounded, write_json
+from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike
 from ._lock import RunDirectoryError, holds_run_lock
 from ._metrics import _batch_size, save_evaluation, save_metrics
 from ._plots import member_labels, plot_learning_curve

@@ -36,7 +36,7 @@ from eqxrl.pbt import (
     resume,
     write_history_csv,
 )
-from eqxrl.pbt import RunDirectory, checkpoint_generations, load_checkpoint, save_checkpoint
+from eqxrl.pbt import RunDirectory, population_generations, load_population, save_population
 from eqxrl.runs import CheckpointError
 from tiers import ci_subset
 
@@ -379,7 +379,7 @@ def test_run_directory_and_exact_resume(tmp_path, monkeypatch):
     full_pop, full_hist = pbt.run(jax.random.key(7), total, progress=False, run_dir=tmp_path / "full")
     for f in ("pbt.json", "history.csv", "history.png"):
         assert (tmp_path / "full" / f).is_file()
-    assert checkpoint_generations(tmp_path / "full") == [3, 4]  # the newest two
+    assert population_generations(tmp_path / "full") == [3, 4]  # the newest two
     assert not list((tmp_path / "full").glob("*.tmp")) and not list((tmp_path / "full").glob("population/*tmp*"))
     csv_hist = read_history_csv(tmp_path / "full" / "history.csv")
     np.testing.assert_array_equal(csv_hist.fitness, full_hist.fitness)
@@ -419,26 +419,26 @@ def test_crash_during_a_checkpoint_write_leaves_the_previous_one(tmp_path, monke
     pbt = _small_pbt()
     total = 2 * pbt.steps_per_generation
     pbt.run(jax.random.key(1), total, progress=False, run_dir=tmp_path)  # 2 generations
-    assert checkpoint_generations(tmp_path) == [1, 2]
+    assert population_generations(tmp_path) == [1, 2]
     before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "population").rglob("*"))
 
     def full_disk(manager, generation, args):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(pbt_checkpoint_module, "_save", full_disk)
-    records = load_checkpoint(tmp_path, pbt, total)[1]
+    records = load_population(tmp_path, pbt, total)[1]
     with pytest.raises(CheckpointError, match=r"could not write the checkpoint .*population/3: No space left on device; the checkpoint of generation 2 is intact"):
-        save_checkpoint(tmp_path, pbt, total, pbt.init(jax.random.key(2)), [*records, records[-1]])
+        save_population(tmp_path, pbt, total, pbt.init(jax.random.key(2)), [*records, records[-1]])
     monkeypatch.undo()
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "population").rglob("*")) == before
-    pop, records = load_checkpoint(tmp_path, pbt, total)
+    pop, records = load_population(tmp_path, pbt, total)
     assert int(pop.generation) == 2 and len(records) == 2
-    assert len(load_checkpoint(tmp_path, pbt, total, generation=1)[1]) == 1
+    assert len(load_population(tmp_path, pbt, total, generation=1)[1]) == 1
     # A damaged record or array is a one-line CheckpointError naming the checkpoint.
     meta = tmp_path / "population" / "2" / "meta" / "metadata"
     meta.write_text(meta.read_text().replace('"generation": 2', '"generation": 1'))
     with pytest.raises(CheckpointError, match=r"population/2 is damaged \(its meta record does not match its CRC-32\): delete"):
-        load_checkpoint(tmp_path, pbt, total)
+        load_population(tmp_path, pbt, total)
 
 
 @pytest.mark.slow
@@ -453,7 +453,7 @@ def test_config_round_trip_and_mismatch(tmp_path):
     pbt.run(jax.random.key(0), 2 * pbt.steps_per_generation, progress=False, run_dir=tmp_path)
     other = PBT(tiny_ppo(), {"learning_rate": LogUniform(1e-4, 1e-2)}, population_size=2, ready=32)
     with pytest.raises(ValueError, match="does not match this PBT configuration"):
-        load_checkpoint(tmp_path, other, 2 * 32)
+        load_population(tmp_path, other, 2 * 32)
     with pytest.raises(ValueError, match="is not a PBT run directory"):
         resume(tmp_path / "nothing")
 

@@ -25,7 +25,7 @@ from eqxrl.pbt import (
     pbt_config,
     pbt_from_config,
     read_history_csv,
-    save_checkpoint,
+    save_population,
     write_history_csv,
 )
 from eqxrl.cli._pbt import parse_fitness  # (private: the command line's parser of --fitness values)
@@ -238,7 +238,7 @@ def test_checkpoint_without_episode_returns_reads_as_nan(tmp_path):
     population = custom.init(jax.random.key(0))
     record = {"fitness": np.zeros(3, np.float32), "train_return": np.zeros(3, np.float32),
               "source": np.arange(3, dtype=np.int32), "hp/actor_learning_rate": np.ones(3, np.float32)}  # fmt: skip
-    save_checkpoint(tmp_path, custom, 16, population, [record])
+    save_population(tmp_path, custom, 16, population, [record])
     records = load_records(tmp_path, _sac_point(), 16)
     assert records[0]["episode_returns"].shape == (3, 2) and np.isnan(records[0]["episode_returns"]).all()
 

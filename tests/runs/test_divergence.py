@@ -15,7 +15,7 @@ import pytest
 import eqxrl
 from eqxrl.core import replace_paths
 from eqxrl.loop import Checkpoint, divergence
-from eqxrl.runs import write_json
+from eqxrl.store import write_json
 from cli_calls import main_captured as _main
 
 # SAC with learning rates of 1e3 diverges within a few updates after learning starts

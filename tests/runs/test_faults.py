@@ -490,19 +490,6 @@ def test_the_best_evaluated_checkpoint_is_kept_and_restored(tmp_path, capsys):
         runs.load_run(run_dir, checkpoint="worst")
 
 
-def test_read_meta_checks_the_record_against_its_own_crc(tmp_path):
-    (tmp_path / "meta").mkdir()
-    meta = {"iteration": 4, "eval_return": 1.5}
-    meta["meta_crc32"] = runs.meta_crc32(meta)
-    (tmp_path / "meta" / "metadata").write_text(json.dumps(meta))
-    assert runs.read_meta(tmp_path) == meta
-    (tmp_path / "meta" / "metadata").write_text(json.dumps({**meta, "eval_return": 2.5}))  # a flipped digit
-    with pytest.raises(runs.CheckpointError, match=r"is damaged \(its meta record does not match its CRC-32\): delete"):
-        runs.read_meta(tmp_path)
-    with pytest.raises(runs.CheckpointError, match=r"is damaged \(its meta record is not an eqxrl checkpoint's\): fix it"):
-        runs.read_meta(tmp_path, counter="generation", remedy="fix it")
-
-
 def test_a_stranded_pbt_directory_is_reused_and_a_started_one_is_not(tmp_path, capsys):
     parser = cli.build_parser()
     run_dir = tmp_path / "p"
@@ -515,11 +502,3 @@ def test_a_stranded_pbt_directory_is_reused_and_a_started_one_is_not(tmp_path, c
     with pytest.raises(SystemExit):
         common_module.prepare_run_dir(parser, str(run_dir), "pbt")
     assert (run_dir / "population" / "1").is_dir()
-
-
-def test_remove_temporary_leaves_finished_checkpoints(tmp_path):
-    (tmp_path / "8.orbax-checkpoint-tmp-17").mkdir()
-    (tmp_path / "4").mkdir()
-    runs.remove_temporary(tmp_path)
-    runs.remove_temporary(tmp_path / "missing")  # nothing to do
-    assert [p.name for p in tmp_path.iterdir()] == ["4"]

@@ -16,8 +16,8 @@ import pytest
 
 import eqxrl
 from eqxrl.agents import PPO
-from eqxrl.pbt import PBT, LogUniform, Truncation, load_checkpoint as load_pbt_checkpoint, load_records
-from eqxrl.runs import MAX_JSON_BYTES, read_text_bounded
+from eqxrl.pbt import PBT, LogUniform, Truncation, load_population as load_pbt_checkpoint, load_records
+from eqxrl.store import MAX_JSON_BYTES, read_text_bounded
 from cli_calls import main_captured as _main
 
 TINY = ["--total-steps", "512", "--num-envs", "2", "--rollout-length", "64", "--num-minibatches", "2",

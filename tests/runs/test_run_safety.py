@@ -21,7 +21,7 @@ import stat
 import pytest
 
 import eqxrl
-from eqxrl import pbt, runs
+from eqxrl import pbt, runs, store
 from eqxrl.agents import PPO
 from cli_calls import main_output as _main, usage_error as _error
 
@@ -85,8 +85,8 @@ def test_every_file_of_a_run_directory_has_the_mode_of_the_umask(finished):
 def test_atomic_writes_take_the_mode_of_the_umask(tmp_path, umask):
     old = os.umask(umask)
     try:
-        runs.atomic_write_bytes(tmp_path / "a.png", b"png")
-        runs.write_json(tmp_path / "config.json", {"a": 1})
+        store.atomic_write_bytes(tmp_path / "a.png", b"png")
+        store.write_json(tmp_path / "config.json", {"a": 1})
     finally:
         os.umask(old)
     for name in ("a.png", "config.json"):
@@ -185,10 +185,10 @@ def test_removing_temporary_checkpoints_follows_no_link(tmp_path):
     directory = tmp_path / "checkpoints"
     directory.mkdir()
     (directory / "8.orbax-checkpoint-tmp-3").symlink_to(outside)
-    runs.remove_temporary(directory)
+    store.remove_temporary(directory)
     (tmp_path / "linked").symlink_to(outside)
     (outside / "4.orbax-checkpoint-tmp-1").mkdir()
-    runs.remove_temporary(tmp_path / "linked")  # the checkpoints folder itself a link: left alone
+    store.remove_temporary(tmp_path / "linked")  # the checkpoints folder itself a link: left alone
     assert sorted(p.name for p in outside.iterdir()) == ["4.orbax-checkpoint-tmp-1", "marker"]
 
 
@@ -236,16 +236,16 @@ def test_pbt_generations_and_stranded_directories_read_only_ascii_digits(tmp_pat
     for name in ("²", "2"):
         (population / name).mkdir(parents=True)
         (population / name / "commit_success.txt").write_text("")
-    assert pbt.checkpoint_generations(tmp_path) == [2]
+    assert pbt.population_generations(tmp_path) == [2]
     shutil.rmtree(population / "2")
-    assert pbt.checkpoint_generations(tmp_path) == []
+    assert pbt.population_generations(tmp_path) == []
     (tmp_path / "pbt.json").write_text("{}")
     assert common_module.stranded(tmp_path)  # `²` is no finished generation: nothing to keep
 
 
 # ----------------------------------------------------------------------- the disk remedies
 def test_the_remedy_names_free_space_or_permissions_only_when_that_is_the_cause():
-    remedy = runs.disk_remedy
+    remedy = store.disk_remedy
     assert remedy(OSError(errno.ENOSPC, "No space left on device")) == "free space on its disk"
     assert remedy(OSError(errno.EDQUOT, "Disk quota exceeded")) == "free space on its disk"
     assert remedy(PermissionError(errno.EACCES, "Permission denied")) == "fix the directory's permissions"

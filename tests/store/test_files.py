@@ -1,31 +1,31 @@
-"""eqxrl.runs' file writes: atomic, with unique temporary names, nothing left behind on failure."""
+"""eqxrl.store's file writes: atomic, with unique temporary names, nothing left behind on failure."""
 
 import os
 
 import pytest
 
-from eqxrl import runs
+from eqxrl import store
 
 
 def test_atomic_write_replaces_the_file(tmp_path):
     path = tmp_path / "config.json"
-    runs.atomic_write_bytes(path, b"one")
-    runs.atomic_write_bytes(path, b"two")
+    store.atomic_write_bytes(path, b"one")
+    store.atomic_write_bytes(path, b"two")
     assert path.read_bytes() == b"two" and sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
-    runs.write_json(tmp_path / "x.json", {"a": 1})
+    store.write_json(tmp_path / "x.json", {"a": 1})
     assert (tmp_path / "x.json").read_text() == '{\n  "a": 1\n}\n'
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
     path = tmp_path / "checkpoint.npz"
-    runs.atomic_write_bytes(path, b"old")
+    store.atomic_write_bytes(path, b"old")
 
     def disk_full(src, dst):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", disk_full)
     with pytest.raises(OSError, match="No space left on device"):
-        runs.atomic_write_bytes(path, b"new")
+        store.atomic_write_bytes(path, b"new")
     monkeypatch.undo()
     assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["checkpoint.npz"]
 
@@ -39,8 +39,8 @@ def test_two_writers_use_two_temporary_files(tmp_path, monkeypatch):
         real(src, dst)
 
     monkeypatch.setattr(os, "replace", record)
-    runs.atomic_write_bytes(tmp_path / "a", b"1")
-    runs.atomic_write_bytes(tmp_path / "a", b"2")
+    store.atomic_write_bytes(tmp_path / "a", b"1")
+    store.atomic_write_bytes(tmp_path / "a", b"2")
     assert len(set(seen)) == 2 and all(name.startswith(".a.") and name.endswith(".tmp") for name in seen)
 
 
