@@ -33,7 +33,7 @@ import jax
 import numpy as np
 
 import eqxrl
-from eqxrl.agents import AGENTS, DQN, PPO, SAC, AbstractAgent
+from eqxrl.agents import AGENTS, DQN, IPPO, PPO, SAC, AbstractAgent
 
 RECORD = pathlib.Path(__file__).with_name("data") / "regression.json"
 
@@ -60,10 +60,10 @@ n-step DQN)."""
 
 
 def agent_and_budget(name: str) -> tuple[AbstractAgent, int]:
-    """The agent of run `name` and its env steps: two iterations of PPO, eight past the others'
-    warm-up."""
+    """The agent of run `name` and its env steps: two iterations of PPO (and of IPPO, composed of
+    one), eight past the others' warm-up."""
     agent = RUNS[name]()
-    return agent, _budget(agent, 2 if isinstance(agent, PPO) else 8)
+    return agent, _budget(agent, 2 if isinstance(agent, (PPO, IPPO)) else 8)
 
 
 def fingerprint(state, metrics) -> dict:

@@ -188,6 +188,14 @@ class AbstractAgent(eqx.Module):
         defaults adapt to its env (discrete SAC)."""
         return self.default_total_steps
 
+    @classmethod
+    def keywords(cls) -> dict[str, dataclasses.Field]:
+        """**Returns:** the constructor's keyword arguments besides `env`, by name, as the dataclass
+        fields that declare them (defaults, types, converters): what the command line makes flags
+        of and a run's `config.json` may hold. Default: the agent's own fields; an agent composed
+        of another takes that one's too (IPPO: PPO's)."""
+        return {f.name: f for f in dataclasses.fields(cls) if f.init and f.name != "env"}
+
     def hyperparameters(self) -> dict[str, Array]:
         """**Returns:** the numeric hyperparameters (array leaves a sweep or PBT may change),
         by dotted path: the agent's own (`gamma`) and those of the modules it holds

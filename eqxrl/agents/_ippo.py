@@ -12,7 +12,7 @@ from jaxtyping import Array
 
 from ..core import Key, Metrics
 from ..envs import ACTION_MASK, AbstractEnv, Box, ObservationLayout, agent_names, is_multi_agent, make
-from ._base import Clock
+from ._base import AbstractAgent, Clock
 from ._noise import policy_noise_spec
 from ._ippo_envs import AGENT_AXIS, AgentSeat, ClipAgentActions, SharedSeats, with_agent_ids
 from ._ppo import PPO, PPOState
@@ -28,63 +28,75 @@ def as_seat(env: Any) -> Any:
     return env
 
 
-class _SharedPPO(PPO):
-    """PPO over `SharedSeats`: every agent of `num_envs / num_agents` team envs is one of its envs."""
-
-    team: AbstractEnv | None = None
-    agent_ids: bool = eqx.field(static=True, default=True)
-
-    @property
-    def train_env(self) -> SharedSeats:  # type: ignore[override]
-        n = self.team.action_space.num_agents
-        return SharedSeats(self.team, self.num_envs // n, self.agent_ids)
-
-
 def _metric_name(agent: str) -> str:
     return "episode_return_" + re.sub(r"\W", "_", agent)
 
 
-class IPPO(PPO):
+class IPPO(AbstractAgent):
     """Independent PPO: each agent of a multi-agent env (`eqxrl.envs.AbstractMultiAgentEnv`,
     e.g. `"jaxmarl/MPE_simple_spread_v3"`) maximises its own reward with PPO's objective,
     from its own observations.
 
-    Every PPO field means what it means for PPO (`num_envs` counts team envs); with
-    `share_parameters=True` one network serves every agent (a PPO whose batch holds every
-    agent's experience), else each agent has its own networks and optimizer state (PPO
+    IPPO is composed of a `PPO` (`ppo`), the one every agent learns with: its keyword
+    arguments are PPO's fields and mean what they mean for PPO (`num_envs` counts team envs),
+    or give `ppo=PPO(...)` itself (on a seat of the team env). With `share_parameters=True`
+    one network serves every agent (the PPO collects from every agent's seat of the team
+    envs at once), else each agent has its own networks and optimizer state (the PPO
     vmapped over the agents). `agent_ids` appends each agent's one-hot id to its
     observation. Metrics: `episode_return` is the team return (the sum of the agents'),
     `episode_return_<agent>` each agent's; `env_steps` counts team env steps.
     """
 
     default_env: ClassVar[str] = "jaxmarl/MPE_simple_spread_v3"
-    presets: ClassVar[dict] = {}  # PPO's "recurrent" preset was tuned on single-agent CartPoleNoVel-v1
-    env: AbstractEnv = eqx.field(converter=as_seat)
+    ppo: PPO
     share_parameters: bool = eqx.field(static=True, default=True)
     agent_ids: bool = eqx.field(static=True, default=True)
 
-    def __check_init__(self):
-        if not isinstance(self.env, AgentSeat):
+    def __init__(self, env: Any, *, share_parameters: bool = True, agent_ids: bool = True, ppo: PPO | None = None, **fields: Any):
+        seat = as_seat(env)
+        if not isinstance(seat, AgentSeat):
             raise ValueError(
                 "IPPO(env) must be a multi-agent env (an eqxrl.envs.AbstractMultiAgentEnv, e.g. "
-                f"'jaxmarl/MPE_simple_spread_v3', whose spaces are MultiAgentSpaces), got {self.env!r}"
+                f"'jaxmarl/MPE_simple_spread_v3', whose spaces are MultiAgentSpaces), got {env!r}"
             )
-        for name in ("share_parameters", "agent_ids"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"IPPO({name}) must be True or False, got {getattr(self, name)!r}")
-        try:  # PPO's own checks, named as IPPO's (they run before PPO's __check_init__)
-            self._ppo(PPO, self.num_envs)
-        except ValueError as e:
-            message = str(e)
-            if message.startswith("PPO"):
-                raise ValueError("I" + message) from None
-            raise
+        for name, value in (("share_parameters", share_parameters), ("agent_ids", agent_ids)):
+            if not isinstance(value, bool):
+                raise ValueError(f"IPPO({name}) must be True or False, got {value!r}")
+        if ppo is None:
+            unknown = sorted(set(fields) - set(type(self).keywords()))
+            if unknown:
+                raise TypeError(f"IPPO got unexpected keyword argument(s) {unknown}")
+            try:  # PPO's own checks, named as IPPO's
+                ppo = PPO(AgentSeat(seat.team, agent_ids), **fields)
+            except ValueError as e:
+                raise ValueError("I" + str(e) if str(e).startswith("PPO") else str(e)) from None
+        elif fields:
+            raise ValueError(f"IPPO(ppo) is the PPO every agent learns with: give it, or PPO's fields ({sorted(fields)}), not both")
+        elif not (isinstance(ppo, PPO) and isinstance(ppo.env, AgentSeat) and ppo.env.team == seat.team and ppo.env.agent_ids == agent_ids):
+            raise ValueError(f"IPPO(ppo) must be a PPO on a seat of the team env (AgentSeat(team, agent_ids={agent_ids})), got {ppo!r}")
+        self.ppo, self.share_parameters, self.agent_ids = ppo, share_parameters, agent_ids
+
+    @classmethod
+    def keywords(cls) -> dict[str, dataclasses.Field]:
+        """PPO's fields (those of `ppo`; IPPO builds the batched env itself), then IPPO's own."""
+        own = {f.name: f for f in dataclasses.fields(cls) if f.name in ("share_parameters", "agent_ids")}
+        return {**{k: f for k, f in PPO.keywords().items() if k != "vector_env"}, **own}
+
+    def config(self) -> dict[str, Any]:
+        """As the keywords: PPO's fields (those of `ppo`), then `share_parameters` and `agent_ids`."""
+        inner = {k: v for k, v in self.ppo.config().items() if k not in ("agent", "env", "vector_env")}
+        return {"agent": "IPPO", "env": self.env.name, **inner, "share_parameters": self.share_parameters, "agent_ids": self.agent_ids}
 
     # ----------------------------------------------------------------- structure
     @property
+    def env(self) -> AgentSeat:
+        """One agent's seat in the team env (`team_env`)."""
+        return AgentSeat(self.ppo.env.team)
+
+    @property
     def team_env(self) -> AbstractEnv:
         """The multi-agent env (`env` is one agent's seat in it)."""
-        return self.env.team
+        return self.ppo.env.team
 
     @property
     def num_agents(self) -> int:
@@ -95,26 +107,31 @@ class IPPO(PPO):
         return agent_names(self.team_env)
 
     @property
+    def recurrent(self) -> bool:
+        return self.ppo.recurrent
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.ppo.steps_per_iteration
+
+    @property
     def eval_env(self) -> AbstractEnv:
         """The team env (every agent's continuous actions clipped into their Box)."""
         team = self.team_env
         return ClipAgentActions(team) if isinstance(team.action_space.space, Box) else team
 
-    def _ppo(self, cls: type[PPO], num_envs: int, **extra: Any) -> PPO:
-        fields = {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(PPO)
-            if f.init and f.name not in ("env", "num_envs")
-        }
-        return cls(AgentSeat(self.team_env, self.agent_ids), num_envs=num_envs, **fields, **extra)
-
     @property
     def learner(self) -> PPO:
-        """The PPO that trains: over every agent's seat at once (shared parameters), or one
-        agent's seat (separate parameters: vmapped over the agents)."""
-        if self.share_parameters:
-            return self._ppo(_SharedPPO, self.num_envs * self.num_agents, team=self.eval_env, agent_ids=self.agent_ids)
-        return self._ppo(PPO, self.num_envs)
+        """The PPO that trains: over every agent's seat at once (shared parameters: `ppo` collecting
+        from the shared seats of `num_envs` team envs), or one agent's seat (separate parameters:
+        `ppo`, vmapped over the agents)."""
+        if not self.share_parameters:
+            return self.ppo
+        shared = SharedSeats(self.eval_env, self.ppo.num_envs, self.agent_ids)
+        return dataclasses.replace(self.ppo, num_envs=self.ppo.num_envs * self.num_agents, vector_env=shared)
+
+    def hyperparameters(self) -> dict[str, Array]:
+        return {f"ppo.{k}": v for k, v in self.ppo.hyperparameters().items()}
 
     # ----------------------------------------------------------------- API
     def init(self, key: Key) -> PPOState:

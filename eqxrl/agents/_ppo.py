@@ -96,7 +96,8 @@ class PPO(AbstractRolloutAgent):
     own optimizer state (the critic's: `critic_optimizer`, else the same kind as the
     actor's, `optimizer`), and `target_kl_epoch` (default inf: never) skips the actor's
     remaining epochs after one whose mean approximate KL exceeds it, the critic's
-    epochs unaffected (see `_ppo_split`).
+    epochs unaffected (see `_ppo_split`). `vector_env`: a batched env to collect from instead of
+    `num_envs` copies of `env` (IPPO's shared seats; `info` with `final_obs`, `episode_return`, `episode_length`).
     """
 
     env: AbstractEnv = eqx.field(converter=as_env)
@@ -133,12 +134,13 @@ class PPO(AbstractRolloutAgent):
     target_kl: Float[Array, ""] = hyperparameter(float("inf"))
     target_kl_epoch: Float[Array, ""] = hyperparameter(float("inf"))
     init_std: Float[Array, ""] = hyperparameter(1.0)
+    vector_env: AbstractEnv | None = None
 
     def __check_init__(self):
         if not isinstance(self.env, AbstractEnv):
-            raise ValueError(
-                f"PPO(env) must be an eqxrl AbstractEnv or an env name for eqxrl.envs.make, got {self.env!r}"
-            )
+            raise ValueError(f"PPO(env) must be an eqxrl AbstractEnv or an env name for eqxrl.envs.make, got {self.env!r}")
+        if not isinstance(self.vector_env, (AbstractEnv, type(None))):
+            raise ValueError(f"PPO(vector_env) must be a batched eqxrl AbstractEnv or None, got {self.vector_env!r}")
         for name in ("num_envs", "rollout_length", "num_epochs", "num_minibatches"):
             check_positive_int("PPO", name, getattr(self, name))
         batch = self.num_envs * self.rollout_length
@@ -190,6 +192,10 @@ class PPO(AbstractRolloutAgent):
     @property
     def eval_env(self) -> AbstractEnv:
         return self.env if self.discrete else ClipAction(self.env)
+
+    @property
+    def train_env(self) -> AbstractEnv:
+        return super().train_env if self.vector_env is None else self.vector_env
 
     @property
     def separate_updates(self) -> bool:
@@ -344,14 +350,9 @@ class PPO(AbstractRolloutAgent):
         return state, rollout
 
     def loss(self, params: tuple, batch: tuple, progress: Float[Array, ""] | float) -> tuple[Float[Array, ""], Metrics]:
-        """PPO's loss on a minibatch, the extra loss terms included.
-
-        **Arguments:** `params = (shared torso or None, actor, critic)`, `batch =
-        (obs, action, old_log_prob, old_value, advantages, targets)` (flat, normalised
-        observations), and the run's `progress`.
-
-        **Returns:** `(loss, metrics)`.
-        """
+        """PPO's loss on a minibatch, the extra loss terms included: `params = (shared torso or None,
+        actor, critic)`, `batch = (obs, action, old_log_prob, old_value, advantages, targets)` (flat,
+        normalised observations), the run's `progress`. **Returns:** `(loss, metrics)`."""
         torso, x = params[0], self.layout.split(batch[0])[0]
         return self.loss_from_features(params, x if torso is None else torso(x), batch)
 

@@ -116,7 +116,7 @@ def spec_kind(field: dataclasses.Field) -> str | None:
 
 
 def agent_flags(cls: type[AbstractAgent]) -> list[Flag]:
-    """The command-line flags of an agent class: one per dataclass field except `env`.
+    """The command-line flags of an agent class: one per keyword of its constructor (`cls.keywords()`).
 
     **Arguments:** `cls`, an agent class (a dataclass, like every `eqx.Module`).
 
@@ -124,9 +124,7 @@ def agent_flags(cls: type[AbstractAgent]) -> list[Flag]:
     cannot be parsed from text are left out.
     """
     flags = []
-    for field in dataclasses.fields(cls):
-        if field.name == "env" or not field.init:
-            continue
+    for field in cls.keywords().values():
         if field.default is not dataclasses.MISSING:
             default = field.default
         elif field.default_factory is not dataclasses.MISSING:

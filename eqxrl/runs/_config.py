@@ -1,7 +1,6 @@
 """A run's configuration: the agent (by registry name and fields), env, budget and seeds;
 `config.json` written and read back, and the agent rebuilt from it."""
 
-import dataclasses
 import datetime
 import json
 import pathlib
@@ -48,7 +47,7 @@ def eval_key(seed: int) -> Key:
 def float_fields(agent_cls: type) -> set[str]:
     """The names of an agent class's own hyperparameter fields (numbers, or for learning
     rates also schedules; the modules' nested ones are listed by `agent.hyperparameters()`)."""
-    return {f.name for f in dataclasses.fields(agent_cls) if is_hyperparameter_field(f)}
+    return {name for name, f in agent_cls.keywords().items() if is_hyperparameter_field(f)}
 
 
 def member_configs(agent: AbstractAgent | Stacked) -> list[dict[str, Any]]:
@@ -278,7 +277,7 @@ def _agent_from_config(config: Mapping[str, Any], env: Any) -> AbstractAgent | S
     cls = agent_class(config["agent"], config.get("agent_class"))
     env = make(config["env"]) if env is None else env
     floats = float_fields(cls)
-    init_fields = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "env"}
+    init_fields = set(cls.keywords())
 
     def build(fields: Mapping[str, Any]) -> AbstractAgent:
         unknown = sorted(set(fields) - init_fields)

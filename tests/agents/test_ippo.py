@@ -18,14 +18,30 @@ TINY = dict(num_envs=2, rollout_length=8, num_epochs=1, num_minibatches=1, hidde
 seats = __import__("eqxrl.agents._ippo_envs", fromlist=["AgentSeat"])  # (private: IPPO's seat views of a team env are internal)
 
 
-def test_ippo_is_a_ppo_with_a_team_env():
+def test_ippo_is_composed_of_a_ppo_on_a_seat_of_the_team_env():
     agent = IPPO(SPREAD, **TINY)
-    assert isinstance(agent, PPO) and agent.share_parameters and agent.agent_ids
+    assert not isinstance(agent, PPO) and type(agent.ppo) is PPO and agent.share_parameters and agent.agent_ids
+    assert agent.ppo.num_envs == 2 and agent.ppo.hidden_sizes == (8,) and agent.ppo.env.agent_ids
     assert agent.team_env == make(SPREAD) and agent.env.name == SPREAD and agent.num_agents == 3
     assert agent.eval_env == make(SPREAD) and agent.steps_per_iteration == 2 * 8
     assert agent.learner.num_envs == 6  # every agent of the 2 team envs is one of PPO's envs
+    assert IPPO(SPREAD, **TINY, share_parameters=False).learner is not None
     assert IPPO(SPREAD, **TINY, share_parameters=False).learner.num_envs == 2
-    assert "learning_rate" in agent.hyperparameters() and agent.config()["env"] == SPREAD
+    # PPO's names are IPPO's: as keywords, in config.json (flat), and for --set, sweeps and PBT
+    assert "ppo.learning_rate" in agent.hyperparameters() and agent.config()["env"] == SPREAD
+    assert list(IPPO.keywords())[-2:] == ["share_parameters", "agent_ids"] and "num_minibatches" in IPPO.keywords()
+    config = agent.config()
+    assert config["num_envs"] == 2 and config["share_parameters"] and "ppo" not in config and "vector_env" not in config
+    faster = eqxrl.agents.set_hyperparameter(agent, "learning_rate", 1e-3)
+    assert float(faster.ppo.learning_rate) == pytest.approx(1e-3) and float(agent.ppo.learning_rate) == pytest.approx(2.5e-4)
+    given = IPPO(SPREAD, ppo=agent.ppo)
+    assert given.ppo is agent.ppo and given.config() == config
+    with pytest.raises(ValueError, match=r"^IPPO\(ppo\) is the PPO every agent learns with: give it, or PPO's fields \(\['gamma'\]\), not both$"):
+        IPPO(SPREAD, ppo=agent.ppo, gamma=0.9)
+    with pytest.raises(ValueError, match=r"^IPPO\(ppo\) must be a PPO on a seat of the team env \(AgentSeat\(team, agent_ids=False\)\)"):
+        IPPO(SPREAD, ppo=agent.ppo, agent_ids=False)
+    with pytest.raises(TypeError, match=r"IPPO got unexpected keyword argument\(s\) \['vector_env'\]"):
+        IPPO(SPREAD, vector_env=None)
 
 
 @pytest.mark.parametrize(
@@ -34,11 +50,12 @@ def test_ippo_is_a_ppo_with_a_team_env():
         (dict(env="CartPole-v1"), r"^IPPO\(env\) must be a multi-agent env"),
         (dict(gamma=1.5), r"^IPPO\(gamma\) must be in \[0, 1\], got 1.5"),
         (dict(num_minibatches=3), r"^IPPO\(num_minibatches=3\) must divide num_envs \* rollout_length = 16"),
+        (dict(share_parameters=1), r"^IPPO\(share_parameters\) must be True or False, got 1$"),
     ],
 )
 def test_ippo_names_bad_configuration(kwargs, match):
     kwargs = {"env": SPREAD, **TINY, **kwargs}
-    with pytest.raises(ValueError, match=match):
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=match):
         IPPO(**kwargs)
 
 

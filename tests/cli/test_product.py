@@ -22,7 +22,7 @@ from eqxrl import cli, runs
 train_run_module = importlib.import_module("eqxrl.runs._train_run")  # (private: faults are injected where the code looks names up)
 checkpoint_module = importlib.import_module("eqxrl.runs._checkpoint")  # (private: faults are injected where the code looks names up)
 cli_train_module = importlib.import_module("eqxrl.cli._train")  # (private: faults are injected where the code looks names up)
-from eqxrl.agents import MAPPO, PPO, PQN, AbstractOffPolicyAgent
+from eqxrl.agents import IPPO, MAPPO, PPO, PQN, AbstractOffPolicyAgent
 from eqxrl.envs import AbstractWrapper, TimeStep
 from tensorboard_events import summary_values
 from tiers import ci_subset
@@ -35,7 +35,7 @@ TINY_EXTRA = {"crossq": dict(critic_hidden_sizes=(8,))}  # (its critics' widths 
 
 def tiny(name: str, env=None, **kw):
     cls = runs.AGENTS[name]
-    base = TINY_PPO if issubclass(cls, (PPO, PQN, MAPPO)) else TINY_OFF  # (the on-policy agents' sizes)
+    base = TINY_PPO if issubclass(cls, (PPO, PQN, MAPPO, IPPO)) else TINY_OFF  # (the on-policy agents' sizes)
     return cls(env if env is not None else cls.default_env, **{**base, **TINY_EXTRA.get(name, {}), **kw})
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import eqxrl
 from eqxrl import runs
-from eqxrl.agents import DADS, DQN, MAPPO, PPO, PQN, AbstractAgent
+from eqxrl.agents import DADS, DQN, IPPO, MAPPO, PPO, PQN, AbstractAgent
 from eqxrl.testing import ContractError, check_agent, check_learns_probes, check_learns_skills
 from tutorial_agent import load_tutorial_agent
 from tiers import ci_subset
@@ -25,7 +25,7 @@ TINY_EXTRA = {"dads": dict(dynamics_hidden_sizes=(8,)), "crossq": dict(critic_hi
 
 def tiny(name: str) -> AbstractAgent:
     cls = runs.AGENTS[name]
-    on_policy = issubclass(cls, (PPO, PQN, MAPPO))
+    on_policy = issubclass(cls, (PPO, PQN, MAPPO, IPPO))
     return cls(cls.default_env, **(TINY_PPO if on_policy else TINY_OFF), **TINY_EXTRA.get(name, {}))
 
 
