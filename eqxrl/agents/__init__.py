@@ -14,6 +14,7 @@ from ._pqn import PQN as PQN
 from ._pqn import PQNState as PQNState
 from ._ippo import IPPO as IPPO
 from ._mappo import MAPPO as MAPPO
+from ._team import AbstractTeamAgent as AbstractTeamAgent
 from ._ddpg import DDPG as DDPG
 from ._deterministic import AbstractDeterministicAgent as AbstractDeterministicAgent
 from ._deterministic import DeterministicLearner as DeterministicLearner

@@ -11,28 +11,19 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from ..core import Key, Metrics
-from ..envs import ACTION_MASK, AbstractEnv, Box, ObservationLayout, agent_names, is_multi_agent, make
-from ._base import AbstractAgent, Clock
+from ..envs import ACTION_MASK, ObservationLayout
+from ._base import Clock
 from ._noise import policy_noise_spec
-from ._ippo_envs import AGENT_AXIS, AgentSeat, ClipAgentActions, SharedSeats, with_agent_ids
+from ._ippo_envs import AGENT_AXIS, SharedSeats, with_agent_ids
 from ._ppo import PPO, PPOState
-
-
-def as_seat(env: Any) -> Any:
-    """Converter of `IPPO.env`: a multi-agent env (or its `make` name) becomes its `AgentSeat`;
-    anything else is left for `IPPO.__check_init__` to name."""
-    if isinstance(env, str):
-        env = make(env)
-    if isinstance(env, AbstractEnv) and not isinstance(env, AgentSeat) and is_multi_agent(env):
-        return AgentSeat(env)
-    return env
+from ._team import AbstractTeamAgent, team_ppo
 
 
 def _metric_name(agent: str) -> str:
     return "episode_return_" + re.sub(r"\W", "_", agent)
 
 
-class IPPO(AbstractAgent):
+class IPPO(AbstractTeamAgent):
     """Independent PPO: each agent of a multi-agent env (`eqxrl.envs.AbstractMultiAgentEnv`,
     e.g. `"jaxmarl/MPE_simple_spread_v3"`) maximises its own reward with PPO's objective,
     from its own observations.
@@ -53,72 +44,14 @@ class IPPO(AbstractAgent):
     agent_ids: bool = eqx.field(static=True, default=True)
 
     def __init__(self, env: Any, *, share_parameters: bool = True, agent_ids: bool = True, ppo: PPO | None = None, **fields: Any):
-        seat = as_seat(env)
-        if not isinstance(seat, AgentSeat):
-            raise ValueError(
-                "IPPO(env) must be a multi-agent env (an eqxrl.envs.AbstractMultiAgentEnv, e.g. "
-                f"'jaxmarl/MPE_simple_spread_v3', whose spaces are MultiAgentSpaces), got {env!r}"
-            )
-        for name, value in (("share_parameters", share_parameters), ("agent_ids", agent_ids)):
-            if not isinstance(value, bool):
-                raise ValueError(f"IPPO({name}) must be True or False, got {value!r}")
-        if ppo is None:
-            unknown = sorted(set(fields) - set(type(self).keywords()))
-            if unknown:
-                raise TypeError(f"IPPO got unexpected keyword argument(s) {unknown}")
-            try:  # PPO's own checks, named as IPPO's
-                ppo = PPO(AgentSeat(seat.team, agent_ids), **fields)
-            except ValueError as e:
-                raise ValueError("I" + str(e) if str(e).startswith("PPO") else str(e)) from None
-        elif fields:
-            raise ValueError(f"IPPO(ppo) is the PPO every agent learns with: give it, or PPO's fields ({sorted(fields)}), not both")
-        elif not (isinstance(ppo, PPO) and isinstance(ppo.env, AgentSeat) and ppo.env.team == seat.team and ppo.env.agent_ids == agent_ids):
-            raise ValueError(f"IPPO(ppo) must be a PPO on a seat of the team env (AgentSeat(team, agent_ids={agent_ids})), got {ppo!r}")
-        self.ppo, self.share_parameters, self.agent_ids = ppo, share_parameters, agent_ids
-
-    @classmethod
-    def keywords(cls) -> dict[str, dataclasses.Field]:
-        """PPO's fields (those of `ppo`; IPPO builds the batched env itself), then IPPO's own."""
-        own = {f.name: f for f in dataclasses.fields(cls) if f.name in ("share_parameters", "agent_ids")}
-        return {**{k: f for k, f in PPO.keywords().items() if k != "vector_env"}, **own}
-
-    def config(self) -> dict[str, Any]:
-        """As the keywords: PPO's fields (those of `ppo`), then `share_parameters` and `agent_ids`."""
-        inner = {k: v for k, v in self.ppo.config().items() if k not in ("agent", "env", "vector_env")}
-        return {"agent": "IPPO", "env": self.env.name, **inner, "share_parameters": self.share_parameters, "agent_ids": self.agent_ids}
-
-    # ----------------------------------------------------------------- structure
-    @property
-    def env(self) -> AgentSeat:
-        """One agent's seat in the team env (`team_env`)."""
-        return AgentSeat(self.ppo.env.team)
-
-    @property
-    def team_env(self) -> AbstractEnv:
-        """The multi-agent env (`env` is one agent's seat in it)."""
-        return self.ppo.env.team
-
-    @property
-    def num_agents(self) -> int:
-        return self.env.num_agents
-
-    @property
-    def agents(self) -> tuple[str, ...]:
-        return agent_names(self.team_env)
+        if not isinstance(share_parameters, bool):
+            raise ValueError(f"IPPO(share_parameters) must be True or False, got {share_parameters!r}")
+        self.ppo = team_ppo("IPPO", env, agent_ids, ppo, fields, type(self).keywords())
+        self.share_parameters, self.agent_ids = share_parameters, agent_ids
 
     @property
     def recurrent(self) -> bool:
         return self.ppo.recurrent
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.ppo.steps_per_iteration
-
-    @property
-    def eval_env(self) -> AbstractEnv:
-        """The team env (every agent's continuous actions clipped into their Box)."""
-        team = self.team_env
-        return ClipAgentActions(team) if isinstance(team.action_space.space, Box) else team
 
     @property
     def learner(self) -> PPO:
@@ -129,9 +62,6 @@ class IPPO(AbstractAgent):
             return self.ppo
         shared = SharedSeats(self.eval_env, self.ppo.num_envs, self.agent_ids)
         return dataclasses.replace(self.ppo, num_envs=self.ppo.num_envs * self.num_agents, vector_env=shared)
-
-    def hyperparameters(self) -> dict[str, Array]:
-        return {f"ppo.{k}": v for k, v in self.ppo.hyperparameters().items()}
 
     # ----------------------------------------------------------------- API
     def init(self, key: Key) -> PPOState:

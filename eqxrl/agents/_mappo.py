@@ -2,7 +2,7 @@
 Multi-Agent Games"): IPPO's decentralised actors with a centralised critic on the team's
 global state.
 
-MAPPO composes IPPO rather than subclassing it: its `ippo` is an IPPO over `GlobalState(team)`
+MAPPO is composed of a PPO as IPPO is (`eqxrl.agents._team`); its `ippo` is an IPPO over `GlobalState(team)`
 (every agent's observation with the global state and its one-hot id), whose actor torso
 (`SelectTorso`) sees only the agent's own entries and whose critic torso sees only the global
 state and the id. Training is that IPPO's (PPO over every agent's seat); acting fills the
@@ -15,31 +15,20 @@ from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array
 
-from ..components import (
-    AbstractLossTerm,
-    AbstractOptimizer,
-    AbstractRecurrentTorso,
-    AbstractSchedule,
-    AbstractTorso,
-    MLPTorso,
-    as_torso,
-    is_recurrent,
-    learning_rate,
-    loss_terms,
-    optimizer_slot,
-)
-from ..core import Key, Metrics, hyperparameter
-from ..envs import ACTION_MASK, AbstractEnv, Box, ObservationLayout
-from ._base import AbstractRolloutAgent, Clock
-from ._ippo import IPPO, as_seat
-from ._ippo_envs import AGENT_ID, AgentSeat, ClipAgentActions
+from ..components import MLPTorso, is_recurrent
+from ..core import Key, Metrics
+from ..envs import ACTION_MASK, ObservationLayout
+from ._base import Clock
+from ._ippo import IPPO
+from ._ippo_envs import AGENT_ID, AgentSeat
 from ._mappo_parts import GLOBAL_STATE, GLOBAL_STATE_MODES, GlobalState, SelectTorso, _own_entries, global_state_kind
-from ._ppo import PPOState
+from ._ppo import PPO, PPOState
+from ._team import AbstractTeamAgent, team_ppo
 
 
-class MAPPO(AbstractRolloutAgent):
+class MAPPO(AbstractTeamAgent):
     """MAPPO: every agent acts from its own observation (IPPO's actor: one network for every
     agent with `share_parameters=True`, else one per agent) and learns from the advantages and
     value targets of a centralised critic, which sees the team's global state and the agent's
@@ -53,66 +42,40 @@ class MAPPO(AbstractRolloutAgent):
     always concatenates. `actor_torso` and `critic_torso` (None: the MLP of `hidden_sizes` and
     `activation`) are built on the actor's and the critic's inputs; the two cannot share a
     torso (`shared_torso` must be False), so the actor is feed-forward. `agent_ids` appends the
-    agent's one-hot id to the actor's input. Every other field means what it means for IPPO
-    and PPO (`num_envs` counts team envs); the metrics are IPPO's.
+    agent's one-hot id to the actor's input. MAPPO is composed of a `PPO` (`ppo`, on one
+    agent's seat of the team env) as IPPO is: its other keyword arguments are PPO's fields (but
+    the separate updates') and mean what they mean for IPPO and PPO (`num_envs` counts team
+    envs); the metrics are IPPO's.
     """
 
     default_env: ClassVar[str] = "jaxmarl/MPE_simple_spread_v3"
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"optimizer": ("learning_rate", "max_grad_norm")}
-    env: AbstractEnv = eqx.field(converter=as_seat)
-    num_envs: int = eqx.field(static=True, default=4)
-    rollout_length: int = eqx.field(static=True, default=128)
-    num_epochs: int = eqx.field(static=True, default=4)
-    num_minibatches: int = eqx.field(static=True, default=4)
-    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
-    activation: str = eqx.field(static=True, default="tanh")
-    actor_torso: AbstractTorso | AbstractRecurrentTorso | None = eqx.field(static=True, default=None, converter=as_torso)
-    critic_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
-    shared_torso: bool = eqx.field(static=True, default=False)
-    anneal_lr: bool = eqx.field(static=True, default=True)
-    clip_value_loss: bool = eqx.field(static=True, default=True)
-    normalize_advantages: bool = eqx.field(static=True, default=True)
-    normalize_observations: bool = eqx.field(static=True, default=False)
-    state_dependent_std: bool = eqx.field(static=True, default=False)
-    grad_clip: str = eqx.field(static=True, default="global_norm")
-    optimizer: AbstractOptimizer | None = optimizer_slot()
-    policy_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
-    critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
-    learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(2.5e-4)
-    gamma: Float[Array, ""] = hyperparameter(0.99)
-    gae_lambda: Float[Array, ""] = hyperparameter(0.95)
-    clip_eps: Float[Array, ""] = hyperparameter(0.2)
-    ent_coef: Float[Array, ""] = hyperparameter(0.01)
-    vf_coef: Float[Array, ""] = hyperparameter(0.5)
-    max_grad_norm: Float[Array, ""] = hyperparameter(0.5)
-    target_kl: Float[Array, ""] = hyperparameter(float("inf"))
-    init_std: Float[Array, ""] = hyperparameter(1.0)
+    excluded: ClassVar[tuple[str, ...]] = ("vector_env", "actor_epochs", "critic_epochs", "critic_optimizer", "target_kl_epoch")
+    ppo: PPO
     share_parameters: bool = eqx.field(static=True, default=True)
     agent_ids: bool = eqx.field(static=True, default=True)
     global_state: str = eqx.field(static=True, default="auto")
 
-    def __check_init__(self):
-        if not isinstance(self.env, AgentSeat):
+    def __init__(
+        self, env: Any, *, share_parameters: bool = True, agent_ids: bool = True, global_state: str = "auto", ppo: PPO | None = None,
+        **fields: Any,
+    ):  # fmt: skip
+        shared, actor = (fields.get("shared_torso", False), fields.get("actor_torso")) if ppo is None else (ppo.shared_torso, ppo.actor_torso)
+        if shared is not False:
             raise ValueError(
-                "MAPPO(env) must be a multi-agent env (an eqxrl.envs.AbstractMultiAgentEnv, e.g. "
-                f"'jaxmarl/MPE_simple_spread_v3', whose spaces are MultiAgentSpaces), got {self.env!r}"
+                f"MAPPO(shared_torso) must be False (the critic sees the global state, the actor only its own observation), got {shared!r}"
             )
+        if is_recurrent(actor):
+            raise ValueError(f"MAPPO(actor_torso) must be a feed-forward torso (a recurrent one needs shared_torso=True), got {type(actor).__name__}")
+        self.ppo = team_ppo("MAPPO", env, True, ppo, fields, type(self).keywords())
+        self.share_parameters, self.agent_ids, self.global_state = share_parameters, agent_ids, global_state
+
+    def __check_init__(self):
         if not isinstance(self.agent_ids, bool):
             raise ValueError(f"MAPPO(agent_ids) must be True or False, got {self.agent_ids!r}")
         if self.global_state not in GLOBAL_STATE_MODES:
             raise ValueError(f"MAPPO(global_state) must be 'auto', 'world_state' or 'observations', got {self.global_state!r}")
-        if self.shared_torso is not False:
-            raise ValueError(
-                "MAPPO(shared_torso) must be False (the critic sees the global state, the actor only its own "
-                f"observation), got {self.shared_torso!r}"
-            )
-        if is_recurrent(self.actor_torso):
-            raise ValueError(
-                "MAPPO(actor_torso) must be a feed-forward torso (a recurrent one needs shared_torso=True), "
-                f"got {type(self.actor_torso).__name__}"
-            )
-        global_state_kind(self.env.team, self.global_state)
-        try:  # IPPO's and PPO's checks of the same fields, named as MAPPO's
+        global_state_kind(self.team_env, self.global_state)
+        try:  # IPPO's and PPO's checks of the same fields on the central seat, named as MAPPO's
             self.ippo
         except ValueError as e:
             message = str(e)
@@ -122,27 +85,8 @@ class MAPPO(AbstractRolloutAgent):
 
     # ----------------------------------------------------------------- structure
     @property
-    def team_env(self) -> AbstractEnv:
-        """The multi-agent env (`env` is one agent's seat in it)."""
-        return self.env.team
-
-    @property
-    def num_agents(self) -> int:
-        return self.env.num_agents
-
-    @property
-    def agents(self) -> tuple[str, ...]:
-        return self.ippo.agents
-
-    @property
     def recurrent(self) -> bool:
         return False
-
-    @property
-    def eval_env(self) -> AbstractEnv:
-        """The team env (every agent's continuous actions clipped into their Box)."""
-        team = self.team_env
-        return ClipAgentActions(team) if isinstance(team.action_space.space, Box) else team
 
     @property
     def global_state_kind(self) -> str:
@@ -164,12 +108,12 @@ class MAPPO(AbstractRolloutAgent):
     def ippo(self) -> IPPO:
         """The IPPO that trains and acts: over `central_team`, every seat with its id, the actor
         and critic torsos seeing their own entries (see the module's description)."""
-        skip = ("env", "actor_torso", "critic_torso", "agent_ids", "global_state")
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init and f.name not in skip}
-        mlp = MLPTorso(self.hidden_sizes, self.activation)
-        actor = SelectTorso(self.actor_entries, mlp if self.actor_torso is None else self.actor_torso)
-        critic = SelectTorso((GLOBAL_STATE, AGENT_ID), mlp if self.critic_torso is None else self.critic_torso)
-        return IPPO(self.central_team, actor_torso=actor, critic_torso=critic, agent_ids=True, **fields)
+        ppo = self.ppo
+        mlp = MLPTorso(ppo.hidden_sizes, ppo.activation)
+        actor = SelectTorso(self.actor_entries, mlp if ppo.actor_torso is None else ppo.actor_torso)
+        critic = SelectTorso((GLOBAL_STATE, AGENT_ID), mlp if ppo.critic_torso is None else ppo.critic_torso)
+        central = dataclasses.replace(ppo, env=AgentSeat(self.central_team, True), actor_torso=actor, critic_torso=critic)
+        return IPPO(self.central_team, ppo=central, agent_ids=True, share_parameters=self.share_parameters)
 
     @property
     def learner(self) -> Any:

@@ -10,7 +10,7 @@ from typecheck import no_runtime_typecheck
 
 import eqxrl
 
-from eqxrl.agents import IPPO, MAPPO
+from eqxrl.agents import IPPO, MAPPO, PPO
 
 SPREAD = "jaxmarl/MPE_simple_spread_v3"
 TINY = dict(num_envs=2, rollout_length=8, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
@@ -24,6 +24,10 @@ def test_the_critic_sees_every_agents_observation_and_the_actor_its_own():
     agent = MAPPO(SPREAD, **TINY)
     assert agent.global_state_kind == "observations" and agent.num_agents == 3
     assert isinstance(agent.ippo, IPPO) and agent.learner.num_envs == 6  # every agent's seat, parameters shared
+    # composed of a PPO on a seat of the plain team env, whose fields are MAPPO's keywords (config.json: flat)
+    assert type(agent.ppo) is PPO and agent.ppo.num_envs == 2 and agent.ppo.actor_torso is None
+    assert "actor_epochs" not in MAPPO.keywords() and list(MAPPO.keywords())[-1] == "global_state"
+    assert agent.config()["hidden_sizes"] == [8] and "ppo.learning_rate" in agent.hyperparameters()
     seat = agent.learner.env.observation_space.spaces
     assert {k: v.shape for k, v in seat.items()} == {"obs": (18,), "global_state": (54,), "agent_id": (3,)}
     state = jax.eval_shape(agent.init, jax.random.key(0))  # (shapes only: nothing compiled)
