@@ -12,7 +12,7 @@ from jaxtyping import Array, Float
 
 from ...core import Key, check_positive_int, is_positive_int
 from ..distributions import Categorical, MultiCategorical, Normal, TanhNormal
-from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, obs_size_of
+from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, check_obs_and_action, get_activation, obs_size_of
 from ._noisy import NoisyLinear, noisy_output
 from ._torsos import AbstractTorso, Encoder, torso_or_mlp
 
@@ -399,11 +399,5 @@ class ContinuousQHead(AbstractHead):
     def __call__(
         self, obs: Float[Array, "*batch obs"], action: Float[Array, "*batch action"]
     ) -> Float[Array, "*batch"]:
-        check_last_axis(obs, self.obs_size, "obs", "ContinuousQHead")
-        check_last_axis(action, self.action_size, "action", "ContinuousQHead")
-        if obs.shape[:-1] != action.shape[:-1]:
-            raise ValueError(
-                f"ContinuousQHead: action must have shape {(*obs.shape[:-1], self.action_size)} "
-                f"(the batch shape of obs, {tuple(obs.shape[:-1])}), got shape {tuple(action.shape)}"
-            )
+        check_obs_and_action(obs, action, self.obs_size, self.action_size, "ContinuousQHead")
         return self.out(self.torso(jnp.concatenate([obs, action], axis=-1)))[..., 0]
