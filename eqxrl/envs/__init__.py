@@ -4,6 +4,7 @@ from ..core import tree_select as tree_select
 from ._base import ACTION_MASK as ACTION_MASK
 from ._base import AbstractEnv as AbstractEnv
 from ._base import AbstractWrapper as AbstractWrapper
+from ._base import Renderer as Renderer
 from ._base import TimeStep as TimeStep
 from ._base import first_timestep as first_timestep
 from ._brax import BraxEnv as BraxEnv

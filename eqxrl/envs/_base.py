@@ -1,6 +1,8 @@
 """The functional environment protocol shared by every backend."""
 
 import abc
+import dataclasses
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -48,6 +50,31 @@ def first_timestep(obs: PyTree, info: dict[str, Any] | None = None) -> TimeStep:
         truncated=jnp.zeros((), bool),
         info={} if info is None else info,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Renderer:
+    """How an env's states become frames, as the env says it (`AbstractEnv.renderer`), for
+    `render_frames`, `check_renderable`, `renderer_name` and `frame_rate`.
+
+    - `name`: the renderer's name (`renderer_name`: `"brax"`, `"craftax"`, ...).
+    - `draw`: one episode's innermost states to frames. It gets a list of states, one per step,
+      or with `stacked=True` the states stacked on a leading time axis (a JAX renderer draws the
+      episode in one compiled call); it returns a list of frames (RGB or RGBA arrays, which
+      `render_frames` makes `uint8` RGB and stacks), or the finished `uint8` array
+      `(time, height, width, 3)`.
+    - `fps`: the frame rate of an episode in real time (`frame_rate`).
+    - `html`: where the suite has an interactive HTML viewer (brax's), the list of states to the page.
+    - `check`: what the renderer needs at hand besides the suite (pgx: CairoSVG), checked before a
+      draw: given the caller's name, it raises a one-line `ValueError` naming it.
+    """
+
+    name: str
+    draw: Callable[[Any], Any]
+    fps: int = 10
+    stacked: bool = False
+    html: Callable[[list[Any]], str] | None = None
+    check: Callable[[str], Any] | None = None
 
 
 class AbstractEnv(eqx.Module):
@@ -100,6 +127,13 @@ class AbstractEnv(eqx.Module):
         of a new suite declares its own here; nothing asks for its class."""
         return ()
 
+    @property
+    def renderer(self) -> Renderer | None:
+        """How this env's states become frames (`render_frames`, `eqxrl.render`), or None
+        (the default) where eqxrl knows no renderer for it. An env of a new suite declares its
+        own here; nothing asks for its class."""
+        return None
+
 
 class AbstractWrapper(AbstractEnv):
     """An environment that wraps another one and forwards what it does not change."""
@@ -139,4 +173,8 @@ class AbstractWrapper(AbstractEnv):
     @property
     def descriptors(self) -> tuple[str, ...]:
         return self.env.descriptors  # (the descriptors are the innermost state's)
+
+    @property
+    def renderer(self) -> Renderer | None:
+        return self.env.renderer  # (a renderer draws the innermost states)
 

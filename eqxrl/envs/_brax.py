@@ -1,16 +1,22 @@
 """Adapter from brax environments to the eqxrl protocol."""
 
+import functools
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from ._base import Renderer
 from ._spaces import Box
 from ..core import foreign_promotion
 from ._static import StaticHandle
 from ._suite import AbstractBraxStyleEnv
 from ._descriptor import FEET_LINKS
+
+BRAX_SIZE = (240, 320)  # (height, width) of brax frames
 
 
 class BraxEnv(AbstractBraxStyleEnv):
@@ -68,3 +74,23 @@ class BraxEnv(AbstractBraxStyleEnv):
     @property
     def observation_space(self) -> Box:
         return Box(-jnp.inf, jnp.inf, (self.obs_size,))
+
+    @property
+    def renderer(self) -> Renderer:
+        """brax's own: `brax.io.image.render_array` (MuJoCo's OpenGL renderer, 240x320: it needs a
+        display, or `MUJOCO_GL=egl` set before MuJoCo is imported) at `1 / dt` frames a second, and
+        `brax.io.html.render`, its interactive HTML viewer (`render_html`)."""
+        return self.mujoco_renderer("brax", "brax", _brax_frames, html=functools.partial(_brax_html, self))
+
+
+def _brax_frames(env: BraxEnv, seq: Sequence[Any]) -> list[np.ndarray]:
+    from brax.io import image
+
+    height, width = BRAX_SIZE
+    return list(image.render_array(env.brax_env.sys, [s.pipeline_state for s in seq], height, width))
+
+
+def _brax_html(env: BraxEnv, seq: list[Any]) -> str:
+    from brax.io import html as brax_html
+
+    return brax_html.render(env.brax_env.sys, [s.pipeline_state for s in seq])

@@ -8,16 +8,19 @@ Classic: lava too; full Craftax: the final boss beaten) and its time limit
 (`params.max_timesteps`); the adapter tells them apart.
 """
 
+import functools
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..core import EnvState, Key
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import AbstractEnv, TimeStep
+from ._base import AbstractEnv, Renderer, TimeStep
 from ._make import register_suite
 from ._spaces import Box, Discrete
 from ._static import StaticHandle
@@ -111,6 +114,12 @@ class CraftaxEnv(AbstractSuiteEnv):
     def action_space(self) -> Discrete:
         return Discrete(int(self.craftax_env.num_actions))
 
+    @property
+    def renderer(self) -> Renderer:
+        """Craftax's pixel renderer (`make_craftax_pixel_renderer`, 16 pixels per block; a JAX
+        function: every state of an episode drawn in one compiled call)."""
+        return Renderer("craftax", functools.partial(_craftax_frames, self), stacked=True)
+
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
         env = self.craftax_env
         with _foreign_promotion():
@@ -128,6 +137,27 @@ class CraftaxEnv(AbstractSuiteEnv):
         info = {"achievements": {k: jnp.asarray(v, jnp.float32) for k, v in info.items() if k != "discount"}}
         ts = TimeStep(jnp.asarray(obs, jnp.float32), jnp.asarray(reward, jnp.float32), terminated, done & ~terminated, info)
         return state, ts
+
+
+_DRAW: dict[bool, Callable[[Any], Any]] = {}
+"""Craftax's pixel renderer compiled over a time axis, per variant (Classic or not)."""
+
+
+def _craftax_frames(env: CraftaxEnv, states: Any) -> np.ndarray:
+    classic = "craftax_classic" in type(env.craftax_env).__module__
+    if classic not in _DRAW:
+        if classic:
+            from craftax.craftax_classic.constants import BLOCK_PIXEL_SIZE_IMG
+            from craftax.craftax_classic.renderer import make_craftax_pixel_renderer
+        else:
+            from craftax.craftax.constants import BLOCK_PIXEL_SIZE_IMG
+            from craftax.craftax.renderer import make_craftax_pixel_renderer
+        with _foreign_promotion():  # (Craftax mixes dtypes, as its envs do)
+            draw = make_craftax_pixel_renderer(BLOCK_PIXEL_SIZE_IMG)
+        _DRAW[classic] = jax.jit(jax.vmap(draw))
+    with _foreign_promotion():
+        pixels = np.asarray(_DRAW[classic](states))
+    return np.clip(np.rint(pixels), 0, 255).astype(np.uint8)[..., :3]
 
 
 def _make_craftax(name: str, **kwargs: Any) -> AbstractEnv:

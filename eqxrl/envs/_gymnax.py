@@ -1,5 +1,9 @@
-"""Adapter from gymnax environments to the eqxrl protocol."""
+"""Adapter from gymnax environments to the eqxrl protocol, and its renderers: Gymnasium's
+classic-control drawing and gymnax's matplotlib visualisers."""
 
+import functools
+import os
+import threading
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -8,11 +12,19 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ..core import EnvState, Key
-from ._base import TimeStep, first_timestep
+from ._base import Renderer, TimeStep, first_timestep
 from ._spaces import AbstractSpace, Box, Dict, Discrete, Tuple, as_element, flatten_space
 from ..core import foreign_promotion as _foreign_promotion
 from ._static import StaticHandle
-from ._suite import AbstractSuiteEnv
+from ._suite import AbstractSuiteEnv, figure_frames
+
+GYM_FPS = {"Acrobot-v1": 15, "CartPole-v1": 50, "Pendulum-v1": 30, "MountainCar-v0": 30, "MountainCarContinuous-v0": 30}
+"""The classic-control envs Gymnasium draws, and their `metadata["render_fps"]`."""
+GYMNAX_MATPLOTLIB = (
+    "Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar", "SpaceInvaders-MinAtar",
+    "Pong-misc", "Catch-bsuite", "PointRobot-misc", "MetaMaze-misc", "FourRooms-misc",
+)  # fmt: skip
+"""The envs gymnax's matplotlib `Visualizer` draws."""
 
 
 def _convert_space(space: Any, what: str, env_name: str) -> AbstractSpace:
@@ -93,6 +105,18 @@ class GymnaxEnv(AbstractSuiteEnv):
             space = self.gymnax_env.action_space(self.params)
         return _convert_space(space, "action", self.name)
 
+    @property
+    def renderer(self) -> Renderer | None:
+        """For the classic-control envs, Gymnasium's drawing (gymnax's `vis_gym` helpers put the
+        state into Gymnasium's env, which draws it with pygame, 600x400 pixels) at Gymnasium's
+        `render_fps`; for MinAtar and the misc and bsuite envs it draws, gymnax's matplotlib
+        `Visualizer` (one draw per state, 10 frames a second); None for the others."""
+        if self.env_name in GYM_FPS:
+            return Renderer("gymnasium classic control", functools.partial(_gym_frames, self), fps=GYM_FPS[self.env_name])
+        if self.env_name in GYMNAX_MATPLOTLIB:
+            return Renderer("gymnax visualizer", functools.partial(_figure_frames, self))
+        return None
+
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
         with _foreign_promotion():
             obs, state = self.gymnax_env.reset_env(key, self.params)
@@ -121,3 +145,56 @@ class GymnaxEnv(AbstractSuiteEnv):
             info={},
         )
         return state, ts
+
+
+_GYM_ENVS: dict[str, Any] = {}
+"""One Gymnasium env per classic-control name, built at the first draw and reused (building it and
+starting pygame is done once per process, not once per video)."""
+_GYM_LOCK = threading.Lock()  # (one draw at a time: the env holds the state it draws)
+
+
+def _gym_env(name: str) -> Any:
+    if name not in _GYM_ENVS:
+        # pygame starts SDL's audio and, without a display, complains about its video: neither is
+        # used to draw into an array (ALSA and XDG_RUNTIME_DIR errors on a headless host otherwise).
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        import gymnasium
+
+        gym_env = gymnasium.make(name, render_mode="rgb_array")
+        gym_env.reset(seed=0)
+        _GYM_ENVS[name] = gym_env
+    return _GYM_ENVS[name]
+
+
+def _gym_frames(env: GymnaxEnv, seq: list[Any]) -> np.ndarray:
+    from gymnax.visualize import vis_gym
+
+    name = env.env_name
+    # gymnax's render_gym_frame builds a Gymnasium env per frame; one env (per process) is given
+    # each state with the same helpers, and each frame is copied once, into the output.
+    with _GYM_LOCK:
+        gym_env = _gym_env(name)
+        unwrapped: Any = gym_env.unwrapped
+        vis_gym.set_gym_params(unwrapped, name, env.params)
+        frames = None
+        for t, state in enumerate(seq):
+            unwrapped.state = vis_gym.get_gym_state(state, name)
+            if name == "Pendulum-v1":
+                unwrapped.last_u = np.asarray(state.last_u, dtype=np.float64)
+            frame = gym_env.render()
+            if frames is None:
+                frames = np.empty((len(seq), *frame.shape[:2], 3), np.uint8)
+            frames[t] = frame[..., :3]
+    assert frames is not None
+    return frames
+
+
+def _figure_frames(env: GymnaxEnv, seq: list[Any]) -> list[np.ndarray]:
+    from gymnax.visualize.visualizer import Visualizer
+
+    with _foreign_promotion():  # (gymnax's visualisers mix dtypes, as its envs do)
+        vis = Visualizer(env.gymnax_env, env.params, seq)
+        vis.init()
+        return figure_frames(vis.fig, vis.update, len(seq))

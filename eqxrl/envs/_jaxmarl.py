@@ -20,6 +20,8 @@ Spaces: JaxMARL's Discrete, MultiDiscrete (switch_riddle's observations), Box, D
 become eqxrl's.
 """
 
+import contextlib
+import functools
 import io
 import sys
 from typing import Any, ClassVar
@@ -31,11 +33,11 @@ from jaxtyping import Array
 
 from ..core import EnvState, Key
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import ACTION_MASK, TimeStep
+from ._base import ACTION_MASK, Renderer, TimeStep
 from ._multi_agent import AbstractMultiAgentEnv
 from ._spaces import AbstractSpace, Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple, as_element, flatten_space
 from ._static import StaticHandle, hashable_or
-from ._suite import AbstractSuiteEnv
+from ._suite import AbstractSuiteEnv, figure_frames
 
 PREFIX = "jaxmarl/"
 
@@ -259,6 +261,16 @@ class JaxMARLEnv(AbstractMultiAgentEnv, AbstractSuiteEnv):
         return self._action_space
 
     @property
+    def renderer(self) -> Renderer | None:
+        """For the MPE scenarios, JaxMARL's `MPEVisualizer` (its matplotlib figure, one draw per
+        state, 10 frames a second); None for the others."""
+        from jaxmarl.environments.mpe import SimpleMPE
+
+        if isinstance(self.jaxmarl_env, SimpleMPE):
+            return Renderer("jaxmarl mpe", functools.partial(_mpe_frames, self))
+        return None
+
+    @property
     def max_episode_steps(self) -> int | None:
         steps = getattr(self.jaxmarl_env, "max_steps", None)
         if self.truncation and isinstance(steps, (int, np.integer)):
@@ -306,3 +318,12 @@ class JaxMARLEnv(AbstractMultiAgentEnv, AbstractSuiteEnv):
             obs, state, rewards, dones, _ = self.jaxmarl_env.step_env(key, state, actions)
         rewards = jnp.stack([jnp.asarray(rewards[a], jnp.float32) for a in self.agent_list])
         return state, self._timestep(obs, state, rewards, dones["__all__"])
+
+
+def _mpe_frames(env: JaxMARLEnv, seq: list[Any]) -> list[np.ndarray]:
+    from jaxmarl.environments.mpe import MPEVisualizer
+
+    with _foreign_promotion():
+        with contextlib.redirect_stdout(io.StringIO()):  # (it prints whether agents communicate)
+            vis = MPEVisualizer(env.jaxmarl_env, seq)
+        return figure_frames(vis.fig, vis.update, len(seq))

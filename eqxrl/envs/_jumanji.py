@@ -11,7 +11,9 @@ reports a last step at `state.step_count >= time_limit` as truncated for them.
 """
 
 import dataclasses
+import functools
 import math
+import threading
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -22,7 +24,7 @@ from jaxtyping import Array
 
 from ..core import EnvState, Key
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import ACTION_MASK, AbstractEnv, TimeStep
+from ._base import ACTION_MASK, AbstractEnv, Renderer, TimeStep
 from ._make import register_suite
 from ._spaces import AbstractSpace, Box, Dict, Discrete, MultiBinary, MultiDiscrete
 from ._static import StaticHandle, hashable_or
@@ -198,6 +200,19 @@ class JumanjiEnv(AbstractSuiteEnv):
         return self.time_limit
 
     @property
+    def renderer(self) -> Renderer | None:
+        """Its env's `render(state)` (a matplotlib viewer: the env's named pyplot figure, read back
+        as RGB; off screen with matplotlib's Agg backend, the default without a display, while
+        under an interactive backend jumanji shows its figure as it draws: `MPLBACKEND=agg` keeps
+        it off), at the frame rate of its env's own animations; None for an env without its own
+        `render` (every jumanji 1.1.2 env has one; the base `Environment`'s raises)."""
+        from jumanji.env import Environment
+
+        if type(self.jumanji_env).render is Environment.render:
+            return None
+        return Renderer("jumanji", functools.partial(_jumanji_frames, self), fps=_jumanji_fps(self))
+
+    @property
     def action_space(self) -> AbstractSpace:
         if self.mask_kind == "joint":
             return Discrete(math.prod(self.nvec))
@@ -266,6 +281,40 @@ class JumanjiEnv(AbstractSuiteEnv):
         with _foreign_promotion():
             state, ts = self.jumanji_env.step(state, self._action(action))
         return state, self._timestep(ts, state, first=False)
+
+
+def _jumanji_fps(env: JumanjiEnv) -> int:
+    """The frame rate of the env's own animations: its `animate`'s default `interval` (ms)."""
+    import inspect
+
+    interval = inspect.signature(env.jumanji_env.animate).parameters.get("interval")
+    ms = getattr(interval, "default", None)
+    return max(1, round(1000 / ms)) if isinstance(ms, (int, float)) and ms > 0 else 10
+
+
+_PYPLOT_LOCK = threading.Lock()  # (jumanji's viewers draw into pyplot's current figure, one draw at a time)
+
+
+def _jumanji_frames(env: JumanjiEnv, seq: list[Any]) -> list[np.ndarray]:
+    import matplotlib.pyplot as plt
+
+    jenv = env.jumanji_env
+    frames = []
+    with _PYPLOT_LOCK, _foreign_promotion():
+        # A jumanji viewer draws every state into one pyplot figure, kept by name: closed first, so
+        # that the frames do not depend on what it drew before, and after, so that it is not left open.
+        jenv.close()
+        try:
+            for state in seq:
+                drawn = jenv.render(state)
+                if drawn is None:  # (a viewer in jumanji's default "human" mode draws and returns nothing)
+                    fig = plt.gcf()
+                    fig.canvas.draw()
+                    drawn = fig.canvas.buffer_rgba()
+                frames.append(np.array(drawn)[..., :3])
+        finally:
+            jenv.close()
+    return frames
 
 
 def _make_jumanji(name: str, **kwargs: Any) -> AbstractEnv:

@@ -18,7 +18,7 @@ from jaxtyping import Array
 
 from ..core import EnvState, Key, is_positive_int
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import TimeStep, first_timestep
+from ._base import Renderer, TimeStep, first_timestep
 from ._make import register_suite
 from ._spaces import Box, Discrete
 from ._static import StaticHandle, hashable_or
@@ -159,6 +159,12 @@ class NavixEnv(AbstractSuiteEnv):
     def action_space(self) -> Discrete:
         return Discrete(self.num_actions)
 
+    @property
+    def renderer(self) -> Renderer:
+        """`navix.observations.rgb`: the whole grid in Navix's 8-pixel tiles, the image Navix's own
+        PPO logs (a JAX function: an episode in one compiled call)."""
+        return Renderer("navix", _navix_frames, stacked=True)  # (drawn from the states alone)
+
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
         timestep = _reset(self.handle, key)
         return timestep, first_timestep(jnp.asarray(timestep.observation, jnp.float32))
@@ -167,6 +173,21 @@ class NavixEnv(AbstractSuiteEnv):
         del key  # Navix draws from the key in its state
         timestep = _step(self.handle, state, action)
         return timestep, dm_env_timestep(timestep, timestep.step_type == _TERMINATION, timestep.step_type == _TRUNCATION)
+
+
+_RGB: dict[str, Any] = {}
+"""`navix.observations.rgb` compiled over a time axis (at the first draw)."""
+
+
+def _navix_frames(timesteps: Any) -> np.ndarray:
+    """Navix's full-grid RGB image of each state of `timesteps` (Navix `Timestep`s, stacked): drawn
+    from the state alone (its grid, entities and cached background)."""
+    if "rgb" not in _RGB:
+        from navix.observations import rgb
+
+        _RGB["rgb"] = jax.jit(jax.vmap(rgb))
+    with _foreign_promotion():
+        return np.asarray(_RGB["rgb"](timesteps.state), np.uint8)[..., :3]
 
 
 def _navix(name: str, **kwargs: Any) -> NavixEnv:

@@ -10,18 +10,21 @@ fixed opponent policy; one eqxrl step is the agent's move followed by every oppo
 until it is the agent's turn again (or the game is over).
 """
 
+import functools
 import inspect
+import io
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Int, PyTree
 
 from ..core import EnvState, Key
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import ACTION_MASK, AbstractEnv, TimeStep
+from ._base import ACTION_MASK, AbstractEnv, Renderer, TimeStep
 from ._make import register_suite
 from ._spaces import Box, Dict, Discrete, MultiBinary
 from ._static import StaticHandle, hashable_or
@@ -147,6 +150,12 @@ class PgxEnv(AbstractSuiteEnv):
         return Discrete(self.num_actions)
 
     @property
+    def renderer(self) -> Renderer:
+        """The game state's `to_svg()`, turned into pixels by CairoSVG (the `video` extra, which
+        needs the system's Cairo library, `libcairo2`: checked first), at pgx's frame rate."""
+        return Renderer("pgx", functools.partial(_pgx_frames, self), fps=PGX_FPS, check=functools.partial(import_cairosvg, self))
+
+    @property
     def observation_space(self) -> Dict:
         with _foreign_promotion():
             obs = jax.eval_shape(self.pgx_env.init, jax.random.key(0)).observation
@@ -210,6 +219,35 @@ class PgxEnv(AbstractSuiteEnv):
                 reward = reward + more
             ts = self._timestep(game, player, reward)
         return PgxState(game, player), ts
+
+
+PGX_FPS = 5
+"""pgx's frame rate: its SVG animations' default of 0.2 s a frame (`pgx.set_visualization_config`)."""
+
+
+def import_cairosvg(env: PgxEnv, owner: str) -> Any:
+    """`cairosvg`, or a one-line `ValueError` naming `owner` and saying what to install."""
+    try:
+        import cairosvg
+    except (ImportError, OSError) as e:  # (OSError: cairocffi found no Cairo library)
+        reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+        raise ValueError(
+            f"{owner}: pgx env {env.name!r} draws SVG, which needs CairoSVG and the system's Cairo library to become "
+            f"frames ({reason}): pip install 'eqxrl[video]', and install Cairo (libcairo2 on Debian and Ubuntu)"
+        ) from None
+    return cairosvg
+
+
+def _pgx_frames(env: PgxEnv, seq: list[Any]) -> list[np.ndarray]:
+    from PIL import Image
+
+    cairosvg = import_cairosvg(env, "render")
+    frames = []
+    with _foreign_promotion():
+        for state in seq:
+            png = cairosvg.svg2png(bytestring=state.game.to_svg().encode())
+            frames.append(np.asarray(Image.open(io.BytesIO(png)).convert("RGB")))
+    return frames
 
 
 def _make_pgx(name: str, max_episode_steps: int | None = None, **kwargs: Any) -> AbstractEnv:

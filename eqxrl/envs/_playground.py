@@ -6,8 +6,10 @@ wraps one around them) and no auto-reset. `make("playground/<id>")` puts a `Time
 around the adapter, as `make("brax/<env>")` does.
 """
 
+import contextlib
+import io
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -17,7 +19,7 @@ import numpy as np
 
 from ..core import is_positive_int, one_line
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import AbstractEnv
+from ._base import AbstractEnv, Renderer
 from ._make import register_suite
 from ._spaces import AbstractSpace, Box, Dict
 from ._static import StaticHandle, hashable_or
@@ -154,6 +156,18 @@ class PlaygroundEnv(AbstractBraxStyleEnv):
 
     def _obs(self, obs: Any) -> Any:
         return _as_float32(obs)
+
+    @property
+    def renderer(self) -> Renderer:
+        """Its env's `render(trajectory)` (MuJoCo's OpenGL renderer, 240x320, the free camera: like
+        brax, it needs a display or `MUJOCO_GL=egl` set before MuJoCo is imported), at `1 / dt`
+        frames a second (the env's control step)."""
+        return self.mujoco_renderer("mujoco playground", "playground", _playground_frames)
+
+
+def _playground_frames(env: PlaygroundEnv, seq: Sequence[Any]) -> list[np.ndarray]:
+    with contextlib.redirect_stderr(io.StringIO()):  # (its render shows a tqdm progress bar)
+        return list(env.playground_env.render(seq))
 
 
 def _playground(name: str, episode_length: int | None = None, **kwargs: Any) -> AbstractEnv:

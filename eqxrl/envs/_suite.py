@@ -1,15 +1,20 @@
 """What the adapters of optional env suites share: importing the suite (or saying how to install
-it), the suite's env behind a `StaticHandle`, and a name under the suite's `make` prefix."""
+it), the suite's env behind a `StaticHandle`, a name under the suite's `make` prefix, and the
+drawing their renderers have in common (a matplotlib figure's frames, MuJoCo's OpenGL renderer)."""
 
+import functools
 import importlib
+import os
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
 from ..core import EnvState, Key
-from ._base import AbstractEnv, TimeStep, first_timestep
+from ._base import AbstractEnv, Renderer, TimeStep, first_timestep
 from ._spaces import Box
 from ._static import StaticHandle, brax_style_reset, brax_style_step
 
@@ -34,6 +39,22 @@ def dm_env_timestep(timestep: Any, terminated: Any, truncated: Any) -> TimeStep:
         truncated=truncated,
         info={},
     )
+
+
+def figure_frames(fig: Any, update: Callable[[int], Any], n: int) -> list[np.ndarray]:
+    """Draw `n` frames of a matplotlib figure, `update(t)` before each draw, then close it (the
+    visualisers of gymnax and JaxMARL's MPE)."""
+    import matplotlib.pyplot as plt
+
+    try:
+        frames = []
+        for t in range(n):
+            update(t)
+            fig.canvas.draw()
+            frames.append(np.array(fig.canvas.buffer_rgba())[..., :3])
+    finally:
+        plt.close(fig)
+    return frames
 
 
 class AbstractSuiteEnv(AbstractEnv):
@@ -74,6 +95,15 @@ class AbstractBraxStyleEnv(AbstractSuiteEnv):
         """The observation as eqxrl sees it (brax's as it is)."""
         return obs
 
+    def mujoco_renderer(
+        self, name: str, suite: str, draw: Callable[[Any, Sequence[Any]], list[np.ndarray]], html: Callable[[list[Any]], str] | None = None
+    ) -> Renderer:
+        """The `Renderer` `name` that draws with MuJoCo's OpenGL renderer (`draw(self, states)`), at
+        `1 / dt` frames a second (the suite env's control step); a failure (a host without a display,
+        and no off-screen context) becomes a one-line `ValueError` naming the `suite` and what to set."""
+        fps = max(1, round(1.0 / float(self.suite_env.dt)))
+        return Renderer(name, functools.partial(_mujoco_frames, self, suite, draw, html is not None), fps=fps, html=html)
+
     @property
     def action_space(self) -> Box:
         return Box(-1.0, 1.0, (self.action_size,))
@@ -93,3 +123,15 @@ class AbstractBraxStyleEnv(AbstractSuiteEnv):
             info={},
         )
         return state, ts
+
+
+def _mujoco_frames(env: AbstractEnv, suite: str, draw: Callable[[Any, Sequence[Any]], list[np.ndarray]], has_html: bool, seq: Sequence[Any]) -> list[np.ndarray]:
+    try:
+        return draw(env, seq)
+    except Exception as e:
+        fix = "start Python with MUJOCO_GL=egl (or osmesa) set" if not os.environ.get("MUJOCO_GL") else "check MUJOCO_GL"
+        reason = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise ValueError(
+            f"render: {suite} env {env.name!r} draws frames with MuJoCo's OpenGL renderer, which failed here ({reason}): "
+            f"{fix}" + (", or write an .html file (brax's interactive viewer)" if has_html else "")
+        ) from None

@@ -17,7 +17,7 @@ from jaxtyping import Array, PyTree
 
 from ..core import EnvState, Key, is_positive_int
 from ..core import foreign_promotion as _foreign_promotion
-from ._base import TimeStep, first_timestep
+from ._base import Renderer, TimeStep, first_timestep
 from ._make import register_suite
 from ._spaces import Box, Discrete
 from ._static import StaticHandle
@@ -131,6 +131,11 @@ class XMiniGridEnv(AbstractSuiteEnv):
     def action_space(self) -> Discrete:
         return Discrete(int(self.xminigrid_env.num_actions(self.params)))
 
+    @property
+    def renderer(self) -> Renderer:
+        """Its env's `render(params, timestep)` (`render_mode="rgb_array"`), per state."""
+        return Renderer("xminigrid", functools.partial(_xminigrid_frames, self))
+
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
         timestep = _reset(self.handle, self.params, key)
         return timestep, first_timestep(jnp.asarray(timestep.observation, jnp.float32))
@@ -141,6 +146,11 @@ class XMiniGridEnv(AbstractSuiteEnv):
         last = timestep.step_type == 2  # xminigrid.types.StepType.LAST
         terminated = last & (timestep.discount == 0.0)
         return timestep, dm_env_timestep(timestep, terminated, last & ~terminated)
+
+
+def _xminigrid_frames(env: XMiniGridEnv, seq: list[Any]) -> list[np.ndarray]:
+    params = env.params.replace(render_mode="rgb_array")
+    return [np.asarray(env.xminigrid_env.render(params, timestep)) for timestep in seq]
 
 
 def _xminigrid(name: str, **kwargs: Any) -> XMiniGridEnv:

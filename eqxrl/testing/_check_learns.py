@@ -1,7 +1,6 @@
 """`check_learns_probes`: train briefly on each probe environment and compare what was
 learned with the known answer."""
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,7 +15,7 @@ from ..core import replace_paths
 from ..envs import AbstractEnv, Discrete
 from ..loop import train
 from . import probes as p
-from ._common import as_key, fail
+from ._common import as_key, fail, on_env
 
 _CONTRACT = "the agent learns the probe's known answer"
 PROBES = ("constant", "observation", "two_step", "action", "observation_action", "time_limit", "n_step")
@@ -49,7 +48,7 @@ def default_value(agent: AbstractAgent, state: Any, obs: Any) -> Any:
 
 
 def _build(agent: Any, env: Any, gamma: float | None) -> AbstractAgent:
-    built = agent(env) if not isinstance(agent, AbstractAgent) else dataclasses.replace(agent, env=env)
+    built = on_env(agent, env)
     if gamma is not None and "gamma" in built.hyperparameters():
         built = replace_paths(built, {"gamma": gamma})
     return built

@@ -1,17 +1,15 @@
 """`check_action_masks`: an agent that takes action masks never takes an illegal action."""
 
-import dataclasses
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..agents import AbstractAgent
 from ..core import check_positive_int
 from ..envs import innermost_state
 from ..loop import train
-from ._common import as_key, fail
+from ._common import as_key, fail, on_env
 from .probes import MaskedActions
 
 _CONTRACT = "an agent that takes action masks never takes an illegal action"
@@ -48,7 +46,7 @@ def check_action_masks(
     if isinstance(min_best, bool) or not isinstance(min_best, (int, float)) or not 0 <= min_best <= 1:
         raise ValueError(f"check_action_masks(min_best) must be a fraction in [0, 1], got {min_best!r}")
     env = MaskedActions(factors=factors)
-    built = agent(env) if not isinstance(agent, AbstractAgent) else dataclasses.replace(agent, env=env)
+    built = on_env(agent, env)
     name = type(built).__name__
     key = as_key(key)
     train_key, mask_key, act_key = jax.random.split(key, 3)

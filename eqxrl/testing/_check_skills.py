@@ -1,7 +1,6 @@
 """`check_learns_skills`: a skill-discovery agent (DADS, or a user's with the same two
 methods) learns skills that are distinct and that its skill dynamics tell apart."""
 
-import dataclasses
 from typing import Any
 
 import jax
@@ -11,7 +10,7 @@ from ..agents import AbstractAgent
 from ..core import check_positive_int
 from ..envs import make
 from ..loop import train
-from ._common import as_key, fail
+from ._common import as_key, fail, on_env
 
 _CONTRACT = "a skill-discovery agent learns distinct, predictable skills on the skill probe"
 # The probe's answer: with nothing to gain but its intrinsic reward, a learned skill policy on
@@ -71,13 +70,10 @@ def check_learns_skills(
             "evaluate_skills(state, key) method (what DADS reports its skills with)"
         )
     env = make(PROBE)
-    if not is_class:
-        built = dataclasses.replace(agent, env=env)
-    else:
-        built = agent(
-            env, num_envs=8, rollout_length=2, batch_size=128, buffer_size=20_000, learning_starts=1_000,
-            hidden_sizes=(64, 64), dynamics_hidden_sizes=(64, 64),
-        )  # fmt: skip
+    built = on_env(
+        agent, env, num_envs=8, rollout_length=2, batch_size=128, buffer_size=20_000, learning_starts=1_000,
+        hidden_sizes=(64, 64), dynamics_hidden_sizes=(64, 64),
+    )  # fmt: skip
     name = type(built).__name__
     train_key, eval_key = jax.random.split(as_key(key))
     keys = jax.random.split(train_key, num_seeds)

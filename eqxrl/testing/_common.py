@@ -1,11 +1,15 @@
-"""What the checks share: the error they raise and the comparison of two pytrees."""
+"""What the checks share: the error they raise, the comparison of two pytrees and the agent
+built on a probe."""
 
+import dataclasses
 from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from ..agents import AbstractAgent
 
 
 class ContractError(AssertionError):
@@ -65,3 +69,11 @@ def as_key(key: Any, seed: int = 0) -> Any:
     if isinstance(key, (int, np.integer)):
         return jax.random.key(int(key))
     return key
+
+
+def on_env(agent: Any, env: Any, **settings: Any) -> AbstractAgent:
+    """`agent` on `env`, as the checks take it: a class built as `agent(env, **settings)`, an
+    instance with its `env` replaced (its own settings kept)."""
+    if isinstance(agent, AbstractAgent):
+        return dataclasses.replace(agent, env=env)
+    return agent(env, **settings)

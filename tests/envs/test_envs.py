@@ -114,6 +114,7 @@ def test_abstract_env_defaults():
     assert env.name == "Minimal"
     assert env.max_episode_steps is None
     assert env.unwrapped is env
+    assert env.renderer is None and eqxrl.envs.renderer_name(env) is None
 
 
 # ----------------------------------------------------------------------------- gymnax
@@ -584,3 +585,9 @@ def test_the_architecture_pages_suite_example_runs(monkeypatch):
     assert isinstance(ns["env"], eqxrl.envs.AbstractSuiteEnv) and ns["ts"].obs.shape == (4,)
     with pytest.raises(ValueError, match=r"unknown environment 'toy/CartPole-v9'; did you mean one of \['toy/CartPole-v1'\]"):
         make("toy/CartPole-v9")
+    # The renderer it declares is what eqxrl draws it with, through a wrapper too.
+    wrapped = eqxrl.envs.TimeLimit(ns["env"], 10)
+    states = jax.tree.map(lambda x: jnp.stack([x, -x]), ns["state"])  # (the cart left and right of centre)
+    frames = eqxrl.envs.render_frames(wrapped, states)
+    assert eqxrl.envs.renderer_name(wrapped) == "toy" and eqxrl.envs.frame_rate(wrapped) == 10
+    assert frames.shape == (2, 8, 8, 3) and frames.dtype == np.uint8 and sorted(frames[:, 0, 0, 0]) == [0, 255]

@@ -21,7 +21,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from ...core import Key, check_positive_int, is_positive_int
 from ._ensemble import Ensemble
-from ._mlp import Linear, check_last_axis, get_activation
+from ._mlp import Linear, check_last_axis, check_obs_and_action, get_activation
 
 
 class BatchRenormStats(eqx.Module):
@@ -240,13 +240,7 @@ class BatchRenormQHead(eqx.Module):
     def __call__(
         self, obs: Float[Array, "*batch obs"], action: Float[Array, "*batch action"], stats: tuple[BatchRenormStats, ...], *, train: bool
     ) -> tuple[Float[Array, "*batch"], tuple[BatchRenormStats, ...]]:
-        check_last_axis(obs, self.obs_size, "obs", "BatchRenormQHead")
-        check_last_axis(action, self.action_size, "action", "BatchRenormQHead")
-        if obs.shape[:-1] != action.shape[:-1]:
-            raise ValueError(
-                f"BatchRenormQHead: action must have shape {(*obs.shape[:-1], self.action_size)} "
-                f"(the batch shape of obs, {tuple(obs.shape[:-1])}), got shape {tuple(action.shape)}"
-            )
+        check_obs_and_action(obs, action, self.obs_size, self.action_size, "BatchRenormQHead")
         features, stats = self.body(jnp.concatenate([obs, action], axis=-1), stats, train=train)
         return self.out(features)[..., 0], stats
 

@@ -12,7 +12,6 @@ from jaxtyping import Array, Float
 from ...core import Key, check_positive_int, is_positive_int
 from ._heads import Activation, AbstractDiscreteQHead
 from ._mlp import Linear, ObsShape
-from ._noisy import noisy_output
 from ._torsos import AbstractTorso, Encoder
 
 
@@ -60,8 +59,7 @@ class CategoricalQHead(AbstractDiscreteQHead):
             raise ValueError(f"{owner}(dueling) must be True or False, got {dueling!r}")
         self.dueling = dueling
         out = (self.num_actions + int(dueling)) * self.num_atoms
-        self.build_body(out, hidden_sizes, activation, torso, key, 1.0, obs_shape)
-        self.out = noisy_output(owner, noisy, self.out, jax.random.fold_in(key, 1))
+        self.build_body(out, hidden_sizes, activation, torso, key, 1.0, obs_shape, noisy=noisy)
 
     @property
     def atoms(self) -> Float[Array, " num_atoms"]:

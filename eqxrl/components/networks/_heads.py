@@ -12,7 +12,7 @@ from jaxtyping import Array, Float
 
 from ...core import Key, check_positive_int, is_positive_int
 from ..distributions import Categorical, MultiCategorical, Normal, TanhNormal
-from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, obs_size_of
+from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, check_obs_and_action, get_activation, obs_size_of
 from ._noisy import NoisyLinear, noisy_output
 from ._torsos import AbstractTorso, Encoder, torso_or_mlp
 
@@ -40,10 +40,12 @@ class AbstractHead(eqx.Module):
         final_scale: float,
         obs_shape: ObsShape | None = None,
         in_shape: ObsShape | None = None,
+        noisy: bool = False,
     ) -> None:
         """Set `torso` (the given spec, or the MLP of `hidden_sizes` and `activation`, over
         `obs_shape`, or over `in_shape` where the input is not the observation alone) and `out`
-        (`out_size` outputs, orthogonal init with gain `final_scale`)."""
+        (`out_size` outputs, orthogonal init with gain `final_scale`; with `noisy=True` a
+        `NoisyLinear` of that shape from `fold_in(key, 1)`, Rainbow's noisy nets)."""
         owner = type(self).__name__
         if torso is None:
             hidden_sizes = tuple(hidden_sizes)
@@ -58,7 +60,8 @@ class AbstractHead(eqx.Module):
                 raise ValueError(f"{owner}(obs_shape={in_shape}) must have obs_size={self.obs_size} elements")
         torso_key, out_key = jax.random.split(key)
         self.torso = torso_or_mlp(torso, hidden_sizes, activation).make(as_obs_shape(in_shape), key=torso_key)
-        self.out = Linear(self.torso.features, out_size, key=out_key, scale=final_scale)
+        out = Linear(self.torso.features, out_size, key=out_key, scale=final_scale)
+        self.out = noisy_output(owner, noisy, out, jax.random.fold_in(key, 1))
 
     def body_outputs(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch out"]:
         check_last_axis(obs, self.obs_size, "obs", type(self).__name__)
@@ -333,8 +336,7 @@ class AbstractDiscreteQHead(AbstractHead):
         owner = type(self).__name__
         self.obs_size = check_positive_int(owner, "obs_size", obs_size)
         self.num_actions = check_positive_int(owner, "num_actions", num_actions)
-        self.build_body(self.extra_outputs + self.num_actions, hidden_sizes, activation, torso, key, 1.0, obs_shape)
-        self.out = noisy_output(owner, noisy, self.out, jax.random.fold_in(key, 1))
+        self.build_body(self.extra_outputs + self.num_actions, hidden_sizes, activation, torso, key, 1.0, obs_shape, noisy=noisy)
 
     @property
     def noisy(self) -> bool:
@@ -399,11 +401,5 @@ class ContinuousQHead(AbstractHead):
     def __call__(
         self, obs: Float[Array, "*batch obs"], action: Float[Array, "*batch action"]
     ) -> Float[Array, "*batch"]:
-        check_last_axis(obs, self.obs_size, "obs", "ContinuousQHead")
-        check_last_axis(action, self.action_size, "action", "ContinuousQHead")
-        if obs.shape[:-1] != action.shape[:-1]:
-            raise ValueError(
-                f"ContinuousQHead: action must have shape {(*obs.shape[:-1], self.action_size)} "
-                f"(the batch shape of obs, {tuple(obs.shape[:-1])}), got shape {tuple(action.shape)}"
-            )
+        check_obs_and_action(obs, action, self.obs_size, self.action_size, "ContinuousQHead")
         return self.out(self.torso(jnp.concatenate([obs, action], axis=-1)))[..., 0]

@@ -80,6 +80,18 @@ def check_last_axis(x: Array, size: int, name: str, owner: str) -> None:
         raise ValueError(f"{owner}: {name} must have shape (*batch, {size}), got shape {tuple(x.shape)}")
 
 
+def check_obs_and_action(obs: Array, action: Array, obs_size: int, action_size: int, owner: str) -> None:
+    """The trace-time checks of a critic's `(obs, action)` pair: each last axis (`check_last_axis`),
+    and one batch shape for both; a ValueError naming `owner` otherwise."""
+    check_last_axis(obs, obs_size, "obs", owner)
+    check_last_axis(action, action_size, "action", owner)
+    if obs.shape[:-1] != action.shape[:-1]:
+        raise ValueError(
+            f"{owner}: action must have shape {(*obs.shape[:-1], action_size)} "
+            f"(the batch shape of obs, {tuple(obs.shape[:-1])}), got shape {tuple(action.shape)}"
+        )
+
+
 class Linear(eqx.Module):
     """An affine map `x @ weight + bias` over any leading batch axes, orthogonally initialised."""
 
