@@ -4,8 +4,9 @@ from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PyTree
+from jaxtyping import Array, Float, Int, PyTree
 
 from ..core import Metrics
 from ..components import (
@@ -86,3 +87,18 @@ def update_critics(
     (_, (loss, td, metrics)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(critic)
     critic, opt_state = optimizer.update(grads, opt_state, critic, progress)
     return critic, opt_state, loss, td, metrics
+
+
+def every_nth_update(n: int, updates: Int[Array, ""], step: Callable[[Any], tuple[Any, Any]], operand: Any) -> tuple[Any, Any]:
+    """A delayed update (TD3's and CrossQ's `policy_delay`): `step(operand) -> (operand, metrics)`
+    on every `n`-th update (`(updates + 1) % n == 0`; with `n == 1` on every one, without a
+    `cond`), else `operand` unchanged and `step`'s metrics (any arrays) as NaN (a real
+    `lax.cond`: a skipped update costs nothing)."""
+    if n == 1:
+        return step(operand)
+
+    def hold(operand):
+        shapes = jax.eval_shape(step, operand)[1]
+        return operand, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), shapes)
+
+    return jax.lax.cond((updates + 1) % n == 0, step, hold, operand)

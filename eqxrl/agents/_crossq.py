@@ -31,7 +31,7 @@ from ..components import (
     learning_rate,
     optimizer_slot,
 )
-from ._actor_critic import AbstractActorCriticAgent, critic_td_loss
+from ._actor_critic import AbstractActorCriticAgent, critic_td_loss, every_nth_update
 from ._noise import policy_noise_spec
 from ._off_policy import check_continuous
 from ._sac import sac_policy_update
@@ -221,16 +221,8 @@ class CrossQ(AbstractActorCriticAgent):
             )
             return tuple(new), metrics
 
-        def hold(operand):
-            shapes = jax.eval_shape(policy_step, operand)[1]
-            return operand, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), shapes)
-
         operand = (learner.actor, learner.actor_opt, learner.log_alpha, learner.alpha_opt)
-        if self.policy_delay == 1:
-            (actor, actor_opt, log_alpha, alpha_opt), policy_metrics = policy_step(operand)
-        else:
-            delayed = (updates + 1) % self.policy_delay == 0
-            (actor, actor_opt, log_alpha, alpha_opt), policy_metrics = jax.lax.cond(delayed, policy_step, hold, operand)
+        (actor, actor_opt, log_alpha, alpha_opt), policy_metrics = every_nth_update(self.policy_delay, updates, policy_step, operand)
         new = CrossQLearner(
             actor=actor,
             critic=critic,

@@ -25,7 +25,7 @@ from ..components import (
     smoothed_target_action,
     check_learning_rate,
 )
-from ._actor_critic import AbstractActorCriticAgent, update_critics
+from ._actor_critic import AbstractActorCriticAgent, every_nth_update, update_critics
 from ._off_policy import check_continuous
 
 
@@ -190,18 +190,10 @@ def deterministic_update(
             targets = tree_select(sync, targets, (target_actor, target_critic))
         return (actor, actor_state, *targets), aux
 
-    def hold(operand):
-        shapes = jax.eval_shape(actor_step, operand)[1]
-        return operand, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), shapes)
-
     operand = (learner.actor, learner.actor_opt, learner.target_actor, learner.target_critic)
-    if policy_delay == 1:
-        (actor, actor_state, target_actor, target_critic), (actor_loss, actor_metrics) = actor_step(operand)
-    else:
-        delayed = (updates + 1) % policy_delay == 0
-        (actor, actor_state, target_actor, target_critic), (actor_loss, actor_metrics) = jax.lax.cond(
-            delayed, actor_step, hold, operand
-        )
+    (actor, actor_state, target_actor, target_critic), (actor_loss, actor_metrics) = every_nth_update(
+        policy_delay, updates, actor_step, operand
+    )
     new = DeterministicLearner(
         actor=actor,
         target_actor=target_actor,
