@@ -124,23 +124,16 @@ class ClipAgentActions(AbstractWrapper):
         return self.env.step(key, state, jnp.clip(action, space.low, space.high))
 
 
-class AgentSeat(AbstractEnv):
-    """One agent's view of a team env (see the module's description)."""
+class AbstractSeats(AbstractEnv):
+    """A team env seen as single-agent envs (`AgentSeat`, `SharedSeats`): an agent's
+    observation (with its one-hot id where `agent_ids`) and action spaces."""
 
-    team: AbstractEnv
-    agent_ids: bool = eqx.field(static=True, default=False)
+    team: eqx.AbstractVar[AbstractEnv]
+    agent_ids: eqx.AbstractVar[bool]
 
     @property
     def num_agents(self) -> int:
         return self.team.action_space.num_agents
-
-    @property
-    def name(self) -> str:
-        return self.team.name
-
-    @property
-    def max_episode_steps(self) -> int | None:
-        return self.team.max_episode_steps
 
     @property
     def observation_space(self) -> AbstractSpace:
@@ -149,6 +142,21 @@ class AgentSeat(AbstractEnv):
     @property
     def action_space(self) -> AbstractSpace:
         return self.team.action_space.space
+
+
+class AgentSeat(AbstractSeats):
+    """One agent's view of a team env (see the module's description)."""
+
+    team: AbstractEnv
+    agent_ids: bool = eqx.field(static=True, default=False)
+
+    @property
+    def name(self) -> str:
+        return self.team.name
+
+    @property
+    def max_episode_steps(self) -> int | None:
+        return self.team.max_episode_steps
 
     def _view(self, ts: TimeStep) -> TimeStep:
         i = _lane()
@@ -181,7 +189,7 @@ class SharedSeatsState(eqx.Module):
         )
 
 
-class SharedSeats(AbstractEnv):
+class SharedSeats(AbstractSeats):
     """`num_envs` auto-resetting team envs as `num_envs * num_agents` single-agent envs
     (env-major): what PPO's `train_env` is for IPPO with shared parameters. Its `info`
     carries `final_obs`, `episode_return` (each agent's) and `episode_length`, as PPO's
@@ -190,18 +198,6 @@ class SharedSeats(AbstractEnv):
     team: AbstractEnv
     num_envs: int = eqx.field(static=True)
     agent_ids: bool = eqx.field(static=True)
-
-    @property
-    def num_agents(self) -> int:
-        return self.team.action_space.num_agents
-
-    @property
-    def observation_space(self) -> AbstractSpace:
-        return seat_space(self.team.observation_space.space, self.num_agents, self.agent_ids)
-
-    @property
-    def action_space(self) -> AbstractSpace:
-        return self.team.action_space.space
 
     def _vector(self) -> VectorEnv:
         return VectorEnv(AutoReset(self.team), self.num_envs)
