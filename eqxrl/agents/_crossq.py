@@ -34,7 +34,7 @@ from ..components import (
 from ._actor_critic import AbstractActorCriticAgent, critic_td_loss, every_nth_update
 from ._noise import policy_noise_spec
 from ._off_policy import check_continuous
-from ._sac import sac_policy_update
+from ._sac import init_sac_parts, sac_policy_update
 
 
 class CrossQLearner(eqx.Module):
@@ -155,18 +155,8 @@ class CrossQ(AbstractActorCriticAgent):
         actor = TanhGaussianHead(n, a, key=actor_key, torso=self.torso(self.actor_torso), obs_shape=self.obs_shape)
         renorm = self.renorm()
         make_q = lambda k: BatchRenormQHead(n, a, self.critic_hidden_sizes, self.activation, key=k, **renorm)  # noqa: E731
-        critic = Ensemble(make_q, self.num_critics, key=critic_key)
-        log_alpha = jnp.log(self.init_alpha)
-        actor_opt, critic_opt, alpha_opt = self.optimizers()
-        return CrossQLearner(
-            actor=actor,
-            critic=critic,
-            critic_stats=ensemble_stats(critic),
-            log_alpha=log_alpha,
-            actor_opt=actor_opt.init(actor),
-            critic_opt=critic_opt.init(critic),
-            alpha_opt=alpha_opt.init(log_alpha),
-        )
+        parts = init_sac_parts(self, actor, make_q, critic_key)
+        return CrossQLearner(critic_stats=ensemble_stats(parts["critic"]), **parts)
 
     def policy(self, actor: Any, obs: Array) -> Any:
         """The policy (a `TanhNormal` in [-1, 1]) at stored observations `obs`."""

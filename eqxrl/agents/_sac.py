@@ -173,18 +173,8 @@ class SAC(AbstractActorCriticAgent):
         else:
             actor = TanhGaussianHead(n, a, key=actor_key, torso=actor_torso, obs_shape=self.obs_shape)
             make_q = lambda k: ContinuousQHead(n, a, key=k, torso=critic_torso)  # noqa: E731
-        critic = Ensemble(make_q, self.num_critics, key=critic_key)
-        log_alpha = jnp.log(self.init_alpha)
-        actor_opt, critic_opt, alpha_opt = self.optimizers()
-        return SACLearner(
-            actor=actor,
-            critic=critic,
-            target_critic=critic,
-            log_alpha=log_alpha,
-            actor_opt=actor_opt.init(actor),
-            critic_opt=critic_opt.init(critic),
-            alpha_opt=alpha_opt.init(log_alpha),
-        )
+        parts = init_sac_parts(self, actor, make_q, critic_key)
+        return SACLearner(target_critic=parts["critic"], **parts)
 
     def policy(self, actor: Any, obs: Array) -> Any:
         """The policy at stored observations `obs` (their features to `actor`). Where the env has
@@ -271,6 +261,24 @@ class SAC(AbstractActorCriticAgent):
             **policy_metrics,
         }
         return new, td, metrics
+
+
+def init_sac_parts(agent: Any, actor: Any, make_q: Any, critic_key: Key) -> dict[str, Any]:
+    """The learner's parts SAC and CrossQ share: `actor`, an ensemble of `agent.num_critics`
+    critics (`make_q(key)` each) from `critic_key`, `log_alpha` at `agent.init_alpha`, and the
+    three optimizer states of `agent.optimizers()` (the actor's, the critics', the temperature's),
+    as the learner's keyword arguments."""
+    critic = Ensemble(make_q, agent.num_critics, key=critic_key)
+    log_alpha = jnp.log(agent.init_alpha)
+    actor_opt, critic_opt, alpha_opt = agent.optimizers()
+    return dict(
+        actor=actor,
+        critic=critic,
+        log_alpha=log_alpha,
+        actor_opt=actor_opt.init(actor),
+        critic_opt=critic_opt.init(critic),
+        alpha_opt=alpha_opt.init(log_alpha),
+    )
 
 
 def sac_policy_update(
