@@ -11,6 +11,30 @@ from ..runs import CHECKPOINTS, CONFIG, LOCK, TENSORBOARD, RunDirectoryError, ch
 from ..store import disk_remedy, is_step_name
 
 
+def add_command_parser(commands: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """`eqxrl NAME`'s parser (`kwargs` go to `add_parser`), its own `_parser` default: the
+    parser a command reports its usage errors with (`args._parser.error`)."""
+    parser = commands.add_parser(name, **kwargs)
+    parser.set_defaults(_parser=parser)
+    return parser
+
+
+def add_run_dir_command(commands: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """`add_command_parser` of a command that reads a run directory (evaluate, export, render):
+    its first argument is RUN_DIR."""
+    parser = add_command_parser(commands, name, **kwargs)
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `eqxrl train`")
+    return parser
+
+
+def add_agent_parser(agents: Any, command: str, name: str, **kwargs: Any) -> tuple[argparse.ArgumentParser, Any]:
+    """The parser of `eqxrl COMMAND NAME` for one agent (`kwargs` go to `add_parser`; the
+    description and epilog are printed as written) and its "run" argument group."""
+    parser = agents.add_parser(name, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+    parser.set_defaults(command=command, agent=name, _parser=parser)
+    return parser, parser.add_argument_group("run")
+
+
 def prepare_run_dir(parser: argparse.ArgumentParser, run_dir: str | None, stem: str) -> pathlib.Path:
     """Create the run directory: `run_dir` (which must not exist, or be empty), or by default
     `runs/<stem>-<timestamp>` with a suffix that makes it new.

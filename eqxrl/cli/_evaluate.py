@@ -7,20 +7,19 @@ from typing import Any
 from ..core import one_line
 from ..loop import MAX_EVAL_EPISODES, evaluate
 from ..runs import diverged_checkpoint, eval_key, load_run, summarize_returns
-from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, print_returns
+from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, add_run_dir_command, print_returns
 from ._flags import DEFAULT_EVAL_EPISODES, add_trust_flag
 from ._parse import parse_int, parse_seed, positive
 
 
 def add_evaluate_command(commands: Any) -> None:
     """Add `eqxrl evaluate RUN_DIR` to `commands`."""
-    ev = commands.add_parser(
+    ev = add_run_dir_command(
+        commands,
         "evaluate",
         help="evaluate the final state of a run directory",
         description="Rebuild the agent and final state of a run directory and report evaluation returns.",
     )
-    ev.set_defaults(_parser=ev)
-    ev.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `eqxrl train`")
     ev.add_argument(
         "--episodes", type=positive(parse_int, MAX_EVAL_EPISODES), default=DEFAULT_EVAL_EPISODES, metavar="N",
         help=f"episodes per seed (default: {DEFAULT_EVAL_EPISODES})",

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..core import one_line
 from ..runs import EXPORT_FORMATS, export_run
+from ._common import add_run_dir_command
 from ._evaluate import add_checkpoint_flag, chosen_checkpoint
 from ._flags import add_trust_flag
 from ._parse import parse_int, positive
@@ -13,15 +14,14 @@ from ._parse import parse_int, positive
 
 def add_export_command(commands: Any) -> None:
     """Add `eqxrl export RUN_DIR` to `commands`."""
-    ex = commands.add_parser(
+    ex = add_run_dir_command(
+        commands,
         "export",
         help="export the policy of a run directory (StableHLO or ONNX)",
         description="Write the policy of a run directory as serialised StableHLO (runs with JAX, without eqxrl) "
         "or ONNX (runs with onnxruntime, without JAX), and a JSON file beside it describing its inputs, "
         "outputs, spaces and preprocessing.",
     )
-    ex.set_defaults(_parser=ex)
-    ex.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `eqxrl train`")
     ex.add_argument("--format", choices=EXPORT_FORMATS, default="stablehlo", help="the file format (default: stablehlo)")
     ex.add_argument(
         "--out", default=None, metavar="FILE",

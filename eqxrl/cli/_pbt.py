@@ -17,7 +17,7 @@ from ..loop import MAX_EVAL_EPISODES
 from ..pbt import PBT, LogUniform, Novelty, population_generations, pbt_from_config, resume
 from ..runs import CheckpointError, RunDirectoryError
 from ..store import read_text_bounded
-from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir
+from ._common import NO_COMPILE_CACHE_HELP, add_agent_parser, add_command_parser, add_devices_flag, disk_error, prepare_run_dir
 from ._flags import add_field_flags, add_trust_flag, build_agent, given_fields
 from ._parse import TUNE_HELP, parse_exploit, parse_float, parse_log, parse_seed, parse_tune, positive, parse_int
 
@@ -45,7 +45,9 @@ def parse_fitness(text: str) -> Novelty | None:
 
 
 def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
-    p = agents.add_parser(
+    p, run = add_agent_parser(
+        agents,
+        "pbt",
         name,
         help=f"PBT of {cls.__name__}",
         usage="%(prog)s [-h] [--env NAME] [--population N] [--ready STEPS] [--total-steps N] [--tune NAME=SPEC ...] [--FIELD VALUE ...]",
@@ -55,10 +57,7 @@ def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
             f"  eqxrl pbt {name} --env {cls.default_env} --population 16 --ready 10000 --total-steps 1e5 "
             "--tune learning_rate=log:1e-4:1e-2"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.set_defaults(command="pbt", agent=name, _parser=p)
-    run = p.add_argument_group("run")
     positive_int = positive(parse_int)
     run.add_argument("--env", default=cls.default_env, metavar="NAME", help=f"environment (default: {cls.default_env})")
     run.add_argument("--population", type=positive_int, default=8, metavar="N", help="members (default: 8)")
@@ -99,12 +98,12 @@ def add_pbt_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
 
 def add_pbt_command(commands: Any) -> None:
     """Add `eqxrl pbt AGENT` / `eqxrl pbt --resume RUN_DIR` to `commands`."""
-    pbt = commands.add_parser(
+    pbt = add_command_parser(
+        commands,
         "pbt",
         help="Population Based Training of an agent (eqxrl.pbt.PBT), or --resume RUN_DIR",
         description="Train a population with PBT and save a run directory (pbt.json, history.csv, history.png, population/<generation>/).",
     )
-    pbt.set_defaults(_parser=pbt)
     pbt.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue an interrupted `eqxrl pbt` run")
     add_trust_flag(pbt)
     pbt_agents = pbt.add_subparsers(dest="agent", metavar="AGENT")

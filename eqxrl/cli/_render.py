@@ -9,6 +9,7 @@ from typing import Any
 from ..core import one_line
 from ..loop import MAX_EVAL_EPISODES, check_video_path
 from ..runs import render_run
+from ._common import add_run_dir_command
 from ._evaluate import add_checkpoint_flag, chosen_checkpoint
 from ._flags import add_trust_flag
 from ._parse import parse_int, parse_seed, positive
@@ -16,7 +17,8 @@ from ._parse import parse_int, parse_seed, positive
 
 def add_render_command(commands: Any) -> None:
     """Add `eqxrl render RUN_DIR` to `commands`."""
-    r = commands.add_parser(
+    r = add_run_dir_command(
+        commands,
         "render",
         help="record episodes of a run directory's policy (GIF, MP4 or brax's HTML viewer)",
         # Short, so that an error is two lines: the usage and the reason.
@@ -25,8 +27,6 @@ def add_render_command(commands: Any) -> None:
         "(imageio, and CairoSVG for pgx: pip install 'eqxrl[video]') or, for a brax env, brax's interactive HTML "
         "viewer. Frames are drawn off screen with the env suite's own renderer.",
     )
-    r.set_defaults(_parser=r)
-    r.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `eqxrl train`")
     r.add_argument(
         "--out", default=None, metavar="FILE",
         help="the file to write: FILE.gif, FILE.mp4 or FILE.html (brax envs) (default: RUN_DIR/episode.gif)",

@@ -16,7 +16,7 @@ from ..runs import (
     RECORD_AUTO, RECORD_BUDGET, check_recordable, load_config, resume_run, run_lock, train_run,
 )  # fmt: skip
 from ..store import read_text_bounded
-from ._common import NO_COMPILE_CACHE_HELP, add_devices_flag, disk_error, prepare_run_dir, print_returns
+from ._common import NO_COMPILE_CACHE_HELP, add_agent_parser, add_devices_flag, disk_error, prepare_run_dir, print_returns
 from ._flags import DEFAULT_AGENT, DEFAULT_ENV, DEFAULT_EVAL_EPISODES, add_field_flags, add_trust_flag, build_agent, first_line, given_fields
 from ._parse import parse_int, parse_log, parse_seed, positive
 
@@ -29,7 +29,9 @@ RECORD_DEFAULT = -1
 
 
 def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
-    p = agents.add_parser(
+    p, run = add_agent_parser(
+        agents,
+        "train",
         name,
         help=f"{cls.__name__}: {first_line(cls.__doc__)}",
         # Short, so that an error is two lines: the usage and the reason.
@@ -44,10 +46,7 @@ def add_train_parser(agents: Any, name: str, cls: type[AbstractAgent]) -> None:
             f"  eqxrl train {name} --env {cls.default_env} --total-steps 1e6 --seeds 4\n"
             "Bools take true/false, tuples of ints 64,64, floats also inf."
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.set_defaults(command="train", agent=name, _parser=p)
-    run = p.add_argument_group("run")
     positive_int = positive(parse_int)
     run.add_argument(
         "--env", default=cls.default_env, metavar="NAME",
