@@ -11,7 +11,6 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from ..core import Key, Metrics
-from ..envs import ACTION_MASK, ObservationLayout
 from ._base import Clock
 from ._noise import policy_noise_spec
 from ._ippo_envs import AGENT_AXIS, SharedSeats, with_agent_ids
@@ -108,16 +107,6 @@ class IPPO(AbstractTeamAgent):
         if not self.recurrent:
             return self.act_from_noise(state, obs, noise), carry
         return self._team_act(state, obs, None, False, carry, jnp.asarray(reset, bool), noise)
-
-    def _team_batch_shape(self, obs: Any) -> tuple[Any, ...]:  # (a symbolic dimension under jax.export)
-        """The batch axes of team observations `obs` (`(*batch, num_agents, *obs_shape)`, or a dict
-        of such entries), checked against the team's observation space as PPO checks its own."""
-        n, layout = self.num_agents, ObservationLayout.of(self.team_env.observation_space.space)
-        entries = tuple((name, (n, *shape)) for name, shape in layout.entries)
-        if layout.mask_size:
-            entries += ((ACTION_MASK, (n, layout.mask_size)),)
-        team = ObservationLayout(entries)
-        return tuple(team.flatten(obs, "IPPO").shape[:-1])  # (unused under jit: traced away)
 
     def _team_act(
         self, state: PPOState, obs: Any, key: Any, deterministic: bool, carry: Any = None, reset: Any = None, noise: Any = None

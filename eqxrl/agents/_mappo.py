@@ -19,7 +19,6 @@ from jaxtyping import Array
 
 from ..components import MLPTorso, is_recurrent
 from ..core import Key, Metrics
-from ..envs import ACTION_MASK, ObservationLayout
 from ._base import Clock
 from ._ippo import IPPO
 from ._ippo_envs import AGENT_ID, AgentSeat
@@ -123,11 +122,7 @@ class MAPPO(AbstractTeamAgent):
     def _central_obs(self, obs: Any) -> dict[str, Array]:
         """Team observations `(*batch, num_agents, ...)` as `ippo` takes them: the global state
         entry (which the actor never reads) filled with zeros."""
-        n, layout = self.num_agents, ObservationLayout.of(self.team_env.observation_space.space)
-        entries = tuple((name, (n, *shape)) for name, shape in layout.entries)
-        if layout.mask_size:
-            entries += ((ACTION_MASK, (n, layout.mask_size)),)
-        batch = ObservationLayout(entries).flatten(obs, "MAPPO").shape[:-1]
+        batch = self._team_batch_shape(obs)
         central = self.central_team
         return central.with_state(obs, jnp.zeros((*batch, central.state_size), jnp.float32))
 

@@ -10,7 +10,7 @@ import equinox as eqx
 from jaxtyping import Array
 
 from ..core import to_spec
-from ..envs import AbstractEnv, Box, agent_names, is_multi_agent, make
+from ..envs import ACTION_MASK, AbstractEnv, Box, ObservationLayout, agent_names, is_multi_agent, make
 from ._base import AbstractAgent
 from ._ippo_envs import AgentSeat, ClipAgentActions
 from ._ppo import PPO
@@ -106,3 +106,13 @@ class AbstractTeamAgent(AbstractAgent):
         """The team env (every agent's continuous actions clipped into their Box)."""
         team = self.team_env
         return ClipAgentActions(team) if isinstance(team.action_space.space, Box) else team
+
+    def _team_batch_shape(self, obs: Any) -> tuple[Any, ...]:  # (a symbolic dimension under jax.export)
+        """The batch axes of team observations `obs` (`(*batch, num_agents, *obs_shape)`, or a dict
+        of such entries), checked against the team's observation space as PPO checks its own."""
+        n, layout = self.num_agents, ObservationLayout.of(self.team_env.observation_space.space)
+        entries = tuple((name, (n, *shape)) for name, shape in layout.entries)
+        if layout.mask_size:
+            entries += ((ACTION_MASK, (n, layout.mask_size)),)
+        team = ObservationLayout(entries)
+        return tuple(team.flatten(obs, type(self).__name__).shape[:-1])  # (unused under jit: traced away)

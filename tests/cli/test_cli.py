@@ -256,7 +256,10 @@ def test_evaluate_bad_run_dir(one_seed, damage, message, tmp_path, capsys):
 
 def test_flags_are_generated_from_the_dataclass():
     flags = {f.name: f for f in cli.agent_flags(PPO)}
-    assert set(flags) == {f.name for f in dataclasses.fields(PPO)} - {"env"}
+    assert set(flags) == {f.name for f in dataclasses.fields(PPO)} - {"env", "vector_env"}  # (a batched env has no flag)
+    # an agent composed of a PPO takes PPO's flags as its own (its keywords)
+    ippo = [f.name for f in cli.agent_flags(eqxrl.agents.IPPO)]
+    assert ippo == [*(n for n in flags), "share_parameters", "agent_ids"]
     parse = cli.build_parser().parse_args
     args = parse(
         ["train", "ppo", "--target-kl", "inf", "--hidden-sizes", "64,32", "--anneal-lr", "False",
