@@ -194,6 +194,31 @@ def test_suite_pages_run(suite):
     run_page(f"suites/{suite}.md", {"__name__": f"docs_suites_{suite}"})
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_the_architecture_pages_extension_examples_run(tmp_path, monkeypatch):
+    """docs/architecture.md, "Adding an agent, a replay buffer or a logger": each is one class of
+    public names plus a registration line, passes its eqxrl.testing check, and runs."""
+    from eqxrl.agents import AGENTS, agent_name
+    from eqxrl.loop import SINKS
+
+    monkeypatch.chdir(tmp_path)  # (the sink writes rows.txt here)
+    section = (DOCS / "architecture.md").read_text().split("### Adding an agent, a replay buffer or a logger")[1].split("\n## ")[0]
+    blocks = BLOCK.findall(section)
+    assert len(blocks) == 3
+    ns = {"__name__": "docs_architecture_extensions"}
+    try:
+        for i, block in enumerate(blocks):
+            exec(compile(block, f"docs/architecture.md [extensions, python block {i + 1}]", "exec"), ns)
+        assert agent_name(ns["agent"]) == "reinforce" and SINKS["lines"] is ns["Lines"]
+    finally:  # (the registries are the process's: leave them as the other tests expect)
+        AGENTS.pop("reinforce", None)
+        SINKS.pop("lines", None)
+    assert ns["metrics"]["episode_return"].shape == (4096 // 64,)
+    assert type(ns["dqn"].replay_buffer).__name__ == "ClippedRewards"
+    rows = (tmp_path / "rows.txt").read_text().splitlines()
+    assert len(rows) == 2048 // 64 and rows[0].startswith("64 ")
+
+
 @pytest.mark.parametrize(
     "page", sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md") if p.name != "tutorial.md")
 )
