@@ -13,7 +13,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from ..components.distributions import Categorical, MultiCategorical
 from ..components.networks import batched_orthogonal
-from ..core import Key, Metrics, hyperparameter_paths, to_spec
+from ..core import Key, Metrics, get_path, hyperparameter_paths, to_spec
 from ..envs import AbstractEnv, AutoReset, Discrete, EpisodeStatistics, MultiDiscrete, ObservationLayout, VectorEnv, check_env
 from ._noise import no_noise_sampler
 
@@ -33,6 +33,18 @@ class Clock(eqx.Module):
     def progress(self) -> Float[Array, ""]:
         """The fraction of the run already done, in [0, 1] (for annealing schedules)."""
         return self.iteration.astype(jnp.float32) / jnp.maximum(self.num_iterations, 1).astype(jnp.float32)
+
+
+class _InitOnly:
+    """The class attribute of an agent's init-only keyword: its default, read from the class; read
+    on an agent (which does not store it), the value the module it built holds
+    (`AbstractAgent.init_only_value`), never the class default."""
+
+    def __init__(self, name: str, default: Any):
+        self.name, self.default = name, default
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        return self.default if obj is None else obj.init_only_value(self.name, self.default)
 
 
 def _compiled_init(init):
@@ -62,6 +74,9 @@ class AbstractAgent(eqx.Module):
     `default_budget`): a budget at which the defaults learn `default_env`
     (benchmarks/defaults.py measures it for every built-in agent)."""
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {}
+    aliases: ClassVar[dict[str, str]] = {}
+    """`{keyword: path}`: init-only keywords whose number now lives in a module the agent stores
+    (`{"per_alpha": "buffer.alpha"}`); `--set`, sweeps and PBT spaces take the keyword for the path."""
     """`{slot: (field, ...)}`: fields a module-valued slot makes unused when it is given
     (`{"critic_optimizer": ("critic_learning_rate",)}`); `hyperparameters()` leaves
     them out, so PBT and sweeps never tune a number nothing reads."""
@@ -74,7 +89,14 @@ class AbstractAgent(eqx.Module):
         batch (`batched_orthogonal`). Called eagerly, an uncompiled `init` dispatched and
         compiled its operations one by one: TD3's first call took 7.7 s, compiled 3.0 s
         (benchmarks/results/init_compile.md). Inside a
-        trace (`eqxrl.train`, `jax.jit`, `vmap`) it is traced inline as before."""
+        trace (`eqxrl.train`, `jax.jit`, `vmap`) it is traced inline as before.
+
+        An init-only keyword's default (`buffer_size: InitVar[int] = 100_000`) becomes an
+        `_InitOnly`: the dataclass reads the default from the class, and `agent.buffer_size` reads
+        the module the keyword built (`init_only_value`), not the class default."""
+        for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+            if isinstance(annotation, dataclasses.InitVar) and name in cls.__dict__:
+                setattr(cls, name, _InitOnly(name, cls.__dict__[name]))
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("init")
         if callable(init) and not getattr(init, "__isabstractmethod__", False) and not hasattr(init, "_eqxrl_compiled"):
@@ -188,13 +210,28 @@ class AbstractAgent(eqx.Module):
         defaults adapt to its env (discrete SAC)."""
         return self.default_total_steps
 
+    def init_only_value(self, name: str, default: Any) -> Any:
+        """**Returns:** what an init-only keyword reads on this agent: the number at its `aliases`
+        path (`per_alpha`: `buffer.alpha`, `buffer_size`: `buffer.capacity`), else its `default`.
+        (`dataclasses.replace` passes it back to the constructor: it agrees with the module.)"""
+        path = type(self).aliases.get(name)
+        try:
+            return default if path is None else get_path(self, path)
+        except (AttributeError, IndexError):  # (a module without that number: a uniform buffer's alpha)
+            return default
+
     @classmethod
     def keywords(cls) -> dict[str, dataclasses.Field]:
         """**Returns:** the constructor's keyword arguments besides `env`, by name, as the dataclass
         fields that declare them (defaults, types, converters): what the command line makes flags
-        of and a run's `config.json` may hold. Default: the agent's own fields; an agent composed
-        of another takes that one's too (IPPO: PPO's)."""
-        return {f.name: f for f in dataclasses.fields(cls) if f.init and f.name != "env"}
+        of and a run's `config.json` may hold. Default: the agent's own fields, and its init-only
+        keywords (`dataclasses.InitVar`s: `buffer_size`, which builds the `buffer` it stores); an
+        agent composed of another takes that one's too (IPPO: PPO's)."""
+        stored = {f.name for f in dataclasses.fields(cls) if f.init}
+        return {
+            name: f for name, f in cls.__dataclass_fields__.items()
+            if name != "env" and (name in stored or isinstance(f.type, dataclasses.InitVar))
+        }  # fmt: skip
 
     def hyperparameters(self) -> dict[str, Array]:
         """**Returns:** the numeric hyperparameters (array leaves a sweep or PBT may change),

@@ -67,7 +67,6 @@ class CrossQ(AbstractActorCriticAgent):
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 20_000
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "buffer": ("per_alpha",),
         "actor_optimizer": ("actor_learning_rate",),
         "critic_optimizer": ("critic_learning_rate",),
         "alpha_optimizer": ("alpha_learning_rate",),

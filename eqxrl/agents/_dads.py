@@ -98,7 +98,6 @@ class DADS(AbstractActorCriticAgent):
     default_env: ClassVar[str] = "Point2D-v0"
     default_total_steps: ClassVar[int] = 50_000
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "buffer": ("per_alpha",),
         "actor_optimizer": ("actor_learning_rate",),
         "critic_optimizer": ("critic_learning_rate",),
         "alpha_optimizer": ("alpha_learning_rate",),
@@ -129,9 +128,11 @@ class DADS(AbstractActorCriticAgent):
     init_alpha: Float[Array, ""] = hyperparameter(0.1)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
 
-    def __post_init__(self):
+    def __post_init__(self, *keywords):
         # Runs before the converters and `__check_init__`: wrap the env once, here,
-        # so that the shared loop sees the skill-and-descriptor observation.
+        # so that the shared loop sees the skill-and-descriptor observation; then the shared
+        # part (the buffer from its `keywords`).
+        super().__post_init__(*keywords)
         env = as_env(self.env)
         if not isinstance(env, AbstractEnv):
             return  # the shared off-policy check names the problem
@@ -237,7 +238,6 @@ class DADS(AbstractActorCriticAgent):
         return SAC(
             SkillWrapper(inner, self.num_skills),
             batch_size=self.batch_size,
-            buffer_size=self.buffer_size,
             buffer=self.buffer,
             autotune=self.autotune,
             actor_torso=self.actor_torso,

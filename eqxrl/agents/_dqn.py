@@ -1,5 +1,6 @@
 """DQN (Mnih et al. 2015) with double Q-learning, prioritized replay and n-step returns."""
 
+from dataclasses import InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -100,7 +101,7 @@ class DQN(AbstractOffPolicyAgent):
     # Batch 256 and a learning rate annealed to 0 (`anneal_lr`): with batch 128 and a constant rate,
     # 2 of 4 seeds collapsed late on CartPole at 500k and 1M env steps (docs/agents/dqn.md, "Defaults").
     batch_size: int = eqx.field(static=True, default=256)
-    buffer_size: int = eqx.field(static=True, default=50_000)
+    buffer_size: InitVar[int] = 50_000
     learning_starts: int = eqx.field(static=True, default=5_000)
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
     double: bool = eqx.field(static=True, default=True)
@@ -115,7 +116,7 @@ class DQN(AbstractOffPolicyAgent):
     noisy: bool = eqx.field(static=True, default=False)
     takes_action_masks: ClassVar[bool] = True
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "buffer": ("per_alpha",), "critic_optimizer": ("learning_rate", "max_grad_norm", "anneal_lr"),
+        "critic_optimizer": ("learning_rate", "max_grad_norm", "anneal_lr"),
         "exploration": ("eps_start", "eps_end", "exploration_fraction"),
     }
     learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-3)

@@ -51,6 +51,7 @@ def set_hyperparameter(agent: AbstractAgent, path: str, value: Any) -> AbstractA
         raise ValueError(f"set_hyperparameter(path) must be a dotted path string, got {path!r}")
     name = type(agent).__name__
     tunable = sorted(agent.hyperparameters())
+    path = type(agent).aliases.get(path, path)  # (an init-only keyword: the number in its module)
     if path not in tunable:
         if _static_field(agent, path):
             raise ValueError(

@@ -144,7 +144,6 @@ class MPO(AbstractActorCriticAgent):
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 100_000
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "buffer": ("per_alpha",),
         "actor_optimizer": ("policy_learning_rate",),
         "critic_optimizer": ("critic_learning_rate",),
         "dual_optimizer": ("dual_learning_rate",),

@@ -1,8 +1,6 @@
-"""The off-policy training loop shared by DQN, DDPG, TD3 and SAC.
-
-An off-policy agent implements four hooks (`init_learner`, `explore`,
-`greedy`, `update`) and declares its configuration fields; this module's
-`AbstractOffPolicyAgent` supplies `init`, `train_iteration` and `act`:
+"""The off-policy training loop shared by the replay agents (DQN, DDPG, TD3, SAC, CrossQ, MPO, DADS): an
+agent implements four hooks (`init_learner`, `explore`, `greedy`, `update`) and declares its configuration
+fields; this module's `AbstractOffPolicyAgent` supplies `init`, `train_iteration` and `act`:
 
 1. collect `rollout_length` steps from `num_envs` envs (uniform random actions, among the legal ones, until
    `learning_starts` env steps, then `explore`), pushing each step into an n-step window and the window's
@@ -16,6 +14,7 @@ Warm-up is decided from the unbatched `Clock`: a real `lax.cond` under vmap (no 
 """
 
 import abc
+from dataclasses import InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -93,10 +92,9 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
       actions until then), `normalize_observations`;
     - updates: `updates_per_step`, `batch_size`, `gamma`, `reward_scale`, `tau`
       (target-network averaging), `max_grad_norm` (of the default optimizers);
-    - replay: `buffer` (any `AbstractReplayBuffer`; None builds a `ReplayBuffer`
-      of `buffer_size`, or with `prioritized=True` a `PrioritizedReplayBuffer` with
-      `per_alpha`), `n_step` (the n-step window feeds whichever buffer), `per_beta`
-      (PER's importance-sampling exponent, annealed to 1);
+    - replay: `buffer` (any `AbstractReplayBuffer`; not given, built from the init-only keywords
+      `buffer_size`, `prioritized` (a `PrioritizedReplayBuffer`) and `per_alpha` (its `buffer.alpha`)),
+      `n_step` (the n-step window feeds whichever buffer), `per_beta` (PER's IS exponent, annealed to 1);
     - the critic (for DQN: the Q-network): `critic_torso` (None: the MLP of
       `hidden_sizes` and `activation`), `critic_optimizer` (None: Adam with the
       agent's critic learning rate and `max_grad_norm`; or an eqxrl optimizer or any
@@ -109,31 +107,42 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     rollout_length: int = eqx.field(static=True, default=1)
     updates_per_step: float = eqx.field(static=True, default=1.0)
     batch_size: int = eqx.field(static=True, default=256)
-    buffer_size: int = eqx.field(static=True, default=100_000)
+    buffer_size: InitVar[int] = 100_000
     learning_starts: int = eqx.field(static=True, default=1_000)
     n_step: int = eqx.field(static=True, default=1)
-    prioritized: bool = eqx.field(static=True, default=False)
+    prioritized: InitVar[bool] = False
     normalize_observations: bool = eqx.field(static=True, default=False)
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
     activation: str = eqx.field(static=True, default="relu")
     critic_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
-    buffer: AbstractReplayBuffer | None = eqx.field(default=None, converter=as_buffer)
+    buffer: AbstractReplayBuffer | None = eqx.field(default=None, converter=as_buffer)  # (None: built in __post_init__)
     critic_optimizer: AbstractOptimizer | None = optimizer_slot()
     critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
     gamma: Float[Array, ""] = hyperparameter(0.99)
     tau: Float[Array, ""] = hyperparameter(0.005)
     max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
     reward_scale: Float[Array, ""] = hyperparameter(1.0)
-    per_alpha: Float[Array, ""] = hyperparameter(0.6)
+    per_alpha: InitVar[float | Array] = 0.6  # (an array when read back from the buffer: dataclasses.replace)
     per_beta: Float[Array, ""] = hyperparameter(0.4)
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"buffer": ("per_alpha",)}
+    aliases: ClassVar[dict[str, str]] = {"per_alpha": "buffer.alpha", "buffer_size": "buffer.capacity"}
     takes_action_masks: ClassVar[bool] = False  # True: the agent honours its env's masks (DQN, MPO)
+
+    def __post_init__(self, buffer_size: int, prioritized: bool, per_alpha: float | Array):  # `buffer` from its keywords
+        owner, defaults = type(self).__name__, type(self).__dataclass_fields__
+        keywords = (("buffer_size", buffer_size), ("prioritized", prioritized), ("per_alpha", per_alpha))
+        given = [k for k, v in keywords if v != defaults[k].default and v != self.init_only_value(k, defaults[k].default)]
+        if self.buffer is not None and given:  # (those the buffer disagrees with; a PrioritizedReplayBuffer for PER)
+            raise ValueError(f"{owner}(buffer) is the replay buffer itself: with it given, {given} must stay unset")
+        if self.buffer is None:
+            check_positive_int(owner, "buffer_size", buffer_size)
+            check_hyperparameter(owner, "per_alpha", per_alpha, lambda v: v >= 0, ">= 0")
+            self.buffer = PrioritizedReplayBuffer(buffer_size, alpha=per_alpha) if prioritized else ReplayBuffer(buffer_size)
 
     def __check_init__(self):
         owner = type(self).__name__
         if not isinstance(self.env, AbstractEnv):
             raise ValueError(f"{owner}(env) must be an eqxrl AbstractEnv or an env name, got {self.env!r}")
-        for name in ("num_envs", "rollout_length", "batch_size", "buffer_size", "n_step"):
+        for name in ("num_envs", "rollout_length", "batch_size", "n_step"):
             check_positive_int(owner, name, getattr(self, name))
         check_no_action_masks(self, allowed=self.takes_action_masks)  # (and a mask on Box actions: refused)
         sizes = self.hidden_sizes
@@ -151,19 +160,12 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
                 f"(num_envs * rollout_length = {self.steps_per_iteration}) must be a whole number of updates, "
                 f"got {exact:g}; change rollout_length"
             )
-        if self.buffer is not None:
-            if not isinstance(self.buffer, AbstractReplayBuffer):
-                raise ValueError(
-                    f"{owner}(buffer) must be an eqxrl.components.AbstractReplayBuffer (ReplayBuffer, "
-                    f"PrioritizedReplayBuffer, or a subclass) or None, got {self.buffer!r}"
-                )
-            if self.prioritized:
-                raise ValueError(
-                    f"{owner}(prioritized=True) builds the default buffer; with buffer= given, "
-                    "pass a PrioritizedReplayBuffer instead"
-                )
-        check_hyperparameter(owner, "per_alpha", self.per_alpha, lambda v: v >= 0, ">= 0")
-        capacity = self.replay_buffer.capacity
+        if not isinstance(self.buffer, AbstractReplayBuffer):
+            raise ValueError(
+                f"{owner}(buffer) must be an eqxrl.components.AbstractReplayBuffer (ReplayBuffer, "
+                f"PrioritizedReplayBuffer, or a subclass) or None, got {self.buffer!r}"
+            )
+        capacity = self.buffer.capacity
         if self.batch_size > capacity:
             raise ValueError(f"{owner}(batch_size={self.batch_size}) must not exceed buffer_size={capacity}")
         check_torso(owner, "critic_torso", self.critic_torso)
@@ -237,14 +239,13 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         # Continuous policies act in [-1, 1]; the wrapper maps that onto the env's bounds.
         return self.env if self.discrete else RescaleAction(self.env)
 
+    def init_only_value(self, name: str, default: Any) -> Any:
+        return isinstance(self.buffer, PrioritizedReplayBuffer) if name == "prioritized" else super().init_only_value(name, default)
+
     @property
     def replay_buffer(self) -> AbstractReplayBuffer:
-        """The buffer training uses: `buffer`, or the one `buffer_size`, `prioritized` and `per_alpha` describe."""
-        if self.buffer is not None:
-            return self.buffer
-        if self.prioritized:
-            return PrioritizedReplayBuffer(self.buffer_size, alpha=self.per_alpha)
-        return ReplayBuffer(self.buffer_size)
+        """The buffer training uses: `buffer` (built from `buffer_size`, `prioritized` and `per_alpha` when not given)."""
+        return self.buffer
 
     def batch_for_update(self, sample: Sample, obs_stats: RunningMeanStd | None) -> Sample:
         """The batch `update` receives, from a `sample` of stored `NStepTransition`s and the

@@ -92,7 +92,6 @@ class SAC(AbstractActorCriticAgent):
     default_total_steps: ClassVar[int] = 50_000
     takes_action_masks: ClassVar[bool] = True  # (discrete SAC; masks on Box actions are refused)
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "buffer": ("per_alpha",),
         "actor_optimizer": ("actor_learning_rate",),
         "critic_optimizer": ("critic_learning_rate",),
         "alpha_optimizer": ("alpha_learning_rate",),
@@ -115,14 +114,15 @@ class SAC(AbstractActorCriticAgent):
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_ratio: Float[Array, ""] = hyperparameter(DISCRETE_TARGET_ENTROPY_RATIO)
 
-    def __post_init__(self):
+    def __post_init__(self, *keywords):
         # Fields left at None take the value for the action space; converters run after this, so
-        # `env` may still be a name here.
+        # `env` may still be a name here. Then the shared part (the buffer from its `keywords`).
         self.env = as_env(self.env)  # not an env: the shared check names it
         discrete = isinstance(self.env, AbstractEnv) and isinstance(self.env.action_space, Discrete)
         for name, values in ACTION_SPACE_DEFAULTS.items():
             if getattr(self, name) is None:
                 setattr(self, name, values[discrete])
+        super().__post_init__(*keywords)
 
     def __check_init__(self):
         if isinstance(self.env, AbstractEnv) and not self.discrete:

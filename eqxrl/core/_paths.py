@@ -49,12 +49,16 @@ def hyperparameter_paths(obj: Any, *, skip: tuple[str, ...] = ("env",)) -> dict[
 
 
 def resolve_path(obj: Any, name: str, owner: str = "") -> str:
-    """The dotted path `name` stands for under `obj`: itself when it is a path, else
-    the one path whose last part is `name` (a flat name kept working where it is
-    unambiguous). Raises a ValueError listing the candidates otherwise."""
+    """The dotted path `name` stands for under `obj`: itself when it is a path, else the path
+    `type(obj).aliases` maps it to (an agent's old flat name of a number that moved into a
+    module: `per_alpha` is `buffer.alpha`), else the one path whose last part is `name` (a flat
+    name kept working where it is unambiguous). Raises a ValueError listing the candidates otherwise."""
     paths = hyperparameter_paths(obj)
     if name in paths:
         return name
+    alias = getattr(type(obj), "aliases", {}).get(name)  # (an old flat name of a number now in a module)
+    if alias in paths:
+        return alias
     matches = [p for p in paths if p.rsplit(".", 1)[-1] == name or p.endswith("." + name)]
     if len(matches) == 1:
         return matches[0]

@@ -78,11 +78,25 @@ def config_mismatch(saved_name: str, saved: list[dict[str, Any]], agent: Any, wh
     if len(saved) != len(given):
         return f"{len(saved)} member(s) in {where}, {len(given)} in the agent given"
     for i, (a, b) in enumerate(zip(saved, given)):
+        if a != b and set(a) - set(b):  # (written by an eqxrl whose agents stored keywords that now build modules)
+            a = _as_written_now(a, agent) or a
         for k in list(a) + [k for k in b if k not in a]:
             if a.get(k) != b.get(k):
                 member = f"member {i}: " if len(saved) > 1 else ""
                 return f"{member}{k}={a.get(k)!r} in {where}, {k}={b.get(k)!r} in the agent given"
     return None
+
+
+def _as_written_now(saved: dict[str, Any], agent: Any) -> dict[str, Any] | None:
+    """A member config an earlier eqxrl wrote (`buffer_size`, `prioritized`, `per_alpha` stored
+    beside `buffer: null`) as this eqxrl writes it: rebuilt through the agent's class; None when
+    it does not rebuild."""
+    member = Batch.of(agent).agent
+    cls = type(member)
+    try:
+        return agent_config(cls(member.env, **{k: _as_field_value(k, v, float_fields(cls)) for k, v in saved.items()}))
+    except (ValueError, TypeError):
+        return None
 
 
 def run_config(

@@ -236,10 +236,46 @@ def test_off_policy_agents_use_a_given_buffer():
     _iterate(prioritized, prioritized.init(jax.random.key(0)), 8)
     with pytest.raises(ValueError, match=r"DQN\(buffer\) must be an eqxrl.components.AbstractReplayBuffer"):
         DQN("CartPole-v1", buffer="prioritized")
-    with pytest.raises(ValueError, match=r"DQN\(prioritized=True\) builds the default buffer; with buffer= given, pass a PrioritizedReplayBuffer"):
+    with pytest.raises(ValueError, match=r"^DQN\(buffer\) is the replay buffer itself: with it given, \['prioritized'\] must stay unset$"):
         DQN("CartPole-v1", buffer=ReplayBuffer(1000), prioritized=True)
     with pytest.raises(ValueError, match=r"DQN\(batch_size=256\) must not exceed buffer_size=64"):
         DQN("CartPole-v1", buffer=ReplayBuffer(64))
+
+
+def test_the_buffer_keywords_build_the_buffer_the_agent_stores():
+    """`buffer_size`, `prioritized` and `per_alpha` are init-only keywords: they build `buffer`, the
+    one place their numbers live (`per_alpha` is `buffer.alpha`), and their names still work."""
+    import eqxrl.cli
+    import eqxrl.pbt
+    from eqxrl.agents import set_hyperparameter
+    from typecheck import no_runtime_typecheck
+
+    plain, per = DQN("CartPole-v1"), DQN("CartPole-v1", buffer_size=1000, prioritized=True, per_alpha=0.5)
+    assert plain.buffer == ReplayBuffer(50_000) and SAC("Pendulum-v1").buffer == ReplayBuffer(100_000)
+    assert type(per.buffer) is PrioritizedReplayBuffer and per.buffer.capacity == 1000 and float(per.buffer.alpha) == 0.5
+    # not stored: read on the agent, a keyword is what the buffer it built holds, never its default
+    assert (per.buffer_size, per.prioritized, float(per.per_alpha)) == (1000, True, 0.5)
+    assert (plain.buffer_size, plain.prioritized, plain.per_alpha) == (50_000, False, 0.6)
+    assert DQN("CartPole-v1", buffer=PrioritizedReplayBuffer(64, alpha=0.3), batch_size=32).prioritized
+    assert "per_alpha" not in {f.name for f in dataclasses.fields(per)} and "per_alpha" in DQN.keywords()
+    assert "buffer.alpha" in per.hyperparameters() and "per_alpha" not in per.hyperparameters()
+    assert "buffer.alpha" not in plain.hyperparameters()  # (uniform replay has no alpha to tune)
+    assert float(set_hyperparameter(per, "per_alpha", 0.25).buffer.alpha) == 0.25  # the old name, for --set, sweeps and PBT
+    assert [float(a) for a in eqxrl.sweep(per, {"per_alpha": [0.1, 0.2]}).agent.buffer.alpha] == pytest.approx([0.1, 0.2])
+    assert eqxrl.pbt.PBT(per, {"per_alpha": eqxrl.pbt.Uniform(0.0, 1.0)}, population_size=2, ready=64).space
+    # config.json records the buffer itself; a config written before (the keywords) builds the same agent
+    assert per.config()["buffer"]["class"] == "eqxrl.components:PrioritizedReplayBuffer"
+    assert "per_alpha" not in per.config() and "prioritized" not in per.config()
+    old = {"buffer": None, "buffer_size": 1000, "prioritized": True, "per_alpha": 0.5}
+    assert eqx.tree_equal(eqxrl.runs.agent_from_config({"agent": "dqn", "env": "CartPole-v1", "agent_config": old}), per)
+    assert eqx.tree_equal(eqxrl.runs.agent_from_config({"agent": "dqn", "env": "CartPole-v1", "agent_config": eqxrl.runs.agent_config(per)}), per)
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"^DQN\(buffer\) is the replay buffer itself: with it given, \['buffer_size', 'per_alpha'\] must stay unset$"):
+            DQN("CartPole-v1", buffer=ReplayBuffer(1000), buffer_size=10, per_alpha=0.1)
+        with pytest.raises(ValueError, match=r"^DQN\(buffer_size\) must be a positive int, got 0$"):
+            DQN("CartPole-v1", buffer_size=0)
+    flags = {f.name for f in eqxrl.cli.agent_flags(DQN)}
+    assert {"buffer", "buffer_size", "prioritized", "per_alpha"} <= flags
 
 
 # ----------------------------------------------------------------------------- loss terms

@@ -336,7 +336,7 @@ def test_dads_wraps_the_env_and_builds_sac_from_its_fields():
     # an already-wrapped env, and the env rebuilt from its name, give the same agent
     assert eqx.tree_equal(DADS(agent.env, num_skills=3, **TINY), agent)
     config = {k: v for k, v in agent.config().items() if k not in ("agent", "env")}
-    config = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
+    config = {k: eqxrl.core.from_spec(v, k) for k, v in config.items()}  # (lists as tuples, the buffer's spec as the buffer)
     assert eqx.tree_equal(DADS(make(agent.env.name), **config), agent)
     hyper = agent.hyperparameters()
     assert {"dynamics_learning_rate", "actor_learning_rate", "gamma", "tau", "reward_scale"} <= set(hyper)

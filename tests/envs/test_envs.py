@@ -578,7 +578,7 @@ def test_the_architecture_pages_suite_example_runs(monkeypatch):
 
     monkeypatch.setattr(eqxrl.envs._make, "_suites", dict(eqxrl.envs._make._suites))  # (private: the test registers a suite and leaves the registry as it was)
     page = pathlib.Path(__file__).parents[2] / "docs" / "architecture.md"
-    section = page.read_text().split("### Adding an env suite", 1)[1].split("\n## ", 1)[0]
+    section = re.split(r"\n##+ ", page.read_text().split("### Adding an env suite", 1)[1], maxsplit=1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
     ns = {"__name__": "docs_architecture_suite"}
     exec(compile(block, "docs/architecture.md [Adding an env suite]", "exec"), ns)
