@@ -132,7 +132,7 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         keywords = (("buffer_size", buffer_size), ("prioritized", prioritized), ("per_alpha", per_alpha))
         given = [k for k, v in keywords if v != defaults[k].default and v != self.init_only_value(k, defaults[k].default)]
         if self.buffer is not None and given:  # (those the buffer disagrees with; a PrioritizedReplayBuffer for PER)
-            raise ValueError(f"{owner}(buffer) is the replay buffer itself: with it given, {given} must stay unset")
+            raise ValueError(f"{owner}(buffer) is the replay buffer itself: with it given, {given} must stay unset (or agree with it)")
         if self.buffer is None:
             check_positive_int(owner, "buffer_size", buffer_size)
             check_hyperparameter(owner, "per_alpha", per_alpha, lambda v: v >= 0, ">= 0")

@@ -96,8 +96,11 @@ def _rebuild(obj: Any, parts: list[str], value: Any) -> Any:
         return type(obj)(items)
     child = _rebuild(getattr(obj, head), rest, value)
     try:
-        # Through the constructor: converters and checks run on the new value.
-        return dataclasses.replace(obj, **{head: child})
+        # Through the constructor: converters and checks run on the new value. Stored fields only:
+        # an init-only keyword (an InitVar) keeps its default, so the module it built, now
+        # changed (a buffer's alpha), is passed as itself and not checked against the old one's.
+        stored = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
+        return type(obj)(**{**stored, head: child})
     except TypeError:  # a module whose __init__ does not take its fields by name
         return eqx.tree_at(lambda o: getattr(o, head), obj, child)
 

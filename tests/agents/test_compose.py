@@ -236,7 +236,7 @@ def test_off_policy_agents_use_a_given_buffer():
     _iterate(prioritized, prioritized.init(jax.random.key(0)), 8)
     with pytest.raises(ValueError, match=r"DQN\(buffer\) must be an eqxrl.components.AbstractReplayBuffer"):
         DQN("CartPole-v1", buffer="prioritized")
-    with pytest.raises(ValueError, match=r"^DQN\(buffer\) is the replay buffer itself: with it given, \['prioritized'\] must stay unset$"):
+    with pytest.raises(ValueError, match=r"^DQN\(buffer\) is the replay buffer itself: with it given, \['prioritized'\] must stay unset \(or agree with it\)$"):
         DQN("CartPole-v1", buffer=ReplayBuffer(1000), prioritized=True)
     with pytest.raises(ValueError, match=r"DQN\(batch_size=256\) must not exceed buffer_size=64"):
         DQN("CartPole-v1", buffer=ReplayBuffer(64))
@@ -270,7 +270,7 @@ def test_the_buffer_keywords_build_the_buffer_the_agent_stores():
     assert eqx.tree_equal(eqxrl.runs.agent_from_config({"agent": "dqn", "env": "CartPole-v1", "agent_config": old}), per)
     assert eqx.tree_equal(eqxrl.runs.agent_from_config({"agent": "dqn", "env": "CartPole-v1", "agent_config": eqxrl.runs.agent_config(per)}), per)
     with no_runtime_typecheck():
-        with pytest.raises(ValueError, match=r"^DQN\(buffer\) is the replay buffer itself: with it given, \['buffer_size', 'per_alpha'\] must stay unset$"):
+        with pytest.raises(ValueError, match=r"^DQN\(buffer\) is the replay buffer itself: with it given, \['buffer_size', 'per_alpha'\] must stay unset \(or agree with it\)$"):
             DQN("CartPole-v1", buffer=ReplayBuffer(1000), buffer_size=10, per_alpha=0.1)
         with pytest.raises(ValueError, match=r"^DQN\(buffer_size\) must be a positive int, got 0$"):
             DQN("CartPole-v1", buffer_size=0)
