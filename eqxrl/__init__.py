@@ -1,8 +1,8 @@
 """eqxrl: reinforcement-learning building blocks as Equinox modules.
 
-The floors, each importing only the ones before it: `core` (types, checks),
-`components` and `envs`, `agents`, `loop` (train, evaluate), `runs` (run
-directories), `pbt`, `cli`.
+The floors, each importing only the ones before it: `core` (types, checks), `store`
+(atomic files, checkpoint integrity), `components` and `envs`, `agents`, `loop` (train,
+evaluate), `runs` (run directories), `pbt`, `cli`.
 """
 
 from .core import configure_compile_cache as _configure_compile_cache
@@ -21,6 +21,7 @@ from . import envs as envs
 from . import loop as loop
 from . import pbt as pbt
 from . import runs as runs
+from . import store as store
 from .agents import Stacked as Stacked
 from .agents import register_agent as register_agent
 from .agents import stack as stack

@@ -94,6 +94,14 @@ def _named(population: Population) -> dict[str, Any]:
     return {f"{i:05d}": x for i, x in enumerate(jax.tree.leaves(keys_as_data(arrays)))}
 
 
+def _layout(arrays: Any) -> list[str]:
+    """Where each array leaf sits (`[0].buffer.alpha`: the agent's, `[1]...`: the state's), in the
+    order `_named` numbers them: a checkpoint records it, and one whose agent kept a number
+    elsewhere (an older eqxrl's flat `per_alpha`) is refused instead of read into the wrong leaf."""
+    is_leaf = lambda x: isinstance(x, jax.ShapeDtypeStruct) or eqx.is_array(x)  # noqa: E731
+    return [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(arrays, is_leaf=is_leaf)[0]]
+
+
 def _row_crcs(arrays: Mapping[str, Any]) -> dict[str, str]:
     """A CRC-32 per array, computed shard by shard without gathering anything.
 
@@ -212,6 +220,7 @@ class PopulationWriter:
             "processes": jax.process_count(),
             "eqxrl_version": __version__,
             "state_crc32": _row_crcs(arrays),
+            "layout": _layout(eqx.filter((population.agent, population.state, population.key, population.generation), eqx.is_array)),
             "records": sorted(named),
             "records_crc32": crc32_of(stacked),
         }
@@ -371,6 +380,15 @@ def load_population(run_dir: Any, pbt: Any, total_steps: int, generation: int | 
         targets[f"{i:05d}"] = jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=sharding if t.ndim and sharding is not None else replicated)
     if sorted(meta.get("state_crc32", {})) != sorted(targets):
         raise ValueError(f"{path} does not match this PBT configuration: {len(meta.get('state_crc32', {}))} arrays in the checkpoint, {len(targets)} here")
+    here = _layout(arrays)
+    if "layout" not in meta:
+        raise ValueError(
+            f"{path} was written by eqxrl {meta.get('eqxrl_version')} before population checkpoints recorded where each "
+            "array sits, and agents have since moved numbers into modules (per_alpha into the buffer): resume it with that eqxrl"
+        )
+    if meta["layout"] != here:
+        first = next(i for i, (a, b) in enumerate(zip(meta["layout"], here)) if a != b)
+        raise ValueError(f"{path} does not match this PBT configuration: array {first} is {meta['layout'][first]} in the checkpoint, {here[first]} here")
     try:
         restored = _restore(path, state=targets, records=_records_target(path, pbt, meta))
     except CheckpointError as e:

@@ -439,6 +439,20 @@ def test_crash_during_a_checkpoint_write_leaves_the_previous_one(tmp_path, monke
     meta.write_text(meta.read_text().replace('"generation": 2', '"generation": 1'))
     with pytest.raises(CheckpointError, match=r"population/2 is damaged \(its meta record does not match its CRC-32\): delete"):
         load_population(tmp_path, pbt, total)
+    # The layout of the arrays is recorded: one written without it, or laid out otherwise (an agent
+    # that kept a number elsewhere), is refused in one line instead of read into the wrong leaves.
+    record = json.loads((tmp_path / "population" / "1" / "meta" / "metadata").read_text())
+    assert record["layout"][0].startswith("[0].") and len(record["layout"]) == len(record["state_crc32"])
+    for change, match in (
+        (lambda m: m.pop("layout"), r"population/1 was written by eqxrl .* before population checkpoints recorded where each array sits"),
+        (lambda m: m["layout"].reverse(), r"population/1 does not match this PBT configuration: array 0 is .* in the checkpoint, \[0\]\..* here"),
+    ):
+        changed = json.loads(json.dumps(record))
+        change(changed)
+        changed["meta_crc32"] = eqxrl.store.meta_crc32(changed)
+        (tmp_path / "population" / "1" / "meta" / "metadata").write_text(json.dumps(changed))
+        with pytest.raises(ValueError, match=match):
+            load_population(tmp_path, pbt, total, generation=1)
 
 
 @pytest.mark.slow
