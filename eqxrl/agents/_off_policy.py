@@ -35,7 +35,6 @@ from ..components import (
     NStepWindow,
     Adam,
     PrioritizedReplayBuffer,
-    ReplayBuffer,
     RunningMeanStd,
     Sample,
     Transition,
@@ -50,6 +49,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Box, Discrete, RescaleAction
 from ._base import AbstractRolloutAgent, Clock, as_env, check_no_action_masks
+from ._keywords import default_buffer, module_from_keywords
 from ._noise import no_noise_sampler
 
 
@@ -128,15 +128,8 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     takes_action_masks: ClassVar[bool] = False  # True: the agent honours its env's masks (DQN, MPO)
 
     def __post_init__(self, buffer_size: int, prioritized: bool, per_alpha: float | Array):  # `buffer` from its keywords
-        owner, defaults = type(self).__name__, type(self).__dataclass_fields__
-        keywords = (("buffer_size", buffer_size), ("prioritized", prioritized), ("per_alpha", per_alpha))
-        given = [k for k, v in keywords if v != defaults[k].default and v != self.init_only_value(k, defaults[k].default)]
-        if self.buffer is not None and given:  # (those the buffer disagrees with; a PrioritizedReplayBuffer for PER)
-            raise ValueError(f"{owner}(buffer) is the replay buffer itself: with it given, {given} must stay unset (or agree with it)")
-        if self.buffer is None:
-            check_positive_int(owner, "buffer_size", buffer_size)
-            check_hyperparameter(owner, "per_alpha", per_alpha, lambda v: v >= 0, ">= 0")
-            self.buffer = PrioritizedReplayBuffer(buffer_size, alpha=per_alpha) if prioritized else ReplayBuffer(buffer_size)
+        keywords, owner = dict(buffer_size=buffer_size, prioritized=prioritized, per_alpha=per_alpha), type(self).__name__
+        self.buffer = module_from_keywords(self, "buffer", keywords, "the replay buffer", lambda: default_buffer(owner, **keywords))
 
     def __check_init__(self):
         owner = type(self).__name__

@@ -1,6 +1,7 @@
 """Proximal Policy Optimisation (Schulman et al. 2017), discrete and continuous."""
 
-from typing import ClassVar
+from dataclasses import InitVar
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -23,19 +24,16 @@ from ..components import (
     GaussianHead,
     IdentityTorso,
     OptState,
-    Adam,
     RecurrentEncoder,
     RunningMeanStd,
     ValueHead,
     add_loss_terms,
     as_torso,
-    check_learning_rate,
     check_loss_terms,
     check_optimizer,
     check_torso,
     gae,
     is_recurrent,
-    learning_rate,
     loss_terms,
     optimizer_slot,
     torso_or_auto,
@@ -45,6 +43,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, ClipAction
 from ._base import AbstractRolloutAgent, Clock, as_env, with_mask
+from ._keywords import default_adam, module_from_keywords
 from ._noise import policy_noise_spec
 from ._ppo_split import check_separate, init_opt_state, separate_iteration
 from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration, recurrent_preset
@@ -85,9 +84,10 @@ class PPO(AbstractRolloutAgent):
     class ...) under a policy head and a value head; with `shared_torso=True` both
     heads sit on one torso (`actor_torso`; a recurrent `GRUTorso` or `LSTMTorso` needs
     `shared_torso=True`, see `_ppo_recurrent`). Both are trained by one optimizer:
-    `optimizer` (None: Adam with `learning_rate`, a number or a schedule, annealed
-    linearly to 0 with `anneal_lr` when a number, clipped at `max_grad_norm`), or an
-    eqxrl optimizer or any optax transformation. `policy_loss_terms` and
+    `optimizer` (an eqxrl optimizer or any optax transformation; not given, Adam built from
+    the init-only keywords `learning_rate`, a number or a schedule, annealed linearly to 0
+    with `anneal_lr` when a number, clipped at `max_grad_norm` by `grad_clip`: their numbers
+    live in it, `optimizer.learning_rate`, which `aliases` maps the keywords to). `policy_loss_terms` and
     `critic_loss_terms` add extra loss terms (`eqxrl.components.AbstractLossTerm`).
 
     Separate updates (`separate_updates`, separate torsos only): with `actor_epochs`,
@@ -101,7 +101,7 @@ class PPO(AbstractRolloutAgent):
     """
 
     env: AbstractEnv = eqx.field(converter=as_env)
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"optimizer": ("learning_rate", "max_grad_norm")}
+    aliases: ClassVar[dict[str, str]] = {k: f"optimizer.{v}" for k, v in (("learning_rate",) * 2, ("max_grad_norm",) * 2, ("anneal_lr", "anneal"), ("grad_clip", "clip"))}
     presets: ClassVar[dict] = {"recurrent": recurrent_preset}  # docs/agents/ppo.md, "The recurrent preset"
     num_envs: int = eqx.field(static=True, default=4)
     rollout_length: int = eqx.field(static=True, default=128)
@@ -114,27 +114,31 @@ class PPO(AbstractRolloutAgent):
     actor_torso: AbstractTorso | AbstractRecurrentTorso | None = eqx.field(static=True, default=None, converter=as_torso)
     critic_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
     shared_torso: bool = eqx.field(static=True, default=False)
-    anneal_lr: bool = eqx.field(static=True, default=True)
+    anneal_lr: InitVar[bool] = True
     clip_value_loss: bool = eqx.field(static=True, default=True)
     normalize_advantages: bool = eqx.field(static=True, default=True)
     normalize_observations: bool = eqx.field(static=True, default=False)
     state_dependent_std: bool = eqx.field(static=True, default=False)
-    grad_clip: str = eqx.field(static=True, default="global_norm")
+    grad_clip: InitVar[str] = "global_norm"
     optimizer: AbstractOptimizer | None = optimizer_slot()
     critic_optimizer: AbstractOptimizer | None = optimizer_slot()
     policy_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
     critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
-    learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(2.5e-4)
+    learning_rate: InitVar[float | Array | AbstractSchedule] = 2.5e-4
     gamma: Float[Array, ""] = hyperparameter(0.99)
     gae_lambda: Float[Array, ""] = hyperparameter(0.95)
     clip_eps: Float[Array, ""] = hyperparameter(0.2)
     ent_coef: Float[Array, ""] = hyperparameter(0.01)
     vf_coef: Float[Array, ""] = hyperparameter(0.5)
-    max_grad_norm: Float[Array, ""] = hyperparameter(0.5)
+    max_grad_norm: InitVar[float | Array] = 0.5
     target_kl: Float[Array, ""] = hyperparameter(float("inf"))
     target_kl_epoch: Float[Array, ""] = hyperparameter(float("inf"))
     init_std: Float[Array, ""] = hyperparameter(1.0)
     vector_env: AbstractEnv | None = None
+
+    def __post_init__(self, anneal_lr: bool, grad_clip: str, learning_rate: Any, max_grad_norm: Any):  # `optimizer` from its keywords
+        keywords = dict(anneal_lr=anneal_lr, grad_clip=grad_clip, learning_rate=learning_rate, max_grad_norm=max_grad_norm)
+        self.optimizer = module_from_keywords(self, "optimizer", keywords, "the networks' optimizer", lambda: default_adam("PPO", **keywords))
 
     def __check_init__(self):
         if not isinstance(self.env, AbstractEnv):
@@ -152,12 +156,9 @@ class PPO(AbstractRolloutAgent):
         if not self.hidden_sizes or not all(is_positive_int(h) for h in self.hidden_sizes):
             raise ValueError(f"PPO(hidden_sizes) must be a non-empty tuple of positive ints, got {self.hidden_sizes!r}")
         get_activation(self.activation, "PPO")  # an unknown name fails here, not in init
-        if self.grad_clip not in ("global_norm", "value", "none"):
-            raise ValueError(f"PPO(grad_clip) must be 'global_norm', 'value' or 'none', got {self.grad_clip!r}")
         check = lambda name, ok, expected: check_hyperparameter(  # noqa: E731
             "PPO", name, getattr(self, name), ok, expected
         )
-        check_learning_rate("PPO", "learning_rate", self.learning_rate)
         check_torso("PPO", "actor_torso", self.actor_torso, recurrent=True)
         check_torso("PPO", "critic_torso", self.critic_torso)
         if self.shared_torso and self.critic_torso is not None:
@@ -178,7 +179,6 @@ class PPO(AbstractRolloutAgent):
         check("clip_eps", lambda v: 0 < v < 1, "in (0, 1)")
         check("ent_coef", lambda v: v >= 0, ">= 0")
         check("vf_coef", lambda v: v >= 0, ">= 0")
-        check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
         check("target_kl", lambda v: v > 0, "> 0 (inf disables early stopping)")
         check("init_std", lambda v: v > 0, "> 0")
         check_action_space("PPO", self.env.action_space)
@@ -205,11 +205,9 @@ class PPO(AbstractRolloutAgent):
 
     @property
     def network_optimizer(self) -> AbstractOptimizer:
-        """The optimizer of the networks: `optimizer`, or Adam with `learning_rate`,
-        `max_grad_norm`, `grad_clip` and `anneal_lr`."""
-        if self.optimizer is not None:
-            return self.optimizer
-        return Adam(self.learning_rate, self.max_grad_norm, clip=self.grad_clip, anneal=self.anneal_lr)
+        """The optimizer of the networks: `optimizer` (given, or built from `learning_rate`,
+        `max_grad_norm`, `grad_clip` and `anneal_lr`)."""
+        return self.optimizer
 
     @staticmethod
     def policy(state: PPOState, x: Array) -> AbstractDistribution:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agents import AbstractAgent, set_hyperparameter
-from ..components import as_buffer, as_learning_rate, as_optimizer, as_terms, as_torso
+from ..components import AbstractSchedule, as_buffer, as_learning_rate, as_optimizer, as_terms, as_torso
 from ..core import as_float, trust_modules
 from ._parse import SCALARS, or_none, tuple_of
 from ._specs import SET_HELP, SPEC_HELP, SPEC_PARSERS, parse_set
@@ -110,6 +110,9 @@ def from_value(value: Any, annotation: Any) -> tuple[Callable[[str], Any], str] 
 def spec_kind(field: dataclasses.Field) -> str | None:
     """Which module-valued flag a field takes (`"torso"`, `"buffer"`, `"optimizer"`,
     `"terms"`, `"rate"`; see `eqxrl.cli._specs`), or None for a plain one."""
+    if isinstance(field.type, dataclasses.InitVar):  # an init-only keyword: a learning rate takes a schedule too
+        inner = typing.get_args(field.type.type) or (field.type.type,)
+        return "rate" if any(isinstance(a, type) and issubclass(a, AbstractSchedule) for a in inner) else None
     converter = field.metadata.get("converter")
     kinds = {as_torso: "torso", as_optimizer: "optimizer", as_terms: "terms", as_learning_rate: "rate", as_buffer: "buffer"}
     return kinds.get(converter)

@@ -56,9 +56,10 @@ def resolve_path(obj: Any, name: str, owner: str = "") -> str:
     paths = hyperparameter_paths(obj)
     if name in paths:
         return name
-    alias = getattr(type(obj), "aliases", {}).get(name)  # (an old flat name of a number now in a module)
-    if alias in paths:
-        return alias
+    head, _, rest = name.partition(".")  # (an old flat name of a number now in a module, or of a schedule's number there)
+    alias = getattr(type(obj), "aliases", {}).get(head)
+    if alias is not None and (alias + "." + rest if rest else alias) in paths:
+        return alias + "." + rest if rest else alias
     matches = [p for p in paths if p.rsplit(".", 1)[-1] == name or p.endswith("." + name)]
     if len(matches) == 1:
         return matches[0]

@@ -145,15 +145,15 @@ def exploit_and_explore(
     new_values = []
     for i, (name, domain) in enumerate(pbt.space.items()):
         k_perturb, k_sample, k_coin = jax.random.split(jax.random.fold_in(explore_key, i), 3)
-        value = get_path(agent.agent, name)
+        value = get_path(agent.agent, pbt.space.path(name))
         explored = jnp.where(
             jax.random.bernoulli(k_coin, pbt.resample_probability, (size,)),
             domain.sample(k_sample, (size,)),
             domain.perturb(k_perturb, value),
         )
         new_values.append(jnp.where(replaced, explored, value).astype(jnp.float32))
-    names = list(pbt.space)
-    agent = eqx.tree_at(lambda s: [get_path(s.agent, n) for n in names], agent, new_values)
+    paths = [pbt.space.path(n) for n in pbt.space]
+    agent = eqx.tree_at(lambda s: [get_path(s.agent, p) for p in paths], agent, new_values)
     return agent, state, source
 
 
@@ -216,7 +216,7 @@ def generation(config: tuple, agent: Stacked, state: PyTree, key: Key, generatio
     finite = jnp.isfinite(returns)
     count = finite.sum(axis=0).astype(jnp.float32)
     train_return = jnp.where(count > 0, jnp.sum(jnp.where(finite, returns, 0.0), axis=0) / jnp.maximum(count, 1.0), jnp.nan)
-    trained_with = {name: get_path(agent.agent, name) for name in pbt.space}
+    trained_with = {name: get_path(agent.agent, pbt.space.path(name)) for name in pbt.space}
 
     # Exploit: no copies after the last generation (the final population is what trained).
     last = generation + 1 >= total_iterations // iterations
@@ -244,9 +244,9 @@ def init_population(pbt: Any, key: Key, sharding: Any) -> Population:
     arrays, static = eqx.partition(pbt.agent, eqx.is_array)
     arrays = jax.tree.map(lambda x: jnp.broadcast_to(x, (size,) + x.shape), arrays)
     agent = Stacked(eqx.combine(arrays, static), size)
-    names = list(pbt.space)
+    paths = [pbt.space.path(n) for n in pbt.space]
     values = [d.sample(jax.random.fold_in(hp_key, i), (size,)) for i, d in enumerate(pbt.space.values())]
-    agent = eqx.tree_at(lambda s: [get_path(s.agent, n) for n in names], agent, values)
+    agent = eqx.tree_at(lambda s: [get_path(s.agent, p) for p in paths], agent, values)
     state = init_state(Batch.of(agent), jax.random.split(state_key, size))
     agent, state = _constrain((agent, state), sharding)
     return Population(agent, state, key, jnp.zeros((), jnp.int32))

@@ -41,11 +41,25 @@ Fitness = Callable[[AbstractAgent, PyTree, Key], Float[Array, ""]]
 AXIS = "population"
 
 
-class _Space(Mapping):
-    """An immutable, hashable `{name: domain}` (a static field of `PBT`)."""
+def _tunable_names(agent: Any) -> list[str]:
+    """The names a space may use: the agent's hyperparameter paths, then the keywords that name
+    one of them (`learning_rate` for `optimizer.learning_rate`: `type(agent).aliases`)."""
+    paths = agent.hyperparameters()
+    return sorted(paths) + sorted(k for k, path in getattr(type(agent), "aliases", {}).items() if path in paths)
 
-    def __init__(self, items):
+
+class _Space(Mapping):
+    """An immutable, hashable `{name: domain}` (a static field of `PBT`), each name as the user gave
+    it (`learning_rate`: history, records and trackers say `hp/learning_rate`) with the dotted path
+    of the leaf it tunes (`path(name)`: `optimizer.learning_rate`)."""
+
+    def __init__(self, items, paths=None):
         self._items = tuple(items)
+        self._paths = tuple(paths) if paths is not None else tuple(n for n, _ in self._items)
+
+    def path(self, name):
+        """The dotted path of the leaf `name` tunes."""
+        return self._paths[list(self).index(name)]
 
     def __getitem__(self, name):
         for n, d in self._items:
@@ -60,10 +74,10 @@ class _Space(Mapping):
         return len(self._items)
 
     def __hash__(self):
-        return hash(self._items)
+        return hash((self._items, self._paths))
 
     def __eq__(self, other):
-        return isinstance(other, _Space) and self._items == other._items
+        return isinstance(other, _Space) and (self._items, self._paths) == (other._items, other._paths)
 
     def __repr__(self):
         return repr(dict(self._items))
@@ -138,7 +152,7 @@ class PBT(eqx.Module):
                 f"{type(self.agent).__name__} ({per_iteration} env steps)"
             )
         if not isinstance(self.space, Mapping) or not self.space:
-            names = sorted(self.agent.hyperparameters())
+            names = _tunable_names(self.agent)
             raise ValueError(
                 "PBT(space) must be a non-empty dict {name: domain}; tunable names of "
                 f"{type(self.agent).__name__}: {names or 'none (declare one with `eqxrl.hyperparameter(default)`)'}"
@@ -156,7 +170,7 @@ class PBT(eqx.Module):
                     raise
                 raise ValueError(
                     f"PBT(space) names {name!r}, which is not a hyperparameter leaf of "
-                    f"{type(self.agent).__name__}; tunable names: {sorted(tunable)}"
+                    f"{type(self.agent).__name__}; tunable names: {_tunable_names(self.agent)}"
                     f"{hyperparameter_hint(self.agent, name)}"
                 ) from None
             if not isinstance(domain, AbstractDomain):
@@ -164,10 +178,10 @@ class PBT(eqx.Module):
                     f"PBT(space[{name!r}]) must be a domain (LogUniform, Uniform, Choice, IntUniform, "
                     f"IntLogUniform), got {type(domain).__name__}"
                 )
-            if path in resolved:
+            if path in resolved.values():
                 raise ValueError(f"PBT(space) names {path!r} twice")
-            resolved[path] = domain
-        self.space = _Space(resolved.items())
+            resolved[name] = path
+        self.space = _Space(self.space.items(), resolved.values())
         if self.exploit is None:
             quarter = max(1, self.population_size // 4)
             self.exploit = Truncation(quarter, quarter)

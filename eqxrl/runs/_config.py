@@ -1,9 +1,11 @@
 """A run's configuration: the agent (by registry name and fields), env, budget and seeds;
 `config.json` written and read back, and the agent rebuilt from it."""
 
+import dataclasses
 import datetime
 import json
 import pathlib
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,9 +47,17 @@ def eval_key(seed: int) -> Key:
 
 
 def float_fields(agent_cls: type) -> set[str]:
-    """The names of an agent class's own hyperparameter fields (numbers, or for learning
-    rates also schedules; the modules' nested ones are listed by `agent.hyperparameters()`)."""
-    return {name for name, f in agent_cls.keywords().items() if is_hyperparameter_field(f)}
+    """The names of an agent class's own hyperparameter keywords (numbers, or for learning
+    rates also schedules: its fields, and the init-only keywords that take a float, such as
+    PPO's `learning_rate`; the modules' nested ones are listed by `agent.hyperparameters()`)."""
+    return {name for name, f in agent_cls.keywords().items() if is_hyperparameter_field(f) or _takes_float(f)}
+
+
+def _takes_float(field: Any) -> bool:
+    """Whether an init-only keyword (`dataclasses.InitVar`) takes a float."""
+    if not isinstance(field.type, dataclasses.InitVar):
+        return False
+    return float in (typing.get_args(field.type.type) or (field.type.type,))
 
 
 def member_configs(agent: AbstractAgent | Stacked) -> list[dict[str, Any]]:

@@ -28,12 +28,12 @@ def test_ippo_is_composed_of_a_ppo_on_a_seat_of_the_team_env():
     assert IPPO(SPREAD, **TINY, share_parameters=False).learner is not None
     assert IPPO(SPREAD, **TINY, share_parameters=False).learner.num_envs == 2
     # PPO's names are IPPO's: as keywords, in config.json (flat), and for --set, sweeps and PBT
-    assert "ppo.learning_rate" in agent.hyperparameters() and agent.config()["env"] == SPREAD
+    assert "ppo.optimizer.learning_rate" in agent.hyperparameters() and agent.config()["env"] == SPREAD
     assert list(IPPO.keywords())[-2:] == ["share_parameters", "agent_ids"] and "num_minibatches" in IPPO.keywords()
     config = agent.config()
     assert config["num_envs"] == 2 and config["share_parameters"] and "ppo" not in config and "vector_env" not in config
     faster = eqxrl.agents.set_hyperparameter(agent, "learning_rate", 1e-3)
-    assert float(faster.ppo.learning_rate) == pytest.approx(1e-3) and float(agent.ppo.learning_rate) == pytest.approx(2.5e-4)
+    assert float(faster.ppo.optimizer.learning_rate) == pytest.approx(1e-3) and float(agent.ppo.learning_rate) == pytest.approx(2.5e-4)
     given = IPPO(SPREAD, ppo=agent.ppo)
     assert given.ppo is agent.ppo and given.config() == config
     with pytest.raises(ValueError, match=r"^IPPO\(ppo\) is the PPO every agent learns with: give it, or PPO's fields \(\['gamma'\]\), not both$"):

@@ -27,7 +27,7 @@ def test_the_critic_sees_every_agents_observation_and_the_actor_its_own():
     # composed of a PPO on a seat of the plain team env, whose fields are MAPPO's keywords (config.json: flat)
     assert type(agent.ppo) is PPO and agent.ppo.num_envs == 2 and agent.ppo.actor_torso is None
     assert "actor_epochs" not in MAPPO.keywords() and list(MAPPO.keywords())[-1] == "global_state"
-    assert agent.config()["hidden_sizes"] == [8] and "ppo.learning_rate" in agent.hyperparameters()
+    assert agent.config()["hidden_sizes"] == [8] and "ppo.optimizer.learning_rate" in agent.hyperparameters()
     seat = agent.learner.env.observation_space.spaces
     assert {k: v.shape for k, v in seat.items()} == {"obs": (18,), "global_state": (54,), "agent_id": (3,)}
     state = jax.eval_shape(agent.init, jax.random.key(0))  # (shapes only: nothing compiled)

@@ -256,7 +256,8 @@ def test_evaluate_bad_run_dir(one_seed, damage, message, tmp_path, capsys):
 
 def test_flags_are_generated_from_the_dataclass():
     flags = {f.name: f for f in cli.agent_flags(PPO)}
-    assert set(flags) == {f.name for f in dataclasses.fields(PPO)} - {"env", "vector_env"}  # (a batched env has no flag)
+    assert set(flags) == set(PPO.keywords()) - {"vector_env"}  # (its fields and init-only keywords; a batched env has no flag)
+    assert {"learning_rate", "anneal_lr"} <= set(flags) - {f.name for f in dataclasses.fields(PPO)}  # (keywords that build the optimizer)
     # an agent composed of a PPO takes PPO's flags as its own (its keywords)
     ippo = [f.name for f in cli.agent_flags(eqxrl.agents.IPPO)]
     assert ippo == [*(n for n in flags), "share_parameters", "agent_ids"]

@@ -98,7 +98,8 @@ def test_progress_bar_shows_steps_and_return(agent, getkey, capsys):
 
 def test_hyperparameters_and_config(agent):
     hp = agent.hyperparameters()
-    assert set(hp) >= {"learning_rate", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef"}
+    assert set(hp) >= {"optimizer.learning_rate", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef"}  # (the rate lives in the optimizer)
+    assert float(agent.learning_rate) == float(hp["optimizer.learning_rate"])  # (its keyword reads it there)
     assert all(v.dtype == jnp.float32 and v.shape == () for v in hp.values())
     cfg = agent.config()
     assert cfg["agent"] == "PPO" and cfg["num_envs"] == 4 and cfg["hidden_sizes"] == [8]
