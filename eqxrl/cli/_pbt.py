@@ -112,11 +112,14 @@ def add_pbt_command(commands: Any) -> None:
 
 
 def default_space(agent: AbstractAgent) -> dict[str, Any]:
+    """`--tune`'s default: every learning rate, a decade either side, by the name a user knows it by
+    (the keyword, `learning_rate`, for a rate the agent keeps in its optimizer)."""
+    keyword = {path: name for name, path in type(agent).aliases.items()}
     out = {}
-    for name, value in agent.hyperparameters().items():
+    for path, value in agent.hyperparameters().items():
         v = float(np.asarray(value))
-        if name.endswith("learning_rate") and v > 0:
-            out[name] = LogUniform(v / 10, v * 10)
+        if path.endswith("learning_rate") and v > 0:
+            out[keyword.get(path, path)] = LogUniform(v / 10, v * 10)
     return out
 
 

@@ -90,11 +90,25 @@ def config_mismatch(saved_name: str, saved: list[dict[str, Any]], agent: Any, wh
     for i, (a, b) in enumerate(zip(saved, given)):
         if a != b and set(a) - set(b):  # (written by an eqxrl whose agents stored keywords that now build modules)
             a = _as_written_now(a, agent) or a
+        a, b = flat_config(a), flat_config(b)  # (a number inside a module named by its path: optimizer.learning_rate)
         for k in list(a) + [k for k in b if k not in a]:
             if a.get(k) != b.get(k):
                 member = f"member {i}: " if len(saved) > 1 else ""
                 return f"{member}{k}={a.get(k)!r} in {where}, {k}={b.get(k)!r} in the agent given"
     return None
+
+
+def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """An agent config with the fields of the modules it holds (`{"class": ..., <fields>}`) as dotted
+    keys (`optimizer.learning_rate`, `optimizer.class`): what a difference between two configs is
+    named by, in errors and in a sweep's legend."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        if isinstance(v, Mapping) and "class" in v:
+            out.update(flat_config(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _as_written_now(saved: dict[str, Any], agent: Any) -> dict[str, Any] | None:

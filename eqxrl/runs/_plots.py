@@ -11,6 +11,7 @@ import numpy as np
 
 from ..agents import SkillReport
 from ..store import atomic_write_bytes
+from ._config import flat_config
 from ._files import PathLike
 
 __all__ = ["figure", "member_labels", "plot_learning_curve", "plot_skill_trajectories", "png_bytes"]
@@ -118,7 +119,9 @@ def _plot_evaluations(ax: Any, metrics: Mapping[str, Any], steps: np.ndarray, me
 
 
 def member_labels(members: list[dict[str, Any]]) -> list[str]:
-    """Legend labels for sweep members: the fields in which they differ."""
+    """Legend labels for sweep members: the fields in which they differ (a module's by dotted path,
+    `optimizer.learning_rate=0.001`)."""
+    members = [flat_config(m) for m in members]
     keys = [k for k in members[0] if any(m.get(k) != members[0].get(k) for m in members)]
     return [", ".join(f"{k}={m[k]}" for k in keys) or f"member {i}" for i, m in enumerate(members)]
 

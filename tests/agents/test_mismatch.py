@@ -41,7 +41,7 @@ def test_evaluate_names_the_first_differing_leaf():
 def test_load_state_names_the_agent_or_field_that_differs(run_dir):
     with pytest.raises(ValueError, match=r"does not hold a state of the agent given: the run was written for agent 'ppo', got 'dqn'"):
         eqxrl.runs.load_state(run_dir, DQN("CartPole-v1", hidden_sizes=(8,)))
-    with pytest.raises(ValueError, match=r"learning_rate=0.00025 in the run, learning_rate=0.001 in the agent given"):
+    with pytest.raises(ValueError, match=r"optimizer.learning_rate=0.00025 in the run, optimizer.learning_rate=0.001 in the agent given"):
         eqxrl.runs.load_state(run_dir, PPO("CartPole-v1", **SMALL, hidden_sizes=(8,), learning_rate=1e-3))
     with pytest.raises(ValueError, match=r"hidden_sizes=\[8\] in the run, hidden_sizes=\[16\] in the agent given"):
         eqxrl.runs.load_state(run_dir, PPO("CartPole-v1", **SMALL, hidden_sizes=(16,)))

@@ -20,9 +20,9 @@ def test_the_next_update_uses_the_new_value():
     # progress 0 (`learning_rate.init_value`, a nested path), so doubling it doubles the step.
     agent = PPO("CartPole-v1", learning_rate=CosineSchedule(1e-3), **TINY_PPO)
     state = agent.init(jax.random.key(0))
-    faster = set_hyperparameter(agent, "learning_rate.init_value", 2e-3)
-    assert float(faster.hyperparameters()["learning_rate.init_value"]) == pytest.approx(2e-3)
-    assert float(agent.hyperparameters()["learning_rate.init_value"]) == pytest.approx(1e-3)  # a copy
+    faster = set_hyperparameter(agent, "learning_rate.init_value", 2e-3)  # (the keyword's path: the optimizer's schedule)
+    assert float(faster.hyperparameters()["optimizer.learning_rate.init_value"]) == pytest.approx(2e-3)
+    assert float(agent.hyperparameters()["optimizer.learning_rate.init_value"]) == pytest.approx(1e-3)  # a copy
     clock = Clock(jnp.zeros((), jnp.int32), jnp.asarray(10, jnp.int32))
     step = eqx.filter_jit(lambda a, s: a.train_iteration(s, clock)[0])
     before = jax.tree.leaves(eqx.filter(state.actor, eqx.is_inexact_array))

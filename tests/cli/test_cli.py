@@ -113,8 +113,9 @@ def test_run_directory(request, fixture, num_seeds, seed):
 def test_hyperparameter_flags_reach_the_agent(one_seed):
     run_dir, _ = one_seed
     saved = json.loads((run_dir / "config.json").read_text())["agent_config"]
-    assert saved["learning_rate"] == 1e-3 and saved["gamma"] == 0.98
-    assert saved["anneal_lr"] is False and saved["activation"] == "relu"
+    # --learning-rate and --anneal-lr built the optimizer, which config.json records
+    assert saved["optimizer"]["learning_rate"] == 1e-3 and saved["optimizer"]["anneal"] is False and saved["gamma"] == 0.98
+    assert "learning_rate" not in saved and saved["activation"] == "relu"
     assert saved["hidden_sizes"] == [16] and saved["num_envs"] == 2 and saved["rollout_length"] == 64
     agent = runs.load_agent(run_dir)
     assert isinstance(agent, PPO)

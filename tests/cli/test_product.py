@@ -137,7 +137,7 @@ def test_resume_a_seed_batch_and_a_sweep(tmp_path, monkeypatch):
     _assert_same(full[0], resumed[0])
     _assert_same_metrics(full[1], resumed[1])
     agent, state, config = runs.load_run(tmp_path / "sweep-cut")
-    assert isinstance(agent, eqxrl.Stacked) and [m["learning_rate"] for m in config["members"]] == [1e-3, 3e-3]
+    assert isinstance(agent, eqxrl.Stacked) and [m["optimizer"]["learning_rate"] for m in config["members"]] == [1e-3, 3e-3]
     assert (tmp_path / "sweep" / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -220,7 +220,7 @@ def test_mismatched_agent_names_the_first_field(tmp_path, getkey):
     checkpoints = []
     eqxrl.train(agent, getkey(), 64, progress=False, chunk_iterations=1, callback=lambda c: checkpoints.append(c.copy()))
     runs.save_checkpoint(tmp_path, agent, checkpoints[0])
-    with pytest.raises(ValueError, match=r"learning_rate=0.001 in the checkpoint, learning_rate=0.003 in the agent given"):
+    with pytest.raises(ValueError, match=r"optimizer.learning_rate=0.001 in the checkpoint, optimizer.learning_rate=0.003 in the agent given"):
         runs.load_checkpoint(tmp_path, tiny("ppo", learning_rate=3e-3), num_seeds=1)
     with pytest.raises(ValueError, match=r"hidden_sizes=\[8\] in the checkpoint, hidden_sizes=\[16\]"):
         runs.load_checkpoint(tmp_path, tiny("ppo", learning_rate=1e-3, hidden_sizes=(16,)), num_seeds=1)

@@ -97,7 +97,7 @@ def test_every_row_and_the_evaluation_reach_tensorboard_wandb_and_mlflow(tmp_pat
     config = load_config(run_dir)
     assert config["log"] == ["tensorboard", "wandb", "mlflow"]
     run = client.get_run(config["sinks"]["mlflow"]["run_id"])
-    assert run.info.status == "FINISHED" and run.data.params["agent_config.learning_rate"] == "0.00025"
+    assert run.info.status == "FINISHED" and run.data.params["agent_config.optimizer.learning_rate"] == "0.00025"
     got: dict[int, dict[str, float]] = {}
     for key in run.data.metrics:
         for m in client.get_metric_history(run.info.run_id, key):
