@@ -90,9 +90,11 @@ class PBT(eqx.Module):
 
     - `agent`: any eqxrl agent; its values are the defaults of every leaf not in `space`.
     - `space`: `{name: domain}` over the agent's hyperparameter leaves, by dotted
-      path (`agent.hyperparameters()` lists them) or by a flat name that names one
-      path only, e.g. `{"learning_rate": LogUniform(1e-4, 1e-2)}` or
-      `{"critic_optimizer.learning_rate": ..., "buffer.alpha": Uniform(0.4, 0.8)}`.
+      path (`agent.hyperparameters()` lists them), by a keyword that names one
+      (`type(agent).aliases`: PPO's `learning_rate` is `optimizer.learning_rate`), or by
+      a flat name that names one path only, e.g. `{"learning_rate": LogUniform(1e-4, 1e-2)}`
+      or `{"critic_optimizer.learning_rate": ..., "buffer.alpha": Uniform(0.4, 0.8)}`. The
+      history, the records and the trackers name each as it is given here.
     - `population_size`: members (sharded over the devices that divide it).
     - `ready`: env steps per member between two exploit/explore steps.
     - `exploit`: `Truncation(num_replaced, num_parents)` (default: the worst

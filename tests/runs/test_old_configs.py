@@ -42,5 +42,5 @@ def test_a_run_directory_written_before_the_buffer_keywords_loads_and_resumes(tm
     # a real difference is still named
     config["agent_config"]["per_alpha"] = 0.25
     (run_dir / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"does not hold a state of the agent given: buffer=\{.*'alpha': 0.25.*\} in the run, buffer=\{.*'alpha': 0.5"):
+    with pytest.raises(ValueError, match=r"does not hold a state of the agent given: buffer.alpha=0.25 in the run, buffer.alpha=0.5 in the agent given$"):
         eqxrl.runs.load_state(run_dir, agent)
