@@ -74,12 +74,12 @@ class AbstractAgent(eqx.Module):
     `default_budget`): a budget at which the defaults learn `default_env`
     (benchmarks/defaults.py measures it for every built-in agent)."""
     replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {}
-    aliases: ClassVar[dict[str, str]] = {}
-    """`{keyword: path}`: init-only keywords whose number now lives in a module the agent stores
-    (`{"per_alpha": "buffer.alpha"}`); `--set`, sweeps and PBT spaces take the keyword for the path."""
     """`{slot: (field, ...)}`: fields a module-valued slot makes unused when it is given
     (`{"critic_optimizer": ("critic_learning_rate",)}`); `hyperparameters()` leaves
     them out, so PBT and sweeps never tune a number nothing reads."""
+    aliases: ClassVar[dict[str, str]] = {}
+    """`{keyword: path}`: init-only keywords whose number now lives in a module the agent stores
+    (`{"per_alpha": "buffer.alpha"}`); `--set`, sweeps and PBT spaces take the keyword for the path."""
     presets: ClassVar[dict[str, Callable[[], dict[str, Any]]]] = {}
     """Named configurations, `{name: () -> {field: value}}`, for tasks the defaults do not serve
     (PPO's `"recurrent"`): `from_preset(name, env)`, `eqxrl train AGENT --preset NAME`."""

@@ -24,7 +24,7 @@ def _same(a: Any, b: Any) -> bool:
         return False
     try:
         if isinstance(a, eqx.Module) or isinstance(b, eqx.Module):
-            return a is b or bool(eqx.tree_equal(a, b))
+            return bool(eqx.tree_equal(a, b))
         return bool(a == b)
     except (TypeError, ValueError):
         return False

@@ -65,7 +65,7 @@ class MAPPO(AbstractTeamAgent):
             )
         if is_recurrent(actor):
             raise ValueError(f"MAPPO(actor_torso) must be a feed-forward torso (a recurrent one needs shared_torso=True), got {type(actor).__name__}")
-        self.ppo = team_ppo("MAPPO", env, True, ppo, fields, type(self).keywords())
+        self.ppo = team_ppo("MAPPO", env, False, ppo, fields, type(self).keywords())  # (a plain seat: its PPO holds the settings; ids go on the central seat)
         self.share_parameters, self.agent_ids, self.global_state = share_parameters, agent_ids, global_state
 
     def __check_init__(self):
