@@ -232,3 +232,26 @@ def test_ppo_continuous_improves_on_pendulum():
     # untrained return, and the median above -700 (native, 3 seeds: gains 729, 550, 1082, the first three of 4
     # natively and with AVX2).
     assert most_above(trained - untrained, 500) and np.median(trained) > -700, (untrained, trained)
+
+
+def test_the_optimizer_keywords_build_the_optimizer_the_agent_stores():
+    """`learning_rate`, `max_grad_norm`, `anneal_lr` and `grad_clip` are init-only keywords: they
+    build `optimizer`, where the numbers live; with an optimizer given they must agree with it."""
+    from typecheck import no_runtime_typecheck
+
+    from eqxrl.components import Adam
+
+    agent = PPO("CartPole-v1", learning_rate=1e-3, max_grad_norm=0.7, anneal_lr=False, grad_clip="value")
+    assert agent.optimizer == Adam(1e-3, 0.7, clip="value", anneal=False)
+    assert float(agent.learning_rate) == pytest.approx(1e-3) and agent.grad_clip == "value" and agent.anneal_lr is False
+    assert "optimizer.learning_rate" in agent.hyperparameters() and "learning_rate" not in agent.config()
+    given = Adam(3e-4, 0.5, anneal=True)
+    assert PPO("CartPole-v1", optimizer=given).optimizer is given
+    assert PPO("CartPole-v1", optimizer=given, learning_rate=3e-4).optimizer is given  # (a keyword that agrees)
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"^PPO\(optimizer\) is the networks' optimizer itself: with it given, \['learning_rate'\] must stay unset \(or agree with it\)$"):
+            PPO("CartPole-v1", optimizer=given, learning_rate=1e-2)
+        with pytest.raises(ValueError, match=r"^PPO\(grad_clip\) must be 'global_norm', 'value' or 'none', got 'norm'$"):
+            PPO("CartPole-v1", grad_clip="norm")
+        with pytest.raises(ValueError, match=r"^PPO\(vector_env\) must be a batched eqxrl AbstractEnv or None, got 'CartPole-v1'$"):
+            PPO("CartPole-v1", vector_env="CartPole-v1")
