@@ -2,6 +2,7 @@
 Sample Efficiency and Simplicity"): SAC without target networks, its critics batch-renormalised, the
 current and next (observation, action) pairs through the critics in one call."""
 
+from dataclasses import InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -34,6 +35,7 @@ from ..components import (
 from ._actor_critic import AbstractActorCriticAgent, critic_td_loss, every_nth_update
 from ._noise import policy_noise_spec
 from ._off_policy import check_continuous
+from ._off_policy_loop import OffPolicyLoop
 from ._sac import init_sac_parts, sac_policy_update
 
 
@@ -71,7 +73,8 @@ class CrossQ(AbstractActorCriticAgent):
         "critic_optimizer": ("critic_learning_rate",),
         "alpha_optimizer": ("alpha_learning_rate",),
     }
-    learning_starts: int = eqx.field(static=True, default=100)
+    loop: OffPolicyLoop | None = None
+    learning_starts: InitVar[int] = 100
     critic_hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(1024, 1024), converter=tuple)
     policy_delay: int = eqx.field(static=True, default=3)
     batch_norm_momentum: float = eqx.field(static=True, default=0.99)

@@ -19,6 +19,7 @@ skill, and the descriptor's change `delta = descriptor' - descriptor`. It then
    place of the env's.
 """
 
+from dataclasses import InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -48,6 +49,7 @@ from ._base import as_env
 from ._dads_report import SkillReport, evaluate_skills
 from ._actor_critic import AbstractActorCriticAgent
 from ._off_policy import OffPolicyState, check_continuous
+from ._off_policy_loop import OffPolicyLoop
 from ._sac import SAC, SACLearner
 
 DYNAMICS_INPUTS = ("descriptor", "observation")
@@ -115,8 +117,9 @@ class DADS(AbstractActorCriticAgent):
     dynamics_learn_std: bool = eqx.field(static=True, default=False)
     dynamics_update_period: int = eqx.field(static=True, default=1)
     dynamics_hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
-    num_envs: int = eqx.field(static=True, default=4)
-    updates_per_step: float = eqx.field(static=True, default=0.5)
+    loop: OffPolicyLoop | None = None
+    num_envs: InitVar[int] = 4
+    updates_per_step: InitVar[float] = 0.5
     autotune: bool = eqx.field(static=True, default=True)
     alpha_optimizer: AbstractOptimizer | None = optimizer_slot()
     dynamics_optimizer: AbstractOptimizer | None = optimizer_slot()

@@ -9,6 +9,7 @@ from jaxtyping import Array, Float
 from ..core import hyperparameter
 from ..components import AbstractSchedule, learning_rate
 from ._deterministic import AbstractDeterministicAgent
+from ._off_policy_loop import OffPolicyLoop
 
 
 class DDPG(AbstractDeterministicAgent):
@@ -19,6 +20,7 @@ class DDPG(AbstractDeterministicAgent):
     policy_delay: ClassVar[int] = 1
     target_noise: ClassVar[None] = None
     target_noise_clip: ClassVar[None] = None
+    loop: OffPolicyLoop | None = None
     target_update_interval: int = eqx.field(static=True, default=1)
     actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)

@@ -37,6 +37,7 @@ from ..components import (
 from ..envs import AbstractEnv, Discrete
 from ._noise import epsilon_greedy_from_noise, epsilon_greedy_noise_spec
 from ._off_policy import AbstractOffPolicyAgent
+from ._off_policy_loop import OffPolicyLoop
 
 
 EPSILON_DECAYS = ("linear", "exponential")
@@ -96,13 +97,14 @@ class DQN(AbstractOffPolicyAgent):
     double=True, prioritized=True, n_step=3` (docs/agents/dqn.md, "Rainbow").
     """
 
-    num_envs: int = eqx.field(static=True, default=10)
-    updates_per_step: float = eqx.field(static=True, default=0.5)
+    loop: OffPolicyLoop | None = None
+    num_envs: InitVar[int] = 10
+    updates_per_step: InitVar[float] = 0.5
     # Batch 256 and a learning rate annealed to 0 (`anneal_lr`): with batch 128 and a constant rate,
     # 2 of 4 seeds collapsed late on CartPole at 500k and 1M env steps (docs/agents/dqn.md, "Defaults").
-    batch_size: int = eqx.field(static=True, default=256)
+    batch_size: InitVar[int] = 256
     buffer_size: InitVar[int] = 50_000
-    learning_starts: int = eqx.field(static=True, default=5_000)
+    learning_starts: InitVar[int] = 5_000
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
     double: bool = eqx.field(static=True, default=True)
     loss: str = eqx.field(static=True, default="mse")

@@ -6,6 +6,9 @@ stores the module only, so each number lives once, where it is used. `AbstractAg
 keeps the keywords' names working for `--set`, sweeps and PBT; `AbstractAgent.keywords()` lists
 them for the command line and `config.json`."""
 
+import dataclasses
+import types
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -14,6 +17,9 @@ import jax
 
 from ..components import Adam, PrioritizedReplayBuffer, ReplayBuffer, check_learning_rate
 from ..core import check_hyperparameter, check_positive_int
+
+
+_SLOT = object()  # (module_from_keywords: read the module from the agent's field)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -30,12 +36,15 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def module_from_keywords(agent: Any, slot: str, keywords: Mapping[str, Any], what: str, build: Callable[[], Any]) -> Any:
-    """**Returns:** the module the agent's `slot` holds, or (None) `build()`, from the init-only
-    `keywords`. With the module given, a keyword whose value is neither its default nor what the
-    module says (`agent.init_only_value`: a `dataclasses.replace` passes those back) is refused in
-    one line naming `slot`, `what` it is, and the keywords."""
-    current = getattr(agent, slot)
+def module_from_keywords(
+    agent: Any, slot: str, keywords: Mapping[str, Any], what: str, build: Callable[[], Any], current: Any = _SLOT
+) -> Any:
+    """**Returns:** the module the agent's `slot` holds (or `current`, the value of an init-only
+    `slot`), or (None) `build()`, from the init-only `keywords`. With the module given, a keyword
+    whose value is neither its default nor what the module says (`agent.init_only_value`: a
+    `dataclasses.replace` passes those back) is refused in one line naming `slot`, `what` it is,
+    and the keywords."""
+    current = getattr(agent, slot) if current is _SLOT else current
     if current is None:
         return build()
     fields = type(agent).__dataclass_fields__
@@ -62,3 +71,12 @@ def default_buffer(owner: str, buffer_size: int, prioritized: bool, per_alpha: A
     check_positive_int(owner, "buffer_size", buffer_size)
     check_hyperparameter(owner, "per_alpha", per_alpha, lambda v: v >= 0, ">= 0")
     return PrioritizedReplayBuffer(buffer_size, alpha=per_alpha) if prioritized else ReplayBuffer(buffer_size)
+
+
+def keyword_types(field: dataclasses.Field) -> tuple[Any, ...]:
+    """The types a constructor keyword takes, from the dataclass field that declares it: an
+    init-only keyword's `InitVar[float | Array]` gives `(float, Array)`; a field's annotation
+    likewise (`(int, NoneType)` for `int | None`). For the command line's flags and the
+    configs' float keywords."""
+    tp = field.type.type if isinstance(field.type, dataclasses.InitVar) else field.type
+    return typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)

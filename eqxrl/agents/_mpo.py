@@ -38,6 +38,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Box, Discrete
 from ._actor_critic import AbstractActorCriticAgent, update_critics
+from ._off_policy_loop import OffPolicyLoop
 from ._base import with_mask
 from ._noise import policy_noise_spec
 
@@ -148,6 +149,7 @@ class MPO(AbstractActorCriticAgent):
         "critic_optimizer": ("critic_learning_rate",),
         "dual_optimizer": ("dual_learning_rate",),
     }
+    loop: OffPolicyLoop | None = None
     num_critics: int = eqx.field(static=True, default=2)
     num_action_samples: int = eqx.field(static=True, default=20)
     target_update_period: int = eqx.field(static=True, default=100)

@@ -20,10 +20,9 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
+from ..core import EnvState, Key, Metrics, check_hyperparameter, hyperparameter, is_positive_int
 from ..components import (
     get_activation,
     AbstractLossTerm,
@@ -38,7 +37,6 @@ from ..components import (
     RunningMeanStd,
     Sample,
     Transition,
-    as_buffer,
     as_torso,
     check_loss_terms,
     check_optimizer,
@@ -49,7 +47,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Box, Discrete, RescaleAction
 from ._base import AbstractRolloutAgent, Clock, as_env, check_no_action_masks
-from ._keywords import default_buffer, module_from_keywords
+from ._off_policy_loop import LOOP_KEYWORDS, OffPolicyLoop, check_loop, init_only_names, loop_from_keywords
 from ._noise import no_noise_sampler
 
 
@@ -86,15 +84,17 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     """Replay-buffer agents: the configuration they share, declared and validated
     here once, and the hooks each implements.
 
-    Shared fields (a subclass may give a field another default by declaring it again):
+    Shared keywords (a subclass may give one another default by declaring it again):
 
-    - collection: `num_envs`, `rollout_length`, `learning_starts` (uniform random
-      actions until then), `normalize_observations`;
-    - updates: `updates_per_step`, `batch_size`, `gamma`, `reward_scale`, `tau`
-      (target-network averaging), `max_grad_norm` (of the default optimizers);
-    - replay: `buffer` (any `AbstractReplayBuffer`; not given, built from the init-only keywords
-      `buffer_size`, `prioritized` (a `PrioritizedReplayBuffer`) and `per_alpha` (its `buffer.alpha`)),
-      `n_step` (the n-step window feeds whichever buffer), `per_beta` (PER's IS exponent, annealed to 1);
+    - the loop's settings, stored as one module, `loop` (an `OffPolicyLoop`, built from the
+      init-only keywords of the same names unless given whole): collection (`num_envs`,
+      `rollout_length`, `learning_starts`: uniform random actions until then,
+      `normalize_observations`), replay (`buffer`: any `AbstractReplayBuffer`, not given built from
+      `buffer_size`, `prioritized` (a `PrioritizedReplayBuffer`) and `per_alpha` (its
+      `buffer.alpha`); `n_step`, the n-step window that feeds it; `updates_per_step`,
+      `batch_size`, `per_beta`: PER's IS exponent, annealed to 1) and the update's batch
+      (`gamma`, `reward_scale`). `agent.gamma` reads `agent.loop.gamma`, and so on;
+    - `tau` (target-network averaging), `max_grad_norm` (of the default optimizers);
     - the critic (for DQN: the Q-network): `critic_torso` (None: the MLP of
       `hidden_sizes` and `activation`), `critic_optimizer` (None: Adam with the
       agent's critic learning rate and `max_grad_norm`; or an eqxrl optimizer or any
@@ -103,73 +103,61 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     """
 
     env: AbstractEnv = eqx.field(converter=as_env)
-    num_envs: int = eqx.field(static=True, default=1)
-    rollout_length: int = eqx.field(static=True, default=1)
-    updates_per_step: float = eqx.field(static=True, default=1.0)
-    batch_size: int = eqx.field(static=True, default=256)
+    loop: eqx.AbstractVar[OffPolicyLoop | None]  # (None until `__post_init__` builds it from the keywords below)
+    num_envs: InitVar[int] = 1
+    rollout_length: InitVar[int] = 1
+    updates_per_step: InitVar[float] = 1.0
+    batch_size: InitVar[int] = 256
     buffer_size: InitVar[int] = 100_000
-    learning_starts: int = eqx.field(static=True, default=1_000)
-    n_step: int = eqx.field(static=True, default=1)
+    learning_starts: InitVar[int] = 1_000
+    n_step: InitVar[int] = 1
     prioritized: InitVar[bool] = False
-    normalize_observations: bool = eqx.field(static=True, default=False)
+    normalize_observations: InitVar[bool] = False
+    buffer: InitVar[AbstractReplayBuffer | None] = None
+    gamma: InitVar[float | Array] = 0.99
+    reward_scale: InitVar[float | Array] = 1.0
+    per_alpha: InitVar[float | Array] = 0.6  # (an array when read back from the buffer: dataclasses.replace)
+    per_beta: InitVar[float | Array] = 0.4
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
     activation: str = eqx.field(static=True, default="relu")
     critic_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
-    buffer: AbstractReplayBuffer | None = eqx.field(default=None, converter=as_buffer)  # (None: built in __post_init__)
     critic_optimizer: AbstractOptimizer | None = optimizer_slot()
     critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
-    gamma: Float[Array, ""] = hyperparameter(0.99)
     tau: Float[Array, ""] = hyperparameter(0.005)
     max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
-    reward_scale: Float[Array, ""] = hyperparameter(1.0)
-    per_alpha: InitVar[float | Array] = 0.6  # (an array when read back from the buffer: dataclasses.replace)
-    per_beta: Float[Array, ""] = hyperparameter(0.4)
-    aliases: ClassVar[dict[str, str]] = {"per_alpha": "buffer.alpha", "buffer_size": "buffer.capacity"}
+    aliases: ClassVar[dict[str, str]] = {
+        **{name: f"loop.{name}" for name in (*LOOP_KEYWORDS, "buffer")},
+        "per_alpha": "loop.buffer.alpha",
+        "buffer_size": "loop.buffer.capacity",
+    }
     takes_action_masks: ClassVar[bool] = False  # True: the agent honours its env's masks (DQN, MPO)
 
-    def __post_init__(self, buffer_size: int, prioritized: bool, per_alpha: float | Array):  # `buffer` from its keywords
-        keywords, owner = dict(buffer_size=buffer_size, prioritized=prioritized, per_alpha=per_alpha), type(self).__name__
-        self.buffer = module_from_keywords(self, "buffer", keywords, "the replay buffer", lambda: default_buffer(owner, **keywords))
+    def __post_init__(self, *keywords: Any):  # `loop` (and its buffer) from the init-only keywords
+        given = dict(zip(init_only_names(type(self)), keywords))
+        self.loop = loop_from_keywords(self, given if self.loop is not None else self.resolve_keywords(given))
+
+    def resolve_keywords(self, keywords: dict[str, Any]) -> dict[str, Any]:
+        """The init-only keywords a `loop` is built from, given those passed (when no `loop` is
+        given); an agent whose defaults depend on its env (SAC) fills in its None ones here.
+        Default: as passed."""
+        return keywords
 
     def __check_init__(self):
         owner = type(self).__name__
         if not isinstance(self.env, AbstractEnv):
             raise ValueError(f"{owner}(env) must be an eqxrl AbstractEnv or an env name, got {self.env!r}")
-        for name in ("num_envs", "rollout_length", "batch_size", "n_step"):
-            check_positive_int(owner, name, getattr(self, name))
+        check_loop(self)
         check_no_action_masks(self, allowed=self.takes_action_masks)  # (and a mask on Box actions: refused)
         sizes = self.hidden_sizes
         if not sizes or not all(is_positive_int(h) for h in sizes):
             raise ValueError(f"{owner}(hidden_sizes) must be a non-empty tuple of positive ints, got {sizes!r}")
         get_activation(self.activation, owner)  # an unknown name fails here, not in init
-        if isinstance(self.learning_starts, bool) or not isinstance(self.learning_starts, (int, np.integer)) or self.learning_starts < 0:
-            raise ValueError(f"{owner}(learning_starts) must be an int >= 0, got {self.learning_starts!r}")
-        if not (isinstance(self.updates_per_step, (int, float)) and self.updates_per_step > 0):
-            raise ValueError(f"{owner}(updates_per_step) must be > 0, got {self.updates_per_step!r}")
-        exact = self.updates_per_step * self.steps_per_iteration
-        if abs(exact - round(exact)) > 1e-6:
-            raise ValueError(
-                f"{owner}(updates_per_step={self.updates_per_step}) times the env steps per iteration "
-                f"(num_envs * rollout_length = {self.steps_per_iteration}) must be a whole number of updates, "
-                f"got {exact:g}; change rollout_length"
-            )
-        if not isinstance(self.buffer, AbstractReplayBuffer):
-            raise ValueError(
-                f"{owner}(buffer) must be an eqxrl.components.AbstractReplayBuffer (ReplayBuffer, "
-                f"PrioritizedReplayBuffer, or a subclass) or None, got {self.buffer!r}"
-            )
-        capacity = self.buffer.capacity
-        if self.batch_size > capacity:
-            raise ValueError(f"{owner}(batch_size={self.batch_size}) must not exceed buffer_size={capacity}")
         check_torso(owner, "critic_torso", self.critic_torso)
         check_optimizer(owner, "critic_optimizer", self.critic_optimizer)
         check_loss_terms(owner, "critic_loss_terms", self.critic_loss_terms)
         check = lambda name, ok, expected: check_hyperparameter(owner, name, getattr(self, name), ok, expected)  # noqa: E731
-        check("gamma", lambda v: 0 <= v <= 1, "in [0, 1]")
         check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
         check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
-        check("reward_scale", lambda v: v > 0, "> 0")
-        check("per_beta", lambda v: 0 <= v <= 1, "in [0, 1]")
 
     def optimizer(self, slot: AbstractOptimizer | None, learning_rate: Any, anneal: bool = False) -> AbstractOptimizer:
         """**Returns:** the optimizer `slot` holds, or (None) Adam with `learning_rate` (a number,
@@ -233,12 +221,14 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         return self.env if self.discrete else RescaleAction(self.env)
 
     def init_only_value(self, name: str, default: Any) -> Any:
-        return isinstance(self.buffer, PrioritizedReplayBuffer) if name == "prioritized" else super().init_only_value(name, default)
+        if self.loop is None:  # (read while `__post_init__` builds it: the class default)
+            return default
+        return isinstance(self.loop.buffer, PrioritizedReplayBuffer) if name == "prioritized" else super().init_only_value(name, default)
 
     @property
     def replay_buffer(self) -> AbstractReplayBuffer:
-        """The buffer training uses: `buffer` (built from `buffer_size`, `prioritized` and `per_alpha` when not given)."""
-        return self.buffer
+        """The buffer training uses: `loop.buffer` (built from `buffer_size`, `prioritized` and `per_alpha` when not given)."""
+        return self.loop.buffer
 
     def batch_for_update(self, sample: Sample, obs_stats: RunningMeanStd | None) -> Sample:
         """The batch `update` receives, from a `sample` of stored `NStepTransition`s and the

@@ -1,6 +1,7 @@
 """Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning; on a Discrete
 action space, discrete SAC (Christodoulou 2019)."""
 
+from dataclasses import InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -40,6 +41,7 @@ from ._actor_critic import AbstractActorCriticAgent, update_critics
 from ._base import Clock, as_env
 from ._noise import policy_noise_spec
 from ._off_policy import OffPolicyState, check_continuous
+from ._off_policy_loop import LOOP_KEYWORDS, OffPolicyLoop
 
 
 DISCRETE_TARGET_ENTROPY_RATIO = 0.5
@@ -97,10 +99,11 @@ class SAC(AbstractActorCriticAgent):
         "alpha_optimizer": ("alpha_learning_rate",),
     }
     # None: the value for the env's action space (`ACTION_SPACE_DEFAULTS`, set in `__post_init__`).
-    num_envs: int = eqx.field(static=True, default=None)
-    updates_per_step: float = eqx.field(static=True, default=None)
-    batch_size: int = eqx.field(static=True, default=None)
-    learning_starts: int = eqx.field(static=True, default=None)
+    loop: OffPolicyLoop | None = None
+    num_envs: InitVar[int | None] = None
+    updates_per_step: InitVar[float | None] = None
+    batch_size: InitVar[int | None] = None
+    learning_starts: InitVar[int | None] = None
     hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=None, converter=tuple)
     autotune: bool = eqx.field(static=True, default=True)
     alpha_optimizer: AbstractOptimizer | None = optimizer_slot()
@@ -115,14 +118,21 @@ class SAC(AbstractActorCriticAgent):
     target_entropy_ratio: Float[Array, ""] = hyperparameter(DISCRETE_TARGET_ENTROPY_RATIO)
 
     def __post_init__(self, *keywords):
-        # Fields left at None take the value for the action space; converters run after this, so
-        # `env` may still be a name here. Then the shared part (the buffer from its `keywords`).
+        # Fields and keywords left at None take the value for the action space; converters run after
+        # this, so `env` may still be a name here. Then the shared part (`loop`, from the keywords).
         self.env = as_env(self.env)  # not an env: the shared check names it
-        discrete = isinstance(self.env, AbstractEnv) and isinstance(self.env.action_space, Discrete)
-        for name, values in ACTION_SPACE_DEFAULTS.items():
-            if getattr(self, name) is None:
-                setattr(self, name, values[discrete])
+        for name, value in self._action_space_defaults().items():
+            if name not in LOOP_KEYWORDS and getattr(self, name) is None:
+                setattr(self, name, value)
         super().__post_init__(*keywords)
+
+    def _action_space_defaults(self) -> dict[str, object]:
+        discrete = isinstance(self.env, AbstractEnv) and isinstance(self.env.action_space, Discrete)
+        return {name: values[discrete] for name, values in ACTION_SPACE_DEFAULTS.items()}
+
+    def resolve_keywords(self, keywords: dict[str, Any]) -> dict[str, Any]:
+        defaults = self._action_space_defaults()
+        return {k: defaults[k] if v is None and k in defaults else v for k, v in keywords.items()}
 
     def __check_init__(self):
         if isinstance(self.env, AbstractEnv) and not self.discrete:

@@ -1,13 +1,12 @@
 """TD3 (Fujimoto et al. 2018): twin critics, delayed policy updates, target policy smoothing."""
 
-from typing import ClassVar
-
 import equinox as eqx
 from jaxtyping import Array, Float
 
 from ..core import hyperparameter
 from ..components import AbstractSchedule, learning_rate
 from ._deterministic import AbstractDeterministicAgent
+from ._off_policy_loop import OffPolicyLoop
 
 
 class TD3(AbstractDeterministicAgent):
@@ -15,6 +14,7 @@ class TD3(AbstractDeterministicAgent):
     targets, the actor and targets updated every `policy_delay` critic updates,
     target actions smoothed by clipped Gaussian noise, Gaussian exploration noise."""
 
+    loop: OffPolicyLoop | None = None
     policy_delay: int = eqx.field(static=True, default=2)
     num_critics: int = eqx.field(static=True, default=2)
     target_update_interval: int = eqx.field(static=True, default=1)

@@ -7,8 +7,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from ..agents import AbstractAgent, set_hyperparameter
-from ..components import AbstractSchedule, as_buffer, as_learning_rate, as_optimizer, as_terms, as_torso
+from ..agents import AbstractAgent, keyword_types, set_hyperparameter
+from ..components import AbstractReplayBuffer, AbstractSchedule, as_buffer, as_learning_rate, as_optimizer, as_terms, as_torso
 from ..core import as_float, trust_modules
 from ._parse import SCALARS, or_none, tuple_of
 from ._specs import SET_HELP, SPEC_HELP, SPEC_PARSERS, parse_set
@@ -110,9 +110,10 @@ def from_value(value: Any, annotation: Any) -> tuple[Callable[[str], Any], str] 
 def spec_kind(field: dataclasses.Field) -> str | None:
     """Which module-valued flag a field takes (`"torso"`, `"buffer"`, `"optimizer"`,
     `"terms"`, `"rate"`; see `eqxrl.cli._specs`), or None for a plain one."""
-    if isinstance(field.type, dataclasses.InitVar):  # an init-only keyword: a learning rate takes a schedule too
-        inner = typing.get_args(field.type.type) or (field.type.type,)
-        return "rate" if any(isinstance(a, type) and issubclass(a, AbstractSchedule) for a in inner) else None
+    if isinstance(field.type, dataclasses.InitVar):  # an init-only keyword: by the modules it takes
+        kinds = {AbstractSchedule: "rate", AbstractReplayBuffer: "buffer"}  # (a learning rate takes a schedule too)
+        inner = [a for a in keyword_types(field) if isinstance(a, type)]
+        return next((kind for base, kind in kinds.items() if any(issubclass(a, base) for a in inner)), None)
     converter = field.metadata.get("converter")
     kinds = {as_torso: "torso", as_optimizer: "optimizer", as_terms: "terms", as_learning_rate: "rate", as_buffer: "buffer"}
     return kinds.get(converter)
@@ -139,10 +140,9 @@ def agent_flags(cls: type[AbstractAgent]) -> list[Flag]:
             found = SPEC_PARSERS[kind]
         elif field.metadata.get("converter") is as_float:
             found = SCALARS[float]  # a float leaf, even with an int default
-        elif default is dataclasses.MISSING:
-            found = from_annotation(field.type)
         else:
-            found = from_value(default, field.type)
+            annotation = field.type.type if isinstance(field.type, dataclasses.InitVar) else field.type
+            found = from_annotation(annotation) if default is dataclasses.MISSING else from_value(default, annotation)
         if found is not None:
             flags.append(Flag(field.name, found[0], found[1], default))
     return flags

@@ -5,7 +5,6 @@ import dataclasses
 import datetime
 import json
 import pathlib
-import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,7 +14,7 @@ import jaxtyping
 import numpy as np
 from jaxtyping import Array
 
-from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, class_path, stack
+from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, class_path, keyword_types, stack
 from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_line, trusting
 from ..envs import make
 from ..loop import make_sinks
@@ -55,9 +54,7 @@ def float_fields(agent_cls: type) -> set[str]:
 
 def _takes_float(field: Any) -> bool:
     """Whether an init-only keyword (`dataclasses.InitVar`) takes a float."""
-    if not isinstance(field.type, dataclasses.InitVar):
-        return False
-    return float in (typing.get_args(field.type.type) or (field.type.type,))
+    return isinstance(field.type, dataclasses.InitVar) and float in keyword_types(field)
 
 
 def member_configs(agent: AbstractAgent | Stacked) -> list[dict[str, Any]]:

@@ -258,14 +258,14 @@ def test_the_buffer_keywords_build_the_buffer_the_agent_stores():
     assert (plain.buffer_size, plain.prioritized, plain.per_alpha) == (50_000, False, 0.6)
     assert DQN("CartPole-v1", buffer=PrioritizedReplayBuffer(64, alpha=0.3), batch_size=32).prioritized
     assert "per_alpha" not in {f.name for f in dataclasses.fields(per)} and "per_alpha" in DQN.keywords()
-    assert "buffer.alpha" in per.hyperparameters() and "per_alpha" not in per.hyperparameters()
-    assert "buffer.alpha" not in plain.hyperparameters()  # (uniform replay has no alpha to tune)
+    assert "loop.buffer.alpha" in per.hyperparameters() and "per_alpha" not in per.hyperparameters()
+    assert "loop.buffer.alpha" not in plain.hyperparameters()  # (uniform replay has no alpha to tune)
     assert float(set_hyperparameter(per, "per_alpha", 0.25).buffer.alpha) == 0.25  # the old name, for --set, sweeps and PBT
     assert [float(a) for a in eqxrl.sweep(per, {"per_alpha": [0.1, 0.2]}).agent.buffer.alpha] == pytest.approx([0.1, 0.2])
     assert eqxrl.pbt.PBT(per, {"per_alpha": eqxrl.pbt.Uniform(0.0, 1.0)}, population_size=2, ready=64).space
     # config.json records the buffer itself; a config written before (the keywords) builds the same agent
-    assert per.config()["buffer"]["class"] == "eqxrl.components:PrioritizedReplayBuffer"
-    assert "per_alpha" not in per.config() and "prioritized" not in per.config()
+    assert per.config()["loop"]["buffer"]["class"] == "eqxrl.components:PrioritizedReplayBuffer"
+    assert not {"per_alpha", "prioritized", "buffer"} & (set(per.config()) | set(per.config()["loop"]) - {"buffer"})
     old = {"buffer": None, "buffer_size": 1000, "prioritized": True, "per_alpha": 0.5}
     assert eqx.tree_equal(eqxrl.runs.agent_from_config({"agent": "dqn", "env": "CartPole-v1", "agent_config": old}), per)
     assert eqx.tree_equal(eqxrl.runs.agent_from_config({"agent": "dqn", "env": "CartPole-v1", "agent_config": eqxrl.runs.agent_config(per)}), per)
@@ -276,6 +276,42 @@ def test_the_buffer_keywords_build_the_buffer_the_agent_stores():
             DQN("CartPole-v1", buffer_size=0)
     flags = {f.name for f in eqxrl.cli.agent_flags(DQN)}
     assert {"buffer", "buffer_size", "prioritized", "per_alpha"} <= flags
+
+
+def test_the_loop_keywords_build_the_loop_the_agent_stores():
+    """A replay agent's loop settings (`num_envs`, `batch_size`, `gamma`, ...) are init-only keywords
+    that build its `loop`, an `OffPolicyLoop`; read on the agent they give the loop's values, and
+    their names work for `--set`, sweeps, PBT, flags and configs of the flat layout."""
+    import eqxrl.cli
+    import eqxrl.pbt
+    from eqxrl.agents import OffPolicyLoop, set_hyperparameter
+    from typecheck import no_runtime_typecheck
+
+    agent = DQN("CartPole-v1", num_envs=4, batch_size=32, gamma=0.9, n_step=3, learning_starts=100)
+    assert isinstance(agent.loop, OffPolicyLoop) and (agent.loop.num_envs, agent.loop.batch_size, agent.loop.n_step) == (4, 32, 3)
+    assert (agent.num_envs, agent.batch_size, float(agent.gamma)) == (4, 32, pytest.approx(0.9))
+    assert not {"num_envs", "gamma"} & {f.name for f in dataclasses.fields(agent)} and {"num_envs", "gamma"} <= set(DQN.keywords())
+    assert DQN("CartPole-v1").num_envs == 10 and SAC("Pendulum-v1").num_envs == 1 and SAC("CartPole-v1").num_envs == 8  # (each agent's defaults)
+    assert "loop.gamma" in agent.hyperparameters() and "gamma" not in agent.hyperparameters()
+    assert float(set_hyperparameter(agent, "gamma", 0.5).loop.gamma) == 0.5
+    assert [float(g) for g in eqxrl.sweep(agent, {"gamma": [0.8, 0.95]}).agent.loop.gamma] == pytest.approx([0.8, 0.95])
+    assert eqxrl.pbt.PBT(agent, {"gamma": eqxrl.pbt.Uniform(0.9, 0.99)}, population_size=2, ready=64).space
+    # given whole, or rebuilt (`dataclasses.replace`, a config) from the loop alone
+    given = DQN("CartPole-v1", loop=agent.loop)
+    assert eqx.tree_equal(given, agent) and eqx.tree_equal(dataclasses.replace(agent, tau=0.5).loop, agent.loop)
+    config = eqxrl.runs.agent_config(agent)
+    assert config["loop"]["class"] == "eqxrl.agents:OffPolicyLoop" and "num_envs" not in config
+    assert eqx.tree_equal(eqxrl.runs.agent_from_config({"agent": "dqn", "env": "CartPole-v1", "agent_config": config}), agent)
+    old = {"num_envs": 4, "batch_size": 32, "gamma": 0.9, "n_step": 3, "learning_starts": 100, "buffer": None}  # (eqxrl 0.2's flat layout)
+    assert eqx.tree_equal(eqxrl.runs.agent_from_config({"agent": "dqn", "env": "CartPole-v1", "agent_config": old}), agent)
+    assert {"num_envs", "batch_size", "gamma", "learning_starts", "normalize_observations"} <= {f.name for f in eqxrl.cli.agent_flags(SAC)}
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"^DQN\(loop\) is the off-policy loop's settings itself: with it given, \['batch_size'\] must stay unset \(or agree with it\)$"):
+            DQN("CartPole-v1", loop=agent.loop, batch_size=64)
+        with pytest.raises(ValueError, match=r"^DQN\(batch_size\) must be a positive int, got 0$"):
+            DQN("CartPole-v1", batch_size=0)
+        with pytest.raises(ValueError, match=r"^DQN\(gamma\) must be in \[0, 1\], got 1.5$"):
+            DQN("CartPole-v1", loop=OffPolicyLoop(gamma=1.5))
 
 
 # ----------------------------------------------------------------------------- loss terms
@@ -380,13 +416,13 @@ def test_hyperparameters_by_dotted_path():
         critic_loss_terms=(L2Penalty(1e-4),),
     )  # fmt: skip
     paths = agent.hyperparameters()
-    for path in ("learning_rate.init_value", "buffer.alpha", "critic_loss_terms.0.coef", "gamma"):
+    for path in ("learning_rate.init_value", "loop.buffer.alpha", "critic_loss_terms.0.coef", "loop.gamma"):
         assert path in paths and get_path(agent, path) is paths[path]
     assert resolve_path(agent, "init_value") == "learning_rate.init_value"  # flat names where unambiguous
-    with pytest.raises(ValueError, match=r"'alpha' is ambiguous, it could be any of \['buffer.alpha', 'learning_rate.alpha'\]"):
+    with pytest.raises(ValueError, match=r"'alpha' is ambiguous, it could be any of \['loop.buffer.alpha', 'learning_rate.alpha'\]"):
         resolve_path(agent, "alpha")
     assert "critic_optimizer.learning_rate" in dataclasses.replace(agent, critic_optimizer=Adam(1e-3)).hyperparameters()
-    moved = replace_paths(agent, {"buffer.alpha": 0.3})
+    moved = replace_paths(agent, {"loop.buffer.alpha": 0.3})
     assert float(moved.buffer.alpha) == pytest.approx(0.3)
     with pytest.raises(ValueError, match=r"PrioritizedReplayBuffer\(alpha\) must be >= 0"):
         set_paths(agent, {"buffer.alpha": -1.0})
