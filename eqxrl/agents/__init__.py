@@ -7,6 +7,7 @@ from ._base import hyperparameter_hint as hyperparameter_hint
 from ._hyperparameters import set_hyperparameter as set_hyperparameter
 from ._keywords import keyword_types as keyword_types
 from ._off_policy_loop import OffPolicyLoop as OffPolicyLoop
+from ._network_spec import NetworkSpec as NetworkSpec
 from ._dads import DADS as DADS
 from ._dads import DADSLearner as DADSLearner
 from ._dads_report import SkillReport as SkillReport

@@ -1,7 +1,8 @@
 """The off-policy agents with a policy network besides their critics."""
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import InitVar
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -16,30 +17,26 @@ from ..components import (
     OptState,
     Sample,
     add_loss_terms,
-    as_torso,
-    check_loss_terms,
-    check_optimizer,
-    check_torso,
-    loss_terms,
-    optimizer_slot,
 )
+from ._network_spec import NETWORK_KEYWORDS, NetworkSpec
 from ._off_policy import AbstractOffPolicyAgent
 
 
 class AbstractActorCriticAgent(AbstractOffPolicyAgent):
     """Off-policy agents with a policy network besides their critics (DDPG, TD3, SAC, CrossQ, MPO, DADS):
-    `actor_torso` (None: the MLP of `hidden_sizes` and `activation`), `actor_optimizer`
-    (None: Adam with the agent's actor learning rate) and `policy_loss_terms`."""
+    `actor`, a `NetworkSpec` (not given: built from the init-only keywords `actor_torso` (None: the MLP of
+    `hidden_sizes` and `activation`), `actor_optimizer` (None: Adam with the agent's actor learning
+    rate) and `policy_loss_terms`)."""
 
-    actor_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
-    actor_optimizer: AbstractOptimizer | None = optimizer_slot()
-    policy_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
-
-    def __check_init__(self):
-        owner = type(self).__name__
-        check_torso(owner, "actor_torso", self.actor_torso)
-        check_optimizer(owner, "actor_optimizer", self.actor_optimizer)
-        check_loss_terms(owner, "policy_loss_terms", self.policy_loss_terms)
+    actor_torso: InitVar[AbstractTorso | Any] = None  # (`| Any`: as the critic's keywords)
+    actor_optimizer: InitVar[AbstractOptimizer | Any] = None
+    policy_loss_terms: InitVar[tuple[AbstractLossTerm, ...] | Any] = ()
+    actor: eqx.AbstractVar[NetworkSpec | None]  # (None until `__post_init__` builds it from its keywords)
+    networks: ClassVar[tuple[str, ...]] = ("critic", "actor")
+    aliases: ClassVar[dict[str, str]] = {
+        **AbstractOffPolicyAgent.aliases,
+        **{keyword: f"actor.{field}" for keyword, field in NETWORK_KEYWORDS["actor"].items() if keyword.startswith(("actor", "policy"))},
+    }
 
 
 def critic_td_loss(

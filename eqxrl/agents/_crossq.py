@@ -35,6 +35,7 @@ from ..components import (
 from ._actor_critic import AbstractActorCriticAgent, critic_td_loss, every_nth_update
 from ._noise import policy_noise_spec
 from ._off_policy import check_continuous
+from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
 from ._sac import init_sac_parts, sac_policy_update
 
@@ -74,6 +75,8 @@ class CrossQ(AbstractActorCriticAgent):
         "alpha_optimizer": ("alpha_learning_rate",),
     }
     loop: OffPolicyLoop | None = None
+    critic: NetworkSpec | None = None
+    actor: NetworkSpec | None = None
     learning_starts: InitVar[int] = 100
     critic_hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(1024, 1024), converter=tuple)
     policy_delay: int = eqx.field(static=True, default=3)
@@ -93,6 +96,8 @@ class CrossQ(AbstractActorCriticAgent):
     alpha_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-3)
     init_alpha: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
+    tau: Float[Array, ""] = hyperparameter(0.005)
+    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
 
     def __check_init__(self):
         check_continuous(self, "CrossQ")  # a Discrete action space: one line naming the env
@@ -154,7 +159,7 @@ class CrossQ(AbstractActorCriticAgent):
     def init_learner(self, key: Key) -> CrossQLearner:
         actor_key, critic_key = jax.random.split(key)
         n, a = self.obs_size, self.action_size
-        actor = TanhGaussianHead(n, a, key=actor_key, torso=self.torso(self.actor_torso), obs_shape=self.obs_shape)
+        actor = TanhGaussianHead(n, a, key=actor_key, torso=self.actor.torso_for(self), obs_shape=self.obs_shape)
         renorm = self.renorm()
         make_q = lambda k: BatchRenormQHead(n, a, self.critic_hidden_sizes, self.activation, key=k, **renorm)  # noqa: E731
         parts = init_sac_parts(self, actor, make_q, critic_key)

@@ -49,6 +49,7 @@ from ._base import as_env
 from ._dads_report import SkillReport, evaluate_skills
 from ._actor_critic import AbstractActorCriticAgent
 from ._off_policy import OffPolicyState, check_continuous
+from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
 from ._sac import SAC, SACLearner
 
@@ -118,6 +119,8 @@ class DADS(AbstractActorCriticAgent):
     dynamics_update_period: int = eqx.field(static=True, default=1)
     dynamics_hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
     loop: OffPolicyLoop | None = None
+    critic: NetworkSpec | None = None
+    actor: NetworkSpec | None = None
     num_envs: InitVar[int] = 4
     updates_per_step: InitVar[float] = 0.5
     autotune: bool = eqx.field(static=True, default=True)
@@ -130,6 +133,8 @@ class DADS(AbstractActorCriticAgent):
     dynamics_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     init_alpha: Float[Array, ""] = hyperparameter(0.1)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
+    tau: Float[Array, ""] = hyperparameter(0.005)
+    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
 
     def __post_init__(self, *keywords):
         # Runs before the converters and `__check_init__`: wrap the env once, here,
@@ -243,16 +248,10 @@ class DADS(AbstractActorCriticAgent):
             batch_size=self.batch_size,
             buffer=self.buffer,
             autotune=self.autotune,
-            actor_torso=self.actor_torso,
-            critic_torso=self.critic_torso,
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
+            critic=self.critic,
+            actor=self.actor,
             alpha_optimizer=self.alpha_optimizer,
-            policy_loss_terms=self.policy_loss_terms,
-            critic_loss_terms=self.critic_loss_terms,
             num_critics=self.num_critics,
-            hidden_sizes=self.hidden_sizes,
-            activation=self.activation,
             actor_learning_rate=self.actor_learning_rate,
             critic_learning_rate=self.critic_learning_rate,
             alpha_learning_rate=self.alpha_learning_rate,

@@ -9,6 +9,7 @@ from jaxtyping import Array, Float
 from ..core import hyperparameter
 from ..components import AbstractSchedule, learning_rate
 from ._deterministic import AbstractDeterministicAgent
+from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
 
 
@@ -21,7 +22,11 @@ class DDPG(AbstractDeterministicAgent):
     target_noise: ClassVar[None] = None
     target_noise_clip: ClassVar[None] = None
     loop: OffPolicyLoop | None = None
+    critic: NetworkSpec | None = None
+    actor: NetworkSpec | None = None
     target_update_interval: int = eqx.field(static=True, default=1)
     actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
     exploration_noise: Float[Array, ""] = hyperparameter(0.1)
+    tau: Float[Array, ""] = hyperparameter(0.005)
+    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))

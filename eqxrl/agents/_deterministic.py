@@ -84,9 +84,9 @@ class AbstractDeterministicAgent(AbstractActorCriticAgent):
         actor_key, critic_key = jax.random.split(key)
         obs_size, action_size = self.obs_size, self.action_size
         actor = DeterministicHead(
-            obs_size, action_size, key=actor_key, torso=self.torso(self.actor_torso), obs_shape=self.obs_shape
+            obs_size, action_size, key=actor_key, torso=self.actor.torso_for(self), obs_shape=self.obs_shape
         )
-        critic_torso = self.torso(self.critic_torso)
+        critic_torso = self.critic.torso_for(self)
         critic = Ensemble(
             lambda k: ContinuousQHead(obs_size, action_size, key=k, torso=critic_torso), self.num_critics, key=critic_key
         )

@@ -37,6 +37,7 @@ from ..components import (
 from ..envs import AbstractEnv, Discrete
 from ._noise import epsilon_greedy_from_noise, epsilon_greedy_noise_spec
 from ._off_policy import AbstractOffPolicyAgent
+from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
 
 
@@ -98,6 +99,7 @@ class DQN(AbstractOffPolicyAgent):
     """
 
     loop: OffPolicyLoop | None = None
+    critic: NetworkSpec | None = None
     num_envs: InitVar[int] = 10
     updates_per_step: InitVar[float] = 0.5
     # Batch 256 and a learning rate annealed to 0 (`anneal_lr`): with batch 128 and a constant rate,
@@ -105,7 +107,7 @@ class DQN(AbstractOffPolicyAgent):
     batch_size: InitVar[int] = 256
     buffer_size: InitVar[int] = 50_000
     learning_starts: InitVar[int] = 5_000
-    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=tuple)
+    hidden_sizes: InitVar[tuple[int, ...]] = (64, 64)
     double: bool = eqx.field(static=True, default=True)
     loss: str = eqx.field(static=True, default="mse")
     target_update_period: int = eqx.field(static=True, default=5)
@@ -198,7 +200,7 @@ class DQN(AbstractOffPolicyAgent):
             self.obs_size,
             self.action_size,
             key=key,
-            torso=self.torso(self.critic_torso),
+            torso=self.critic.torso_for(self),
             obs_shape=self.obs_shape,
             **(support if self.categorical else {}),
             **noisy,

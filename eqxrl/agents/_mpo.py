@@ -38,6 +38,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Box, Discrete
 from ._actor_critic import AbstractActorCriticAgent, update_critics
+from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
 from ._base import with_mask
 from ._noise import policy_noise_spec
@@ -150,6 +151,8 @@ class MPO(AbstractActorCriticAgent):
         "dual_optimizer": ("dual_learning_rate",),
     }
     loop: OffPolicyLoop | None = None
+    critic: NetworkSpec | None = None
+    actor: NetworkSpec | None = None
     num_critics: int = eqx.field(static=True, default=2)
     num_action_samples: int = eqx.field(static=True, default=20)
     target_update_period: int = eqx.field(static=True, default=100)
@@ -232,11 +235,7 @@ class MPO(AbstractActorCriticAgent):
         matching learning rate (clipped at `max_grad_norm`, except the duals: their
         gradients are KL gaps, small by construction)."""
         dual = self.dual_optimizer if self.dual_optimizer is not None else Adam(self.dual_learning_rate)
-        return (
-            self.optimizer(self.actor_optimizer, self.policy_learning_rate),
-            self.optimizer(self.critic_optimizer, self.critic_learning_rate),
-            dual,
-        )
+        return self.optimizer(self.actor_optimizer, self.policy_learning_rate), self.optimizer(self.critic_optimizer, self.critic_learning_rate), dual
 
     def policy_distribution(self, policy: GaussianHead, obs: Float[Array, "*batch obs"]) -> Normal:
         """**Returns:** the Gaussian policy at `obs`: a `tanh`-bounded mean and
@@ -247,7 +246,7 @@ class MPO(AbstractActorCriticAgent):
     def init_learner(self, key: Key) -> MPOLearner:
         policy_key, critic_key = jax.random.split(key)
         n, a = self.obs_size, self.action_size
-        actor_torso, critic_torso = self.torso(self.actor_torso), self.torso(self.critic_torso)
+        actor_torso, critic_torso = self.actor.torso_for(self), self.critic.torso_for(self)
         if self.discrete:
             policy = CategoricalHead(n, a, key=policy_key, torso=actor_torso, obs_shape=self.obs_shape)
             make_q = lambda k: DiscreteQHead(n, a, key=k, torso=critic_torso, obs_shape=self.obs_shape)  # noqa: E731

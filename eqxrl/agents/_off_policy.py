@@ -22,9 +22,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
-from ..core import EnvState, Key, Metrics, check_hyperparameter, hyperparameter, is_positive_int
+from ..core import EnvState, Key, Metrics, check_hyperparameter
 from ..components import (
-    get_activation,
     AbstractLossTerm,
     AbstractOptimizer,
     AbstractReplayBuffer,
@@ -37,16 +36,10 @@ from ..components import (
     RunningMeanStd,
     Sample,
     Transition,
-    as_torso,
-    check_loss_terms,
-    check_optimizer,
-    check_torso,
-    loss_terms,
-    optimizer_slot,
-    torso_or_auto,
 )
 from ..envs import AbstractEnv, Box, Discrete, RescaleAction
 from ._base import AbstractRolloutAgent, Clock, as_env, check_no_action_masks
+from ._network_spec import NETWORK_KEYWORDS, NetworkSpec, check_spec, spec_from_keywords
 from ._off_policy_loop import LOOP_KEYWORDS, OffPolicyLoop, check_loop, init_only_names, loop_from_keywords
 from ._noise import no_noise_sampler
 
@@ -94,12 +87,13 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
       `buffer.alpha`); `n_step`, the n-step window that feeds it; `updates_per_step`,
       `batch_size`, `per_beta`: PER's IS exponent, annealed to 1) and the update's batch
       (`gamma`, `reward_scale`). `agent.gamma` reads `agent.loop.gamma`, and so on;
-    - `tau` (target-network averaging), `max_grad_norm` (of the default optimizers);
-    - the critic (for DQN: the Q-network): `critic_torso` (None: the MLP of
-      `hidden_sizes` and `activation`), `critic_optimizer` (None: Adam with the
-      agent's critic learning rate and `max_grad_norm`; or an eqxrl optimizer or any
-      optax transformation), `critic_loss_terms` (extra loss terms, see
-      `eqxrl.components.AbstractLossTerm`).
+    - the critic (for DQN: the Q-network), stored as `critic`, a `NetworkSpec` (built from the
+      init-only keywords `critic_torso` (None: the MLP of `hidden_sizes` and `activation`),
+      `critic_optimizer` (None: Adam with the agent's critic learning rate and `max_grad_norm`; or
+      an eqxrl optimizer or any optax transformation) and `critic_loss_terms` (extra loss terms,
+      see `eqxrl.components.AbstractLossTerm`), unless given whole);
+    - declared by each agent: `env`, `loop`, `critic`, `tau` (target-network averaging) and
+      `max_grad_norm` (of the default optimizers).
     """
 
     env: AbstractEnv = eqx.field(converter=as_env)
@@ -118,23 +112,30 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     reward_scale: InitVar[float | Array] = 1.0
     per_alpha: InitVar[float | Array] = 0.6  # (an array when read back from the buffer: dataclasses.replace)
     per_beta: InitVar[float | Array] = 0.4
-    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(256, 256), converter=tuple)
-    activation: str = eqx.field(static=True, default="relu")
-    critic_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
-    critic_optimizer: AbstractOptimizer | None = optimizer_slot()
-    critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
-    tau: Float[Array, ""] = hyperparameter(0.005)
-    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
+    hidden_sizes: InitVar[tuple[int, ...]] = (256, 256)
+    activation: InitVar[str] = "relu"
+    # (`| Any`: a wrong value reaches the agent's own check, which names the keyword and what it takes)
+    critic_torso: InitVar[AbstractTorso | Any] = None
+    critic_optimizer: InitVar[AbstractOptimizer | Any] = None
+    critic_loss_terms: InitVar[tuple[AbstractLossTerm, ...] | Any] = ()
+    critic: eqx.AbstractVar[NetworkSpec | None]  # (None until `__post_init__` builds it from its keywords)
+    tau: eqx.AbstractVar[Float[Array, ""]]
+    max_grad_norm: eqx.AbstractVar[Float[Array, ""]]
+    networks: ClassVar[tuple[str, ...]] = ("critic",)
+    """The `NetworkSpec`s the agent stores, each built from its keywords (`NETWORK_KEYWORDS`)."""
     aliases: ClassVar[dict[str, str]] = {
         **{name: f"loop.{name}" for name in (*LOOP_KEYWORDS, "buffer")},
         "per_alpha": "loop.buffer.alpha",
         "buffer_size": "loop.buffer.capacity",
+        **{keyword: f"critic.{field}" for keyword, field in NETWORK_KEYWORDS["critic"].items()},
     }
     takes_action_masks: ClassVar[bool] = False  # True: the agent honours its env's masks (DQN, MPO)
 
     def __post_init__(self, *keywords: Any):  # `loop` (and its buffer) from the init-only keywords
         given = dict(zip(init_only_names(type(self)), keywords))
         self.loop = loop_from_keywords(self, given if self.loop is not None else self.resolve_keywords(given))
+        for network in self.networks:
+            setattr(self, network, spec_from_keywords(self, network, given if getattr(self, network) is not None else self.resolve_keywords(given)))
 
     def resolve_keywords(self, keywords: dict[str, Any]) -> dict[str, Any]:
         """The init-only keywords a `loop` is built from, given those passed (when no `loop` is
@@ -148,13 +149,8 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
             raise ValueError(f"{owner}(env) must be an eqxrl AbstractEnv or an env name, got {self.env!r}")
         check_loop(self)
         check_no_action_masks(self, allowed=self.takes_action_masks)  # (and a mask on Box actions: refused)
-        sizes = self.hidden_sizes
-        if not sizes or not all(is_positive_int(h) for h in sizes):
-            raise ValueError(f"{owner}(hidden_sizes) must be a non-empty tuple of positive ints, got {sizes!r}")
-        get_activation(self.activation, owner)  # an unknown name fails here, not in init
-        check_torso(owner, "critic_torso", self.critic_torso)
-        check_optimizer(owner, "critic_optimizer", self.critic_optimizer)
-        check_loss_terms(owner, "critic_loss_terms", self.critic_loss_terms)
+        for network in self.networks:
+            check_spec(self, network)
         check = lambda name, ok, expected: check_hyperparameter(owner, name, getattr(self, name), ok, expected)  # noqa: E731
         check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
         check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
@@ -164,9 +160,6 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         decayed linearly to 0 over training with `anneal`, or a schedule) and `max_grad_norm`."""
         return slot if slot is not None else Adam(learning_rate, self.max_grad_norm, anneal=anneal)
 
-    def torso(self, slot: AbstractTorso | None) -> AbstractTorso:
-        """**Returns:** the torso `slot` holds, or (None) `auto_torso` of the observation space (the MLP of `hidden_sizes` and `activation`, unless a Dict has images or integer grids)."""
-        return torso_or_auto(slot, self)
 
     # ----------------------------------------------------------------- hooks
     @abc.abstractmethod

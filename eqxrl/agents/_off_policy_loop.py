@@ -58,8 +58,9 @@ class OffPolicyLoop(eqx.Module):
 def loop_from_keywords(agent: Any, keywords: dict[str, Any]) -> OffPolicyLoop:
     """The `OffPolicyLoop` a replay agent stores, from its init-only `keywords` (the loop's settings,
     `buffer` and the buffer's keywords): its `loop` when given (then a keyword that disagrees with
-    it is refused in one line), else one built from them, its buffer `buffer` or (None) built from
-    `buffer_size`, `prioritized` and `per_alpha`."""
+    it is refused in one line: `set_hyperparameter` or `eqx.tree_at` change a built agent's loop),
+    else one built from them, its buffer `buffer` or (None) built from `buffer_size`,
+    `prioritized` and `per_alpha`."""
     owner = type(agent).__name__
     if agent.loop is not None:
         return module_from_keywords(agent, "loop", keywords, "the off-policy loop's settings", lambda: None)

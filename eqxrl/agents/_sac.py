@@ -41,7 +41,8 @@ from ._actor_critic import AbstractActorCriticAgent, update_critics
 from ._base import Clock, as_env
 from ._noise import policy_noise_spec
 from ._off_policy import OffPolicyState, check_continuous
-from ._off_policy_loop import LOOP_KEYWORDS, OffPolicyLoop
+from ._network_spec import NetworkSpec
+from ._off_policy_loop import OffPolicyLoop
 
 
 DISCRETE_TARGET_ENTROPY_RATIO = 0.5
@@ -100,11 +101,13 @@ class SAC(AbstractActorCriticAgent):
     }
     # None: the value for the env's action space (`ACTION_SPACE_DEFAULTS`, set in `__post_init__`).
     loop: OffPolicyLoop | None = None
+    critic: NetworkSpec | None = None
+    actor: NetworkSpec | None = None
     num_envs: InitVar[int | None] = None
     updates_per_step: InitVar[float | None] = None
     batch_size: InitVar[int | None] = None
     learning_starts: InitVar[int | None] = None
-    hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=None, converter=tuple)
+    hidden_sizes: InitVar[tuple[int, ...] | None] = None
     autotune: bool = eqx.field(static=True, default=True)
     alpha_optimizer: AbstractOptimizer | None = optimizer_slot()
     num_critics: int = eqx.field(static=True, default=2)
@@ -116,13 +119,15 @@ class SAC(AbstractActorCriticAgent):
     init_alpha: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_ratio: Float[Array, ""] = hyperparameter(DISCRETE_TARGET_ENTROPY_RATIO)
+    tau: Float[Array, ""] = hyperparameter(0.005)
+    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
 
     def __post_init__(self, *keywords):
         # Fields and keywords left at None take the value for the action space; converters run after
         # this, so `env` may still be a name here. Then the shared part (`loop`, from the keywords).
         self.env = as_env(self.env)  # not an env: the shared check names it
         for name, value in self._action_space_defaults().items():
-            if name not in LOOP_KEYWORDS and getattr(self, name) is None:
+            if name in self.__dataclass_fields__ and not isinstance(self.__dataclass_fields__[name].type, InitVar) and getattr(self, name) is None:
                 setattr(self, name, value)
         super().__post_init__(*keywords)
 
@@ -175,8 +180,8 @@ class SAC(AbstractActorCriticAgent):
 
     def init_learner(self, key: Key) -> SACLearner:
         actor_key, critic_key = jax.random.split(key)
-        n, a, actor_torso = self.obs_size, self.action_size, self.torso(self.actor_torso)
-        critic_torso = self.torso(self.critic_torso)
+        n, a, actor_torso = self.obs_size, self.action_size, self.actor.torso_for(self)
+        critic_torso = self.critic.torso_for(self)
         if self.discrete:
             actor = CategoricalHead(n, a, key=actor_key, torso=actor_torso, obs_shape=self.obs_shape)
             make_q = lambda k: DiscreteQHead(n, a, key=k, torso=critic_torso, obs_shape=self.obs_shape)  # noqa: E731

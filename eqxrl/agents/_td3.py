@@ -6,6 +6,7 @@ from jaxtyping import Array, Float
 from ..core import hyperparameter
 from ..components import AbstractSchedule, learning_rate
 from ._deterministic import AbstractDeterministicAgent
+from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
 
 
@@ -15,6 +16,8 @@ class TD3(AbstractDeterministicAgent):
     target actions smoothed by clipped Gaussian noise, Gaussian exploration noise."""
 
     loop: OffPolicyLoop | None = None
+    critic: NetworkSpec | None = None
+    actor: NetworkSpec | None = None
     policy_delay: int = eqx.field(static=True, default=2)
     num_critics: int = eqx.field(static=True, default=2)
     target_update_interval: int = eqx.field(static=True, default=1)
@@ -23,3 +26,5 @@ class TD3(AbstractDeterministicAgent):
     exploration_noise: Float[Array, ""] = hyperparameter(0.1)
     target_noise: Float[Array, ""] = hyperparameter(0.2)
     target_noise_clip: Float[Array, ""] = hyperparameter(0.5)
+    tau: Float[Array, ""] = hyperparameter(0.005)
+    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))

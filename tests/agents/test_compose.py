@@ -416,12 +416,12 @@ def test_hyperparameters_by_dotted_path():
         critic_loss_terms=(L2Penalty(1e-4),),
     )  # fmt: skip
     paths = agent.hyperparameters()
-    for path in ("learning_rate.init_value", "loop.buffer.alpha", "critic_loss_terms.0.coef", "loop.gamma"):
+    for path in ("learning_rate.init_value", "loop.buffer.alpha", "critic.loss_terms.0.coef", "loop.gamma"):
         assert path in paths and get_path(agent, path) is paths[path]
     assert resolve_path(agent, "init_value") == "learning_rate.init_value"  # flat names where unambiguous
     with pytest.raises(ValueError, match=r"'alpha' is ambiguous, it could be any of \['loop.buffer.alpha', 'learning_rate.alpha'\]"):
         resolve_path(agent, "alpha")
-    assert "critic_optimizer.learning_rate" in dataclasses.replace(agent, critic_optimizer=Adam(1e-3)).hyperparameters()
+    assert "critic.optimizer.learning_rate" in DQN("CartPole-v1", critic_optimizer=Adam(1e-3)).hyperparameters()
     moved = replace_paths(agent, {"loop.buffer.alpha": 0.3})
     assert float(moved.buffer.alpha) == pytest.approx(0.3)
     with pytest.raises(ValueError, match=r"PrioritizedReplayBuffer\(alpha\) must be >= 0"):
@@ -463,16 +463,16 @@ def test_config_round_trip_of_module_fields():
         policy_loss_terms=(L2Penalty(1e-4),), max_grad_norm=float("inf"),
     )  # fmt: skip
     config = json.loads(json.dumps(run_config(agent, total_steps=100)))
-    assert config["agent_config"]["actor_torso"] == {"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8], "activation": "tanh", "layer_norm": False}
-    assert config["agent_config"]["critic_torso"]["module"] == {"type": f"{__name__}:UserTorso"}
+    assert config["agent_config"]["actor"]["torso"] == {"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8], "activation": "tanh", "layer_norm": False}
+    assert config["agent_config"]["critic"]["torso"]["module"] == {"type": f"{__name__}:UserTorso"}
     # A user's class in a config loads only from a trusted module (or once registered).
-    with pytest.raises(ValueError, match=rf"the class of critic_torso.module names '{__name__}:UserTorso', whose module '{__name__}' is not trusted"):
+    with pytest.raises(ValueError, match=rf"the class of critic.torso.module names '{__name__}:UserTorso', whose module '{__name__}' is not trusted"):
         agent_from_config(config)
     assert agent_from_config(config, trust=(__name__,)) == agent
     optax_agent = SAC("Pendulum-v1", critic_optimizer=optax.adam(1e-3))
     config = json.loads(json.dumps(run_config(optax_agent, total_steps=100)))
-    assert "unserializable" in config["agent_config"]["critic_optimizer"]
-    with pytest.raises(ValueError, match=r"critic_optimizer was OptaxOptimizer\(.*which a config file cannot hold"):
+    assert "unserializable" in config["agent_config"]["critic"]
+    with pytest.raises(ValueError, match=r"critic was NetworkSpec\(.*OptaxOptimizer\(.*which a config file cannot hold"):
         agent_from_config(config)
 
 
