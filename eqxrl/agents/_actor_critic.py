@@ -1,7 +1,7 @@
 """The off-policy agents with a policy network besides their critics."""
 
 from collections.abc import Callable
-from dataclasses import InitVar
+from dataclasses import KW_ONLY, InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -28,6 +28,7 @@ class AbstractActorCriticAgent(AbstractOffPolicyAgent):
     `hidden_sizes` and `activation`), `actor_optimizer` (None: Adam with the agent's actor learning
     rate) and `policy_loss_terms`)."""
 
+    _: KW_ONLY
     actor_torso: InitVar[AbstractTorso | Any] = None  # (`| Any`: as the critic's keywords)
     actor_optimizer: InitVar[AbstractOptimizer | Any] = None
     policy_loss_terms: InitVar[tuple[AbstractLossTerm, ...] | Any] = ()

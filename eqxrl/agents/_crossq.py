@@ -2,7 +2,7 @@
 Sample Efficiency and Simplicity"): SAC without target networks, its critics batch-renormalised, the
 current and next (observation, action) pairs through the critics in one call."""
 
-from dataclasses import InitVar
+from dataclasses import KW_ONLY, InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -32,7 +32,9 @@ from ..components import (
     learning_rate,
     optimizer_slot,
 )
+from ..envs import AbstractEnv
 from ._actor_critic import AbstractActorCriticAgent, critic_td_loss, every_nth_update
+from ._base import as_env
 from ._noise import policy_noise_spec
 from ._off_policy import check_continuous
 from ._network_spec import NetworkSpec
@@ -69,11 +71,8 @@ class CrossQ(AbstractActorCriticAgent):
 
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 20_000
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "actor_optimizer": ("actor_learning_rate",),
-        "critic_optimizer": ("critic_learning_rate",),
-        "alpha_optimizer": ("alpha_learning_rate",),
-    }
+    env: AbstractEnv = eqx.field(converter=as_env)
+    _: KW_ONLY
     loop: OffPolicyLoop | None = None
     critic: NetworkSpec | None = None
     actor: NetworkSpec | None = None

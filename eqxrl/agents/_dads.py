@@ -19,7 +19,7 @@ skill, and the descriptor's change `delta = descriptor' - descriptor`. It then
    place of the env's.
 """
 
-from dataclasses import InitVar
+from dataclasses import KW_ONLY, InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -100,12 +100,8 @@ class DADS(AbstractActorCriticAgent):
 
     default_env: ClassVar[str] = "Point2D-v0"
     default_total_steps: ClassVar[int] = 50_000
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "actor_optimizer": ("actor_learning_rate",),
-        "critic_optimizer": ("critic_learning_rate",),
-        "alpha_optimizer": ("alpha_learning_rate",),
-        "dynamics_optimizer": ("dynamics_learning_rate",),
-    }
+    env: AbstractEnv = eqx.field(converter=as_env)
+    _: KW_ONLY
     num_skills: int = eqx.field(static=True, default=4)
     num_experts: int = eqx.field(static=True, default=4)
     descriptor: str = eqx.field(static=True, default="auto")

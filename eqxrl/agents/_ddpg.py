@@ -1,6 +1,7 @@
 """DDPG (Lillicrap et al. 2016): the deterministic actor-critic with one critic, the actor and
 targets updated every step and no target smoothing (TD3 without its three fixes)."""
 
+from dataclasses import KW_ONLY
 from typing import ClassVar
 
 import equinox as eqx
@@ -8,6 +9,8 @@ from jaxtyping import Array, Float
 
 from ..core import hyperparameter
 from ..components import AbstractSchedule, learning_rate
+from ..envs import AbstractEnv
+from ._base import as_env
 from ._deterministic import AbstractDeterministicAgent
 from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
@@ -21,6 +24,8 @@ class DDPG(AbstractDeterministicAgent):
     policy_delay: ClassVar[int] = 1
     target_noise: ClassVar[None] = None
     target_noise_clip: ClassVar[None] = None
+    env: AbstractEnv = eqx.field(converter=as_env)
+    _: KW_ONLY
     loop: OffPolicyLoop | None = None
     critic: NetworkSpec | None = None
     actor: NetworkSpec | None = None

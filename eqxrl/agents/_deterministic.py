@@ -48,9 +48,6 @@ class AbstractDeterministicAgent(AbstractActorCriticAgent):
 
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 50_000
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "actor_optimizer": ("actor_learning_rate",), "critic_optimizer": ("critic_learning_rate",)
-    }
 
     num_critics: eqx.AbstractVar[int]
     policy_delay: eqx.AbstractVar[int]

@@ -1,6 +1,6 @@
 """DQN (Mnih et al. 2015) with double Q-learning, prioritized replay and n-step returns."""
 
-from dataclasses import InitVar
+from dataclasses import KW_ONLY, InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -39,6 +39,7 @@ from ._noise import epsilon_greedy_from_noise, epsilon_greedy_noise_spec
 from ._off_policy import AbstractOffPolicyAgent
 from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
+from ._base import as_env
 
 
 EPSILON_DECAYS = ("linear", "exponential")
@@ -98,6 +99,8 @@ class DQN(AbstractOffPolicyAgent):
     double=True, prioritized=True, n_step=3` (docs/agents/dqn.md, "Rainbow").
     """
 
+    env: AbstractEnv = eqx.field(converter=as_env)
+    _: KW_ONLY
     loop: OffPolicyLoop | None = None
     critic: NetworkSpec | None = None
     num_envs: InitVar[int] = 10

@@ -1,6 +1,7 @@
 """MPO: Maximum a Posteriori Policy Optimisation (Abdolmaleki et al. 2018), with
 the decoupled KL constraints of Abdolmaleki et al. 2018b (as acme's `mpo` loss)."""
 
+from dataclasses import KW_ONLY
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -40,7 +41,7 @@ from ..envs import AbstractEnv, Box, Discrete
 from ._actor_critic import AbstractActorCriticAgent, update_critics
 from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
-from ._base import with_mask
+from ._base import as_env, with_mask
 from ._noise import policy_noise_spec
 
 # Lower bound of the raw (pre-softplus) dual parameters: softplus(-18) ~ 1.5e-8 (acme's projection).
@@ -150,6 +151,8 @@ class MPO(AbstractActorCriticAgent):
         "critic_optimizer": ("critic_learning_rate",),
         "dual_optimizer": ("dual_learning_rate",),
     }
+    env: AbstractEnv = eqx.field(converter=as_env)
+    _: KW_ONLY
     loop: OffPolicyLoop | None = None
     critic: NetworkSpec | None = None
     actor: NetworkSpec | None = None

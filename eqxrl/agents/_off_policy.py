@@ -14,7 +14,7 @@ Warm-up is decided from the unbatched `Clock`: a real `lax.cond` under vmap (no 
 """
 
 import abc
-from dataclasses import InitVar
+from dataclasses import KW_ONLY, InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -38,7 +38,7 @@ from ..components import (
     Transition,
 )
 from ..envs import AbstractEnv, Box, Discrete, RescaleAction
-from ._base import AbstractRolloutAgent, Clock, as_env, check_no_action_masks
+from ._base import AbstractRolloutAgent, Clock, check_no_action_masks
 from ._network_spec import NETWORK_KEYWORDS, NetworkSpec, check_spec, spec_from_keywords
 from ._off_policy_loop import LOOP_KEYWORDS, OffPolicyLoop, check_loop, init_only_names, loop_from_keywords
 from ._noise import no_noise_sampler
@@ -96,8 +96,9 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
       `max_grad_norm` (of the default optimizers).
     """
 
-    env: AbstractEnv = eqx.field(converter=as_env)
-    loop: eqx.AbstractVar[OffPolicyLoop | None]  # (None until `__post_init__` builds it from the keywords below)
+    env: eqx.AbstractVar[AbstractEnv]
+    loop: eqx.AbstractVar[OffPolicyLoop | None]
+    _: KW_ONLY  # (the keywords below come after the final agent's `env`: `DQN(env, *, ...)`)  # (None until `__post_init__` builds it from the keywords below)
     num_envs: InitVar[int] = 1
     rollout_length: InitVar[int] = 1
     updates_per_step: InitVar[float] = 1.0
@@ -130,6 +131,17 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         **{keyword: f"critic.{field}" for keyword, field in NETWORK_KEYWORDS["critic"].items()},
     }
     takes_action_masks: ClassVar[bool] = False  # True: the agent honours its env's masks (DQN, MPO)
+
+    def __init_subclass__(cls, **kwargs):
+        """A replay agent's `replaced_by`, unless it declares its own: each `<x>_optimizer` keyword
+        makes `<x>_learning_rate` unused when given (`critic_optimizer`: `critic_learning_rate`)."""
+        if "replaced_by" not in cls.__dict__:
+            names = list(dict.fromkeys(n for k in reversed(cls.__mro__) for n in k.__dict__.get("__annotations__", {})))
+            cls.replaced_by = {
+                n: (f"{n.removesuffix('_optimizer')}_learning_rate",) for n in names
+                if n.endswith("_optimizer") and f"{n.removesuffix('_optimizer')}_learning_rate" in names
+            }  # fmt: skip
+        super().__init_subclass__(**kwargs)
 
     def __post_init__(self, *keywords: Any):  # `loop` (and its buffer) from the init-only keywords
         given = dict(zip(init_only_names(type(self)), keywords))

@@ -1,7 +1,7 @@
 """Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning; on a Discrete
 action space, discrete SAC (Christodoulou 2019)."""
 
-from dataclasses import InitVar
+from dataclasses import KW_ONLY, InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -94,11 +94,8 @@ class SAC(AbstractActorCriticAgent):
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 50_000
     takes_action_masks: ClassVar[bool] = True  # (discrete SAC; masks on Box actions are refused)
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "actor_optimizer": ("actor_learning_rate",),
-        "critic_optimizer": ("critic_learning_rate",),
-        "alpha_optimizer": ("alpha_learning_rate",),
-    }
+    env: AbstractEnv = eqx.field(converter=as_env)
+    _: KW_ONLY
     # None: the value for the env's action space (`ACTION_SPACE_DEFAULTS`, set in `__post_init__`).
     loop: OffPolicyLoop | None = None
     critic: NetworkSpec | None = None

@@ -1,10 +1,14 @@
 """TD3 (Fujimoto et al. 2018): twin critics, delayed policy updates, target policy smoothing."""
 
+from dataclasses import KW_ONLY
+
 import equinox as eqx
 from jaxtyping import Array, Float
 
 from ..core import hyperparameter
 from ..components import AbstractSchedule, learning_rate
+from ..envs import AbstractEnv
+from ._base import as_env
 from ._deterministic import AbstractDeterministicAgent
 from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
@@ -15,6 +19,8 @@ class TD3(AbstractDeterministicAgent):
     targets, the actor and targets updated every `policy_delay` critic updates,
     target actions smoothed by clipped Gaussian noise, Gaussian exploration noise."""
 
+    env: AbstractEnv = eqx.field(converter=as_env)
+    _: KW_ONLY
     loop: OffPolicyLoop | None = None
     critic: NetworkSpec | None = None
     actor: NetworkSpec | None = None
