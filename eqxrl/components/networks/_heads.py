@@ -312,8 +312,9 @@ class ValueHead(AbstractHead):
 
 class AbstractDiscreteQHead(AbstractHead):
     """The constructor of the heads that give `Q(obs, a)` for every one of `num_actions` discrete
-    actions (`DiscreteQHead`, `DuelingQHead`): `extra_outputs` is what their output layer adds
-    to `num_actions`."""
+    actions (`DiscreteQHead`, `DuelingQHead`, `CategoricalQHead`): `_output_size` is their output
+    layer's width, `extra_outputs + num_actions` unless a head overrides it (with keyword arguments
+    of its own, which the constructor passes on)."""
 
     num_actions: eqx.AbstractVar[int]
     extra_outputs: ClassVar[int] = 0
@@ -329,14 +330,21 @@ class AbstractDiscreteQHead(AbstractHead):
         torso: AbstractTorso | None = None,
         obs_shape: ObsShape | None = None,
         noisy: bool = False,
+        **outputs: Any,
     ):
         """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and `activation`, `key`;
         `noisy=True` makes the output layer a `NoisyLinear` (Rainbow's noisy nets: draw its noise
-        with `sample_noise`; called directly, the head uses the mean weights)."""
+        with `sample_noise`; called directly, the head uses the mean weights); `outputs`, the
+        keyword arguments of the head's `_output_size` (none but `CategoricalQHead`'s support)."""
         owner = type(self).__name__
         self.obs_size = check_positive_int(owner, "obs_size", obs_size)
         self.num_actions = check_positive_int(owner, "num_actions", num_actions)
-        self.build_body(self.extra_outputs + self.num_actions, hidden_sizes, activation, torso, key, 1.0, obs_shape, noisy=noisy)
+        self.build_body(self._output_size(**outputs), hidden_sizes, activation, torso, key, 1.0, obs_shape, noisy=noisy)
+
+    def _output_size(self) -> int:
+        """The output layer's width (called once `obs_size` and `num_actions` are set; a head with
+        fields of its own sets them here from its keyword arguments)."""
+        return self.extra_outputs + self.num_actions
 
     @property
     def noisy(self) -> bool:
