@@ -202,8 +202,48 @@ class GaussianHead(AbstractHead):
         return Normal(mean, std)
 
 
-class TanhGaussianHead(AbstractHead):
-    """`obs -> TanhNormal(mean, std)` on `[low, high]` (SAC's policy), state-dependent std."""
+class AbstractBoundedHead(AbstractHead):
+    """The constructor of the heads whose outputs become actions in `[low, high]`
+    (`TanhGaussianHead`, `DeterministicHead`): `_output_size` is their output layer's width,
+    `action_size` unless a head overrides it (with keyword arguments of its own, which the
+    constructor passes on)."""
+
+    action_size: eqx.AbstractVar[int]
+    low: eqx.AbstractVar[tuple[float, ...]]
+    high: eqx.AbstractVar[tuple[float, ...]]
+
+    def __init__(
+        self,
+        obs_size: int,
+        action_size: int,
+        hidden_sizes: Sequence[int] = (256, 256),
+        activation: Activation = "relu",
+        *,
+        key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: ObsShape | None = None,
+        low: float | Array = -1.0,
+        high: float | Array = 1.0,
+        **outputs: Any,
+    ):
+        """**Arguments:** `obs_size`, `action_size`, torso `hidden_sizes` and `activation`, `key`,
+        the action bounds `low`, `high`, and `outputs`, the keyword arguments of the head's
+        `_output_size` (`TanhGaussianHead`'s log-std range)."""
+        owner = type(self).__name__
+        self.obs_size = check_positive_int(owner, "obs_size", obs_size)
+        self.action_size = check_positive_int(owner, "action_size", action_size)
+        self.build_body(self._output_size(**outputs), hidden_sizes, activation, torso, key, 0.01, obs_shape)
+        self.low, self.high = _bounds(low, high, self.action_size, owner)
+
+    def _output_size(self) -> int:
+        """The output layer's width (called once `obs_size` and `action_size` are set; a head with
+        fields of its own sets them here from its keyword arguments)."""
+        return self.action_size
+
+
+class TanhGaussianHead(AbstractBoundedHead):
+    """`obs -> TanhNormal(mean, std)` on `[low, high]` (SAC's policy), state-dependent std. Its
+    constructor is `DeterministicHead`'s, with the keyword arguments of `_output_size` besides."""
 
     torso: Encoder
     out: Linear
@@ -214,33 +254,16 @@ class TanhGaussianHead(AbstractHead):
     log_std_min: float = eqx.field(static=True)
     log_std_max: float = eqx.field(static=True)
 
-    def __init__(
-        self,
-        obs_size: int,
-        action_size: int,
-        hidden_sizes: Sequence[int] = (256, 256),
-        activation: Activation = "relu",
-        *,
-        key: Key,
-        torso: AbstractTorso | None = None,
-        obs_shape: ObsShape | None = None,
-        low: float | Array = -1.0,
-        high: float | Array = 1.0,
-        log_std_min: float = -5.0,
-        log_std_max: float = 2.0,
-    ):
-        """**Arguments:** as `GaussianHead`, plus the action bounds `low`, `high`
-        and the range `[log_std_min, log_std_max]` the log-std is squashed into."""
-        self.obs_size = check_positive_int("TanhGaussianHead", "obs_size", obs_size)
-        self.action_size = check_positive_int("TanhGaussianHead", "action_size", action_size)
+    def _output_size(self, log_std_min: float = -5.0, log_std_max: float = 2.0) -> int:
+        """The range `[log_std_min, log_std_max]` the log-std is squashed into; the outputs are the
+        mean and the raw log-std of every action."""
         if not log_std_min < log_std_max:
             raise ValueError(
                 f"TanhGaussianHead needs log_std_min < log_std_max, got {log_std_min} and {log_std_max}"
             )
-        self.build_body(2 * self.action_size, hidden_sizes, activation, torso, key, 0.01, obs_shape)
-        self.low, self.high = _bounds(low, high, self.action_size, type(self).__name__)
         self.log_std_min = float(log_std_min)
         self.log_std_max = float(log_std_max)
+        return 2 * self.action_size
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> TanhNormal:
         mean, raw = jnp.split(self.body_outputs(obs), 2, axis=-1)
@@ -249,7 +272,7 @@ class TanhGaussianHead(AbstractHead):
         return TanhNormal(mean, jnp.exp(log_std), jnp.asarray(self.low), jnp.asarray(self.high))
 
 
-class DeterministicHead(AbstractHead):
+class DeterministicHead(AbstractBoundedHead):
     """`obs -> action` in `[low, high]` through a `tanh` output (DDPG and TD3 actors)."""
 
     torso: Encoder
@@ -258,26 +281,6 @@ class DeterministicHead(AbstractHead):
     high: tuple[float, ...] = eqx.field(static=True)
     obs_size: int = eqx.field(static=True)
     action_size: int = eqx.field(static=True)
-
-    def __init__(
-        self,
-        obs_size: int,
-        action_size: int,
-        hidden_sizes: Sequence[int] = (256, 256),
-        activation: Activation = "relu",
-        *,
-        key: Key,
-        torso: AbstractTorso | None = None,
-        obs_shape: ObsShape | None = None,
-        low: float | Array = -1.0,
-        high: float | Array = 1.0,
-    ):
-        """**Arguments:** `obs_size`, `action_size`, torso `hidden_sizes` and
-        `activation`, `key`, and the action bounds `low`, `high`."""
-        self.obs_size = check_positive_int("DeterministicHead", "obs_size", obs_size)
-        self.action_size = check_positive_int("DeterministicHead", "action_size", action_size)
-        self.build_body(self.action_size, hidden_sizes, activation, torso, key, 0.01, obs_shape)
-        self.low, self.high = _bounds(low, high, self.action_size, type(self).__name__)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch action_size"]:
         y = jnp.tanh(self.body_outputs(obs))
