@@ -21,7 +21,8 @@ class CategoricalQHead(AbstractDiscreteQHead):
     num_atoms)`; calling the head gives the expected values `sum_i softmax(logits)_i atoms_i`,
     what acting maximises. With `dueling=True` the logits are a value stream plus advantages
     less their mean over actions, atom by atom (Rainbow's dueling distributional head). Its
-    constructor is `DiscreteQHead`'s, with the keyword arguments of `_output_size` besides."""
+    constructor is `DiscreteQHead`'s plus `num_atoms=51, v_min=-10.0, v_max=10.0, dueling=False`
+    (the keyword arguments of `_output_size`)."""
 
     torso: Encoder
     out: Linear  # (num_actions * num_atoms outputs, after num_atoms for the value with dueling)

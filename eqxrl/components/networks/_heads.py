@@ -243,7 +243,8 @@ class AbstractBoundedHead(AbstractHead):
 
 class TanhGaussianHead(AbstractBoundedHead):
     """`obs -> TanhNormal(mean, std)` on `[low, high]` (SAC's policy), state-dependent std. Its
-    constructor is `DeterministicHead`'s, with the keyword arguments of `_output_size` besides."""
+    constructor is `DeterministicHead`'s plus `log_std_min=-5.0, log_std_max=2.0`, the range the
+    log-std is squashed into (the keyword arguments of `_output_size`)."""
 
     torso: Encoder
     out: Linear
