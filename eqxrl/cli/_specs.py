@@ -85,57 +85,89 @@ def _args(rest: str, parsers: list[Callable[[str], Any]], text: str, usage: str)
     return [p(v) for p, v in zip(parsers, parts)]
 
 
-def parse_torso(text: str) -> AbstractTorso | AbstractRecurrentTorso:
-    found = _generic(text, "torso", eqx.Module)
-    if found is not None:
-        return as_torso(found)
-    kind, _, rest = text.partition(":")
-    if kind == "mlp":
-        sizes, _, activation = rest.partition(":")
-        return MLPTorso(tuple_of(parse_int)(sizes) if sizes else (64, 64), activation or "tanh")
-    if kind in ("cnn", "minatar-cnn") and not rest:
-        return CNNTorso.minatar()
-    if kind == "nature-cnn" and not rest:
-        return CNNTorso.nature()
-    if kind in ("gru", "lstm"):
+def _spec_or_preset(text: str, what: str, expected: type, help: str, presets: dict[str, Callable[[str, str], Any]]) -> Any:
+    """JSON or a class path (`_generic`), else a preset `KIND[:ARGS]` that `presets[KIND](ARGS, text)`
+    builds (None when the arguments make it no preset after all); anything else raises
+    `unknown WHAT 'TEXT'; expected HELP`."""
+    found = _generic(text, what, expected)
+    if found is None:
+        kind, _, rest = text.partition(":")
+        found = presets[kind](rest, text) if kind in presets else None
+    if found is None:
+        raise ValueError(f"unknown {what} {text!r}; expected {help}")
+    return found
+
+
+def _mlp_torso(rest: str, text: str) -> MLPTorso:
+    sizes, _, activation = rest.partition(":")
+    return MLPTorso(tuple_of(parse_int)(sizes) if sizes else (64, 64), activation or "tanh")
+
+
+def _recurrent_torso(cls: type[GRUTorso] | type[LSTMTorso]) -> Callable[[str, str], AbstractRecurrentTorso]:
+    def make(rest: str, text: str) -> AbstractRecurrentTorso:
         hidden, _, encoder = rest.partition(":")
         sizes = () if encoder == "none" else tuple_of(parse_int)(encoder) if encoder else (64,)
-        return (GRUTorso if kind == "gru" else LSTMTorso)(parse_int(hidden) if hidden else 64, sizes)
-    raise ValueError(f"unknown torso {text!r}; expected {TORSO_HELP}")
+        return cls(parse_int(hidden) if hidden else 64, sizes)
+
+    return make
+
+
+_TORSOS: dict[str, Callable[[str, str], Any]] = {
+    "mlp": _mlp_torso,
+    "cnn": lambda rest, text: None if rest else CNNTorso.minatar(),
+    "minatar-cnn": lambda rest, text: None if rest else CNNTorso.minatar(),
+    "nature-cnn": lambda rest, text: None if rest else CNNTorso.nature(),
+    "gru": _recurrent_torso(GRUTorso),
+    "lstm": _recurrent_torso(LSTMTorso),
+}
+
+
+def parse_torso(text: str) -> AbstractTorso | AbstractRecurrentTorso:
+    return as_torso(_spec_or_preset(text, "torso", eqx.Module, TORSO_HELP, _TORSOS))
+
+
+def _prioritized_buffer(rest: str, text: str) -> PrioritizedReplayBuffer:
+    args = _args(rest, [parse_int, parse_float], text, "prioritized[:CAPACITY[:ALPHA]]")
+    return PrioritizedReplayBuffer(*args[:1], **({"alpha": args[1]} if len(args) > 1 else {}))
+
+
+_BUFFERS: dict[str, Callable[[str, str], Any]] = {
+    "uniform": lambda rest, text: ReplayBuffer(*_args(rest, [parse_int], text, "uniform[:CAPACITY]")),
+    "prioritized": _prioritized_buffer,
+}
 
 
 def parse_buffer(text: str) -> AbstractReplayBuffer:
-    found = _generic(text, "buffer", AbstractReplayBuffer)
-    if found is not None:
-        return found
-    kind, _, rest = text.partition(":")
-    if kind == "uniform":
-        return ReplayBuffer(*_args(rest, [parse_int], text, "uniform[:CAPACITY]"))
-    if kind == "prioritized":
-        args = _args(rest, [parse_int, parse_float], text, "prioritized[:CAPACITY[:ALPHA]]")
-        return PrioritizedReplayBuffer(*args[:1], **({"alpha": args[1]} if len(args) > 1 else {}))
-    raise ValueError(f"unknown buffer {text!r}; expected {BUFFER_HELP}")
+    return _spec_or_preset(text, "buffer", AbstractReplayBuffer, BUFFER_HELP, _BUFFERS)
 
 
-def parse_optimizer(text: str) -> AbstractOptimizer:
-    found = _generic(text, "optimizer", AbstractOptimizer)
-    if found is not None:
-        return found
-    kind, _, rest = text.partition(":")
-    if kind == "adam":
-        args = _args(rest, [parse_float, parse_float], text, "adam:LR[:MAX_GRAD_NORM]")
-        if not args:
-            raise ValueError(f"expected adam:LR[:MAX_GRAD_NORM], got {text!r}")
-        return Adam(*args)
-    most = {"adamw": 2, "sgd": 1, "rmsprop": 1}.get(kind)
-    if most is not None:
+def _adam(rest: str, text: str) -> Adam:
+    args = _args(rest, [parse_float, parse_float], text, "adam:LR[:MAX_GRAD_NORM]")
+    if not args:
+        raise ValueError(f"expected adam:LR[:MAX_GRAD_NORM], got {text!r}")
+    return Adam(*args)
+
+
+def _named_optimizer(kind: str, most: int) -> Callable[[str, str], NamedOptimizer]:
+    def make(rest: str, text: str) -> NamedOptimizer:
         args = _args(rest, [parse_float] * most, text, f"{kind}:LR" + ("[:WEIGHT_DECAY]" if most == 2 else ""))
         if not args:
             raise ValueError(f"expected {kind}:LR, got {text!r}")
         # A module of numbers, not an optax transformation: config.json can hold it, and
         # its checks refuse a learning rate that is not finite and > 0 like any other.
         return NamedOptimizer(kind, *args)
-    raise ValueError(f"unknown optimizer {text!r}; expected {OPTIMIZER_HELP}")
+
+    return make
+
+
+_OPTIMIZERS: dict[str, Callable[[str, str], Any]] = {
+    "adam": _adam,
+    **{kind: _named_optimizer(kind, most) for kind, most in {"adamw": 2, "sgd": 1, "rmsprop": 1}.items()},
+}
+
+
+def parse_optimizer(text: str) -> AbstractOptimizer:
+    return _spec_or_preset(text, "optimizer", AbstractOptimizer, OPTIMIZER_HELP, _OPTIMIZERS)
 
 
 def parse_loss_terms(text: str) -> tuple[AbstractLossTerm, ...]:
@@ -153,24 +185,8 @@ def parse_loss_terms(text: str) -> tuple[AbstractLossTerm, ...]:
     return tuple(terms)
 
 
-def parse_learning_rate(text: str) -> Any:
-    try:
-        return parse_float(text)
-    except (argparse.ArgumentTypeError, ValueError):
-        pass
-    found = _generic(text, "learning rate", AbstractSchedule)
-    if found is not None:
-        return found
-    kind, _, rest = text.partition(":")
-    makers: dict[str, tuple[type[AbstractSchedule], int]] = {
-        "constant": (ConstantSchedule, 1),
-        "linear": (LinearSchedule, 2),
-        "exponential": (ExponentialSchedule, 2),
-        "cosine": (CosineSchedule, 2),
-        "warmup-cosine": (WarmupCosineSchedule, 3),
-    }
-    if kind in makers:
-        cls, most = makers[kind]
+def _schedule(kind: str, cls: type[AbstractSchedule], most: int) -> Callable[[str, str], AbstractSchedule]:
+    def make(rest: str, text: str) -> AbstractSchedule:
         args = _args(rest, [parse_float] * most, text, f"{kind}:VALUE[...]")
         if not args:
             raise ValueError(f"expected {kind}:VALUE, got {text!r}; {RATE_HELP}")
@@ -179,7 +195,25 @@ def parse_learning_rate(text: str) -> Any:
         if cls is WarmupCosineSchedule and len(args) == 3:
             return cls(args[0], args[1], end_value=args[2])
         return cls(*args)
-    raise ValueError(f"unknown learning rate {text!r}; expected {RATE_HELP}")
+
+    return make
+
+
+_SCHEDULES: dict[str, Callable[[str, str], Any]] = {
+    "constant": _schedule("constant", ConstantSchedule, 1),
+    "linear": _schedule("linear", LinearSchedule, 2),
+    "exponential": _schedule("exponential", ExponentialSchedule, 2),
+    "cosine": _schedule("cosine", CosineSchedule, 2),
+    "warmup-cosine": _schedule("warmup-cosine", WarmupCosineSchedule, 3),
+}
+
+
+def parse_learning_rate(text: str) -> Any:
+    try:
+        return parse_float(text)
+    except (argparse.ArgumentTypeError, ValueError):
+        pass
+    return _spec_or_preset(text, "learning rate", AbstractSchedule, RATE_HELP, _SCHEDULES)
 
 
 def parse_set(text: str) -> tuple[str, float]:

@@ -21,8 +21,10 @@ from jaxtyping import Array, Bool, Float
 from ..core import check_positive_int
 
 
-def _check_rollout(owner: str, floats: dict[str, Array], flags: dict[str, Array]) -> None:
-    """Shapes `(T, *batch)` alike, floating values and bool episode-end flags (trace-time checks)."""
+def _check_rollout(owner: str, terminated: Array, truncated: Array, **floats: Array) -> None:
+    """Shapes `(T, *batch)` alike (the rewards' among `floats`), floating values and bool
+    episode-end flags (trace-time checks)."""
+    flags = {"terminated": terminated, "truncated": truncated}
     shapes = {name: tuple(jnp.shape(a)) for name, a in {**floats, **flags}.items()}
     first = shapes["rewards"]
     if len(first) < 1:
@@ -57,11 +59,7 @@ def gae(
 
     **Returns:** the advantages, shape `(T, *batch)`.
     """
-    _check_rollout(
-        "gae",
-        {"rewards": rewards, "values": values, "next_values": next_values},
-        {"terminated": terminated, "truncated": truncated},
-    )
+    _check_rollout("gae", terminated, truncated, rewards=rewards, values=values, next_values=next_values)
     not_term = 1.0 - terminated.astype(rewards.dtype)
     not_done = 1.0 - (terminated | truncated).astype(rewards.dtype)
     deltas = rewards + gamma * not_term * next_values - values
@@ -92,11 +90,7 @@ def lambda_returns(
 
     **Returns:** the returns, shape `(T, *batch)`.
     """
-    _check_rollout(
-        "lambda_returns",
-        {"rewards": rewards, "next_values": next_values},
-        {"terminated": terminated, "truncated": truncated},
-    )
+    _check_rollout("lambda_returns", terminated, truncated, rewards=rewards, next_values=next_values)
     not_term = 1.0 - terminated.astype(rewards.dtype)
     mix = gae_lambda * (1.0 - (terminated | truncated).astype(rewards.dtype))
     mix = mix.at[-1].set(0.0)
@@ -127,11 +121,7 @@ def n_step_returns(
 
     **Returns:** the returns, shape `(T, *batch)`.
     """
-    _check_rollout(
-        "n_step_returns",
-        {"rewards": rewards, "next_values": next_values},
-        {"terminated": terminated, "truncated": truncated},
-    )
+    _check_rollout("n_step_returns", terminated, truncated, rewards=rewards, next_values=next_values)
     n = check_positive_int("n_step_returns", "n", n)
     T = rewards.shape[0]
     done = terminated | truncated

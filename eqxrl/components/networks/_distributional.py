@@ -2,17 +2,16 @@
 
 import math
 import numbers
-from collections.abc import Sequence
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ...core import Key, check_positive_int, is_positive_int
-from ._heads import Activation, AbstractDiscreteQHead
-from ._mlp import Linear, ObsShape
-from ._torsos import AbstractTorso, Encoder
+from ...core import is_positive_int
+from ._heads import AbstractDiscreteQHead
+from ._mlp import Linear
+from ._torsos import Encoder
 
 
 class CategoricalQHead(AbstractDiscreteQHead):
@@ -21,7 +20,9 @@ class CategoricalQHead(AbstractDiscreteQHead):
     of Rainbow's parts). `logits(obs)` gives the distribution, `(*batch, num_actions,
     num_atoms)`; calling the head gives the expected values `sum_i softmax(logits)_i atoms_i`,
     what acting maximises. With `dueling=True` the logits are a value stream plus advantages
-    less their mean over actions, atom by atom (Rainbow's dueling distributional head)."""
+    less their mean over actions, atom by atom (Rainbow's dueling distributional head). Its
+    constructor is `DiscreteQHead`'s plus `num_atoms=51, v_min=-10.0, v_max=10.0, dueling=False`
+    (the keyword arguments of `_output_size`)."""
 
     torso: Encoder
     out: Linear  # (num_actions * num_atoms outputs, after num_atoms for the value with dueling)
@@ -32,34 +33,16 @@ class CategoricalQHead(AbstractDiscreteQHead):
     v_max: float = eqx.field(static=True)
     dueling: bool = eqx.field(static=True)
 
-    def __init__(
-        self,
-        obs_size: int,
-        num_actions: int,
-        hidden_sizes: Sequence[int] = (64, 64),
-        activation: Activation = "relu",
-        *,
-        key: Key,
-        torso: AbstractTorso | None = None,
-        obs_shape: ObsShape | None = None,
-        num_atoms: int = 51,
-        v_min: float = -10.0,
-        v_max: float = 10.0,
-        dueling: bool = False,
-        noisy: bool = False,
-    ):
-        """**Arguments:** as `DiscreteQHead`, plus the support: `num_atoms` (an int >= 2) evenly
-        spaced from `v_min` to `v_max` (finite, `v_min < v_max`), `dueling` and `noisy` (as for
-        `DiscreteQHead`), each True or False."""
+    def _output_size(self, num_atoms: int = 51, v_min: float = -10.0, v_max: float = 10.0, dueling: bool = False) -> int:
+        """The constructor's keyword arguments beyond `DiscreteQHead`'s (`noisy` included): the
+        support, `num_atoms` (an int >= 2) evenly spaced from `v_min` to `v_max` (finite, `v_min <
+        v_max`), and `dueling` (True or False)."""
         owner = type(self).__name__
-        self.obs_size = check_positive_int(owner, "obs_size", obs_size)
-        self.num_actions = check_positive_int(owner, "num_actions", num_actions)
         self.num_atoms, self.v_min, self.v_max = check_categorical_support(owner, num_atoms, v_min, v_max)
         if not isinstance(dueling, bool):
             raise ValueError(f"{owner}(dueling) must be True or False, got {dueling!r}")
         self.dueling = dueling
-        out = (self.num_actions + int(dueling)) * self.num_atoms
-        self.build_body(out, hidden_sizes, activation, torso, key, 1.0, obs_shape, noisy=noisy)
+        return (self.num_actions + int(dueling)) * self.num_atoms
 
     @property
     def atoms(self) -> Float[Array, " num_atoms"]:

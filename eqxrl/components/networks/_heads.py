@@ -202,8 +202,49 @@ class GaussianHead(AbstractHead):
         return Normal(mean, std)
 
 
-class TanhGaussianHead(AbstractHead):
-    """`obs -> TanhNormal(mean, std)` on `[low, high]` (SAC's policy), state-dependent std."""
+class AbstractBoundedHead(AbstractHead):
+    """The constructor of the heads whose outputs become actions in `[low, high]`
+    (`TanhGaussianHead`, `DeterministicHead`): `_output_size` is their output layer's width,
+    `action_size` unless a head overrides it (with keyword arguments of its own, which the
+    constructor passes on)."""
+
+    action_size: eqx.AbstractVar[int]
+    low: eqx.AbstractVar[tuple[float, ...]]
+    high: eqx.AbstractVar[tuple[float, ...]]
+
+    def __init__(
+        self,
+        obs_size: int,
+        action_size: int,
+        hidden_sizes: Sequence[int] = (256, 256),
+        activation: Activation = "relu",
+        *,
+        key: Key,
+        torso: AbstractTorso | None = None,
+        obs_shape: ObsShape | None = None,
+        low: float | Array = -1.0,
+        high: float | Array = 1.0,
+        **outputs: Any,
+    ):
+        """**Arguments:** `obs_size`, `action_size`, torso `hidden_sizes` and `activation`, `key`,
+        the action bounds `low`, `high`, and `outputs`, the keyword arguments of the head's
+        `_output_size` (`TanhGaussianHead`'s log-std range)."""
+        owner = type(self).__name__
+        self.obs_size = check_positive_int(owner, "obs_size", obs_size)
+        self.action_size = check_positive_int(owner, "action_size", action_size)
+        self.build_body(self._output_size(**outputs), hidden_sizes, activation, torso, key, 0.01, obs_shape)
+        self.low, self.high = _bounds(low, high, self.action_size, owner)
+
+    def _output_size(self) -> int:
+        """The output layer's width (called once `obs_size` and `action_size` are set; a head with
+        fields of its own sets them here from its keyword arguments)."""
+        return self.action_size
+
+
+class TanhGaussianHead(AbstractBoundedHead):
+    """`obs -> TanhNormal(mean, std)` on `[low, high]` (SAC's policy), state-dependent std. Its
+    constructor is `DeterministicHead`'s plus `log_std_min=-5.0, log_std_max=2.0`, the range the
+    log-std is squashed into (the keyword arguments of `_output_size`)."""
 
     torso: Encoder
     out: Linear
@@ -214,33 +255,16 @@ class TanhGaussianHead(AbstractHead):
     log_std_min: float = eqx.field(static=True)
     log_std_max: float = eqx.field(static=True)
 
-    def __init__(
-        self,
-        obs_size: int,
-        action_size: int,
-        hidden_sizes: Sequence[int] = (256, 256),
-        activation: Activation = "relu",
-        *,
-        key: Key,
-        torso: AbstractTorso | None = None,
-        obs_shape: ObsShape | None = None,
-        low: float | Array = -1.0,
-        high: float | Array = 1.0,
-        log_std_min: float = -5.0,
-        log_std_max: float = 2.0,
-    ):
-        """**Arguments:** as `GaussianHead`, plus the action bounds `low`, `high`
-        and the range `[log_std_min, log_std_max]` the log-std is squashed into."""
-        self.obs_size = check_positive_int("TanhGaussianHead", "obs_size", obs_size)
-        self.action_size = check_positive_int("TanhGaussianHead", "action_size", action_size)
+    def _output_size(self, log_std_min: float = -5.0, log_std_max: float = 2.0) -> int:
+        """The range `[log_std_min, log_std_max]` the log-std is squashed into; the outputs are the
+        mean and the raw log-std of every action."""
         if not log_std_min < log_std_max:
             raise ValueError(
                 f"TanhGaussianHead needs log_std_min < log_std_max, got {log_std_min} and {log_std_max}"
             )
-        self.build_body(2 * self.action_size, hidden_sizes, activation, torso, key, 0.01, obs_shape)
-        self.low, self.high = _bounds(low, high, self.action_size, type(self).__name__)
         self.log_std_min = float(log_std_min)
         self.log_std_max = float(log_std_max)
+        return 2 * self.action_size
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> TanhNormal:
         mean, raw = jnp.split(self.body_outputs(obs), 2, axis=-1)
@@ -249,7 +273,7 @@ class TanhGaussianHead(AbstractHead):
         return TanhNormal(mean, jnp.exp(log_std), jnp.asarray(self.low), jnp.asarray(self.high))
 
 
-class DeterministicHead(AbstractHead):
+class DeterministicHead(AbstractBoundedHead):
     """`obs -> action` in `[low, high]` through a `tanh` output (DDPG and TD3 actors)."""
 
     torso: Encoder
@@ -258,26 +282,6 @@ class DeterministicHead(AbstractHead):
     high: tuple[float, ...] = eqx.field(static=True)
     obs_size: int = eqx.field(static=True)
     action_size: int = eqx.field(static=True)
-
-    def __init__(
-        self,
-        obs_size: int,
-        action_size: int,
-        hidden_sizes: Sequence[int] = (256, 256),
-        activation: Activation = "relu",
-        *,
-        key: Key,
-        torso: AbstractTorso | None = None,
-        obs_shape: ObsShape | None = None,
-        low: float | Array = -1.0,
-        high: float | Array = 1.0,
-    ):
-        """**Arguments:** `obs_size`, `action_size`, torso `hidden_sizes` and
-        `activation`, `key`, and the action bounds `low`, `high`."""
-        self.obs_size = check_positive_int("DeterministicHead", "obs_size", obs_size)
-        self.action_size = check_positive_int("DeterministicHead", "action_size", action_size)
-        self.build_body(self.action_size, hidden_sizes, activation, torso, key, 0.01, obs_shape)
-        self.low, self.high = _bounds(low, high, self.action_size, type(self).__name__)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> Float[Array, "*batch action_size"]:
         y = jnp.tanh(self.body_outputs(obs))
@@ -312,8 +316,9 @@ class ValueHead(AbstractHead):
 
 class AbstractDiscreteQHead(AbstractHead):
     """The constructor of the heads that give `Q(obs, a)` for every one of `num_actions` discrete
-    actions (`DiscreteQHead`, `DuelingQHead`): `extra_outputs` is what their output layer adds
-    to `num_actions`."""
+    actions (`DiscreteQHead`, `DuelingQHead`, `CategoricalQHead`): `_output_size` is their output
+    layer's width, `extra_outputs + num_actions` unless a head overrides it (with keyword arguments
+    of its own, which the constructor passes on)."""
 
     num_actions: eqx.AbstractVar[int]
     extra_outputs: ClassVar[int] = 0
@@ -329,14 +334,21 @@ class AbstractDiscreteQHead(AbstractHead):
         torso: AbstractTorso | None = None,
         obs_shape: ObsShape | None = None,
         noisy: bool = False,
+        **outputs: Any,
     ):
         """**Arguments:** `obs_size`, `num_actions`, torso `hidden_sizes` and `activation`, `key`;
         `noisy=True` makes the output layer a `NoisyLinear` (Rainbow's noisy nets: draw its noise
-        with `sample_noise`; called directly, the head uses the mean weights)."""
+        with `sample_noise`; called directly, the head uses the mean weights); `outputs`, the
+        keyword arguments of the head's `_output_size` (none but `CategoricalQHead`'s support)."""
         owner = type(self).__name__
         self.obs_size = check_positive_int(owner, "obs_size", obs_size)
         self.num_actions = check_positive_int(owner, "num_actions", num_actions)
-        self.build_body(self.extra_outputs + self.num_actions, hidden_sizes, activation, torso, key, 1.0, obs_shape, noisy=noisy)
+        self.build_body(self._output_size(**outputs), hidden_sizes, activation, torso, key, 1.0, obs_shape, noisy=noisy)
+
+    def _output_size(self) -> int:
+        """The output layer's width (called once `obs_size` and `num_actions` are set; a head with
+        fields of its own sets them here from its keyword arguments)."""
+        return self.extra_outputs + self.num_actions
 
     @property
     def noisy(self) -> bool:
