@@ -3,6 +3,7 @@
 from ._base import AbstractAgent as AbstractAgent
 from ._base import AbstractRolloutAgent as AbstractRolloutAgent
 from ._base import Clock as Clock
+from ._base import as_env as as_env
 from ._base import hyperparameter_hint as hyperparameter_hint
 from ._hyperparameters import set_hyperparameter as set_hyperparameter
 from ._keywords import keyword_types as keyword_types

@@ -1,4 +1,5 @@
-"""A custom agent written with public names only: REINFORCE with a learned baseline.
+"""A custom agent written with public names only: REINFORCE with a learned baseline (and, at the
+end, a replay agent on the shared off-policy loop, `LinearQ`).
 
 It trains, stacks into a sweep, runs in PBT, and once registered works with run
 directories, `eqxrl train pkg.mod:Class`, `eqxrl evaluate`, `--resume` and
@@ -7,6 +8,7 @@ it loads its run directories when trusting its module (`--trust`, `trust=`) and 
 agent's author meets (undeclared hyperparameters, the metrics contract).
 """
 
+import dataclasses
 import importlib
 import json
 import re
@@ -19,7 +21,7 @@ import pytest
 
 import eqxrl
 from eqxrl.agents import AbstractAgent
-from eqxrl.components import CategoricalHead, Adam, ValueHead
+from eqxrl.components import CategoricalHead, Adam, DiscreteQHead, ValueHead
 from eqxrl.envs import AbstractEnv, AutoReset, EpisodeStatistics, VectorEnv
 
 
@@ -269,3 +271,57 @@ def test_a_custom_agents_init_is_one_compiled_program_with_the_same_weights():
     initial = eqxrl.loop.run_init(*eqxrl.loop.batch_and_keys(agent, jax.random.key(0)))
     for a, b in zip(_array_leaves(first), _array_leaves(initial), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+# ----------------------------------------------------------------------------- a custom replay agent
+class LinearQ(eqxrl.agents.AbstractOffPolicyAgent):
+    """A user's replay agent on the shared off-policy loop, with public names only: a Q-network
+    trained by one-step Q-learning without a target network, epsilon-greedy exploration. It
+    declares what `AbstractOffPolicyAgent` names as `AbstractVar`s (`env`, `loop`, `critic`, `tau`,
+    `max_grad_norm`) and implements the four hooks; the loop's and the network's keywords come
+    from the base."""
+
+    env: AbstractEnv = eqx.field(converter=eqxrl.agents.as_env)
+    _: dataclasses.KW_ONLY
+    loop: eqxrl.agents.OffPolicyLoop | None = None
+    critic: eqxrl.agents.NetworkSpec | None = None
+    epsilon: jax.Array = eqxrl.hyperparameter(0.1)
+    learning_rate: jax.Array = eqxrl.hyperparameter(1e-3)
+    tau: jax.Array = eqxrl.hyperparameter(1.0)  # (unused: no target network)
+    max_grad_norm: jax.Array = eqxrl.hyperparameter(10.0)
+
+    def init_learner(self, key):
+        q = DiscreteQHead(self.obs_size, self.action_size, key=key, torso=self.critic.torso_for(self), obs_shape=self.obs_shape)
+        return q, self.optimizer(self.critic_optimizer, self.learning_rate).init(q)
+
+    def greedy(self, learner, obs):
+        return jnp.argmax(learner[0](obs), axis=-1)
+
+    def explore(self, learner, obs, key, progress):
+        explore_key, action_key = jax.random.split(key)
+        random = jax.random.randint(action_key, obs.shape[:-1], 0, self.action_size)
+        return jnp.where(jax.random.uniform(explore_key, obs.shape[:-1]) < self.epsilon, random, self.greedy(learner, obs))
+
+    def update(self, learner, batch, key, updates, progress):
+        q, opt_state = learner
+        data = batch.data
+        target = data.reward + data.discount * jnp.max(q(data.next_obs), axis=-1)
+
+        def loss(q):
+            taken = jnp.take_along_axis(q(data.obs), data.action[:, None], axis=-1)[:, 0]
+            return jnp.mean(batch.weights * (taken - jax.lax.stop_gradient(target)) ** 2), taken - target
+
+        (value, td), grads = eqx.filter_value_and_grad(loss, has_aux=True)(q)
+        q, opt_state = self.optimizer(self.critic_optimizer, self.learning_rate).update(grads, opt_state, q, progress)
+        return (q, opt_state), td, {"q_loss": value}
+
+
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
+def test_a_custom_replay_agent_runs_on_the_shared_loop_with_its_keywords():
+    agent = LinearQ("CartPole-v1", num_envs=4, batch_size=32, buffer_size=1_000, learning_starts=64, hidden_sizes=(16,), gamma=0.9)
+    assert (agent.loop.num_envs, agent.loop.batch_size, agent.critic.hidden_sizes, float(agent.gamma)) == (4, 32, (16,), pytest.approx(0.9))
+    assert {"loop.gamma", "epsilon", "learning_rate"} <= set(agent.hyperparameters())
+    state, metrics = eqxrl.train(agent, jax.random.key(0), total_steps=400, progress=False)
+    assert int(metrics["env_steps"][-1]) >= 400 and np.isfinite(np.asarray(metrics["q_loss"])[-1])
+    assert agent.act(state, jnp.zeros((3, 4)), deterministic=True).shape == (3,)
+    assert float(eqxrl.sweep(agent, {"gamma": [0.8, 0.95]}).agent.loop.gamma[1]) == pytest.approx(0.95)
