@@ -34,6 +34,7 @@ class AbstractActorCriticAgent(AbstractOffPolicyAgent):
     policy_loss_terms: InitVar[tuple[AbstractLossTerm, ...] | Any] = ()
     actor: eqx.AbstractVar[NetworkSpec | None]  # (None until `__post_init__` builds it from its keywords)
     networks: ClassVar[tuple[str, ...]] = ("critic", "actor")
+    rates: ClassVar[dict[str, str]] = {"critic.optimizer": "critic_learning_rate", "actor.optimizer": "actor_learning_rate"}
     aliases: ClassVar[dict[str, str]] = {
         **AbstractOffPolicyAgent.aliases,
         **{keyword: f"actor.{field}" for keyword, field in NETWORK_KEYWORDS["actor"].items() if keyword.startswith(("actor", "policy"))},

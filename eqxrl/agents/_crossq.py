@@ -13,27 +13,24 @@ from jaxtyping import Array, Float, Int
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
 from ..components import (
     AbstractOptimizer,
-    AbstractSchedule,
     BatchRenorm,
     BatchRenormQHead,
     BatchRenormStats,
     Ensemble,
     Noise,
-    Adam,
     OptState,
     Sample,
     TanhGaussianHead,
     add_loss_terms,
-    check_learning_rate,
     check_optimizer,
     clipped_double_q_target,
     ensemble_apply,
     ensemble_stats,
-    learning_rate,
     optimizer_slot,
 )
 from ..envs import AbstractEnv
 from ._actor_critic import AbstractActorCriticAgent, critic_td_loss, every_nth_update
+from ._keywords import LearningRate
 from ._base import as_env
 from ._noise import policy_noise_spec
 from ._off_policy import check_continuous
@@ -71,6 +68,7 @@ class CrossQ(AbstractActorCriticAgent):
 
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 20_000
+    rates: ClassVar[dict[str, str]] = {**AbstractActorCriticAgent.rates, "alpha_optimizer": "alpha_learning_rate"}
     env: AbstractEnv = eqx.field(converter=as_env)
     _: KW_ONLY
     loop: OffPolicyLoop | None = None
@@ -85,18 +83,17 @@ class CrossQ(AbstractActorCriticAgent):
     renorm_d_max: float = eqx.field(static=True, default=5.0)
     renorm_warmup_steps: int = eqx.field(static=True, default=100_000)
     renorm_relax_steps: int = eqx.field(static=True, default=0)
-    adam_b1: float = eqx.field(static=True, default=0.5)
+    adam_b1: InitVar[float] = 0.5
     autotune: bool = eqx.field(static=True, default=True)
     alpha_optimizer: AbstractOptimizer | None = optimizer_slot()
     num_critics: int = eqx.field(static=True, default=2)
     importance_weight_actor: bool = eqx.field(static=True, default=False)
-    actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-3)
-    critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-3)
-    alpha_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-3)
+    actor_learning_rate: InitVar[LearningRate] = 1e-3
+    critic_learning_rate: InitVar[LearningRate] = 1e-3
+    alpha_learning_rate: InitVar[LearningRate] = 1e-3
     init_alpha: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
     tau: Float[Array, ""] = hyperparameter(0.005)
-    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
 
     def __check_init__(self):
         check_continuous(self, "CrossQ")  # a Discrete action space: one line naming the env
@@ -111,14 +108,10 @@ class CrossQ(AbstractActorCriticAgent):
         for name in ("num_critics", "policy_delay"):
             check_positive_int("CrossQ", name, getattr(self, name))
         self.renorm()  # BatchRenorm names a bad renorm_* value
-        if isinstance(self.adam_b1, bool) or not isinstance(self.adam_b1, (int, float)) or not 0 <= self.adam_b1 < 1:
-            raise ValueError(f"CrossQ(adam_b1) must be a number in [0, 1), got {self.adam_b1!r}")
         for name in ("autotune", "importance_weight_actor"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"CrossQ({name}) must be True or False, got {getattr(self, name)!r}")
         check_optimizer("CrossQ", "alpha_optimizer", self.alpha_optimizer)
-        for name in ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"):
-            check_learning_rate("CrossQ", name, getattr(self, name))
         check_hyperparameter("CrossQ", "init_alpha", self.init_alpha, lambda v: v > 0, "> 0")
 
     def renorm(self) -> dict[str, Any]:
@@ -143,12 +136,13 @@ class CrossQ(AbstractActorCriticAgent):
     def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer, AbstractOptimizer]:
         """**Returns:** the actor's, the critics' and the temperature's optimizers (the slots, or
         Adam with `b1=adam_b1`, the matching learning rate and `max_grad_norm`)."""
-        adam = lambda slot, lr: slot if slot is not None else Adam(lr, self.max_grad_norm, b1=self.adam_b1)  # noqa: E731
-        return (
-            adam(self.actor_optimizer, self.actor_learning_rate),
-            adam(self.critic_optimizer, self.critic_learning_rate),
-            adam(self.alpha_optimizer, self.alpha_learning_rate),
-        )
+        return self.actor.optimizer, self.critic.optimizer, self.alpha_optimizer
+
+    def adam_options(self, path: str, keywords: dict[str, Any]) -> dict[str, Any]:
+        b1 = keywords["adam_b1"]
+        if isinstance(b1, bool) or not isinstance(b1, (int, float)) or not 0 <= b1 < 1:
+            raise ValueError(f"CrossQ(adam_b1) must be a number in [0, 1), got {b1!r}")
+        return {"b1": b1}
 
     @property
     def target_entropy(self) -> Float[Array, ""]:

@@ -31,21 +31,19 @@ from jaxtyping import Array, Float, Int
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
 from ..components import (
     AbstractOptimizer,
-    AbstractSchedule,
     Noise,
     OptState,
     RunningMeanStd,
     Sample,
     SkillDynamics,
     Transition,
-    check_learning_rate,
     check_optimizer,
     dads_intrinsic_reward,
-    learning_rate,
     optimizer_slot,
 )
 from ..envs import ACTION_MASK, AbstractEnv, Box, DescriptorWrapper, SkillWrapper, resolve_descriptor
 from ._base import as_env
+from ._keywords import LearningRate
 from ._dads_report import SkillReport, evaluate_skills
 from ._actor_critic import AbstractActorCriticAgent
 from ._off_policy import OffPolicyState, check_continuous
@@ -100,6 +98,9 @@ class DADS(AbstractActorCriticAgent):
 
     default_env: ClassVar[str] = "Point2D-v0"
     default_total_steps: ClassVar[int] = 50_000
+    rates: ClassVar[dict[str, str]] = {
+        **AbstractActorCriticAgent.rates, "alpha_optimizer": "alpha_learning_rate", "dynamics_optimizer": "dynamics_learning_rate"
+    }
     env: AbstractEnv = eqx.field(converter=as_env)
     _: KW_ONLY
     num_skills: int = eqx.field(static=True, default=4)
@@ -123,14 +124,13 @@ class DADS(AbstractActorCriticAgent):
     alpha_optimizer: AbstractOptimizer | None = optimizer_slot()
     dynamics_optimizer: AbstractOptimizer | None = optimizer_slot()
     num_critics: int = eqx.field(static=True, default=2)
-    actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
-    critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
-    alpha_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
-    dynamics_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    actor_learning_rate: InitVar[LearningRate] = 3e-4
+    critic_learning_rate: InitVar[LearningRate] = 3e-4
+    alpha_learning_rate: InitVar[LearningRate] = 3e-4
+    dynamics_learning_rate: InitVar[LearningRate] = 3e-4
     init_alpha: Float[Array, ""] = hyperparameter(0.1)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
     tau: Float[Array, ""] = hyperparameter(0.005)
-    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
 
     def __post_init__(self, *keywords):
         # Runs before the converters and `__check_init__`: wrap the env once, here,
@@ -198,8 +198,6 @@ class DADS(AbstractActorCriticAgent):
             raise ValueError(
                 f"DADS(n_step) must be 1 (the intrinsic reward is a function of one-step transitions), got {self.n_step!r}"
             )
-        for name in ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate", "dynamics_learning_rate"):
-            check_learning_rate("DADS", name, getattr(self, name))
         check_hyperparameter("DADS", "init_alpha", self.init_alpha, lambda v: v > 0, "> 0")
 
     # ----------------------------------------------------------------- layout
@@ -248,18 +246,14 @@ class DADS(AbstractActorCriticAgent):
             actor=self.actor,
             alpha_optimizer=self.alpha_optimizer,
             num_critics=self.num_critics,
-            actor_learning_rate=self.actor_learning_rate,
-            critic_learning_rate=self.critic_learning_rate,
-            alpha_learning_rate=self.alpha_learning_rate,
             gamma=self.gamma,
             tau=self.tau,
             init_alpha=self.init_alpha,
             target_entropy_scale=self.target_entropy_scale,
-            max_grad_norm=self.max_grad_norm,
         )
 
     def _dynamics_opt(self) -> AbstractOptimizer:
-        return self.optimizer(self.dynamics_optimizer, self.dynamics_learning_rate)
+        return self.dynamics_optimizer
 
     def _policy_input(self, stats: RunningMeanStd | None, x: Float[Array, "*batch full"]) -> Float[Array, "*batch policy"]:
         obs, desc, skill = self.split(x)

@@ -12,7 +12,6 @@ from ..core import Key, Metrics, check_hyperparameter, check_positive_int, tree_
 from ..components import (
     AbstractLossTerm,
     AbstractOptimizer,
-    AbstractSchedule,
     ContinuousQHead,
     DeterministicHead,
     Ensemble,
@@ -23,7 +22,6 @@ from ..components import (
     clipped_double_q_target,
     polyak,
     smoothed_target_action,
-    check_learning_rate,
 )
 from ._actor_critic import AbstractActorCriticAgent, every_nth_update, update_critics
 from ._off_policy import check_continuous
@@ -52,8 +50,6 @@ class AbstractDeterministicAgent(AbstractActorCriticAgent):
     num_critics: eqx.AbstractVar[int]
     policy_delay: eqx.AbstractVar[int]
     target_update_interval: eqx.AbstractVar[int]
-    actor_learning_rate: eqx.AbstractVar[Float[Array, ""] | AbstractSchedule]
-    critic_learning_rate: eqx.AbstractVar[Float[Array, ""] | AbstractSchedule]
     exploration_noise: eqx.AbstractVar[Float[Array, ""]]
     target_noise: eqx.AbstractVar[Float[Array, ""] | None]
     target_noise_clip: eqx.AbstractVar[Float[Array, ""] | None]
@@ -63,19 +59,14 @@ class AbstractDeterministicAgent(AbstractActorCriticAgent):
         check_continuous(self, owner)
         for name in ("target_update_interval", "policy_delay", "num_critics"):
             check_positive_int(owner, name, getattr(self, name))
-        for name in ("actor_learning_rate", "critic_learning_rate"):
-            check_learning_rate(owner, name, getattr(self, name))
         for name in ("exploration_noise", "target_noise", "target_noise_clip"):
             if getattr(self, name) is not None:
                 check_hyperparameter(owner, name, getattr(self, name), lambda v: v >= 0, ">= 0")
 
     def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer]:
-        """**Returns:** the actor's and the critic's optimizers: the agent's slots, or Adam with
-        its learning rates and shared clipping threshold."""
-        return (
-            self.optimizer(self.actor_optimizer, self.actor_learning_rate),
-            self.optimizer(self.critic_optimizer, self.critic_learning_rate),
-        )
+        """**Returns:** the actor's and the critic's optimizers (given, or Adam with the agent's
+        learning rates and shared clipping threshold)."""
+        return self.actor.optimizer, self.critic.optimizer
 
     def init_learner(self, key: Key) -> DeterministicLearner:
         actor_key, critic_key = jax.random.split(key)

@@ -26,9 +26,7 @@ from ..components import (
     categorical_q_loss,
     check_categorical_support,
     categorical_q_target,
-    check_learning_rate,
     huber,
-    learning_rate,
     polyak,
     sample_noise,
     q_learning_target,
@@ -36,6 +34,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Discrete
 from ._noise import epsilon_greedy_from_noise, epsilon_greedy_noise_spec
+from ._keywords import LearningRate
 from ._off_policy import AbstractOffPolicyAgent
 from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
@@ -115,23 +114,22 @@ class DQN(AbstractOffPolicyAgent):
     loss: str = eqx.field(static=True, default="mse")
     target_update_period: int = eqx.field(static=True, default=5)
     epsilon_decay: str = eqx.field(static=True, default="linear")
-    anneal_lr: bool = eqx.field(static=True, default=True)
+    anneal_lr: InitVar[bool] = True
     head: str = eqx.field(static=True, default="plain")
     num_atoms: int = eqx.field(static=True, default=51)
     v_min: float = eqx.field(static=True, default=-10.0)
     v_max: float = eqx.field(static=True, default=10.0)
     noisy: bool = eqx.field(static=True, default=False)
     takes_action_masks: ClassVar[bool] = True
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "critic_optimizer": ("learning_rate", "max_grad_norm", "anneal_lr"),
-        "exploration": ("eps_start", "eps_end", "exploration_fraction"),
-    }
-    learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-3)
+    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"exploration": ("eps_start", "eps_end", "exploration_fraction")}
+    rates: ClassVar[dict[str, str]] = {"critic.optimizer": "learning_rate"}
+    aliases: ClassVar[dict[str, str]] = {**AbstractOffPolicyAgent.aliases, "anneal_lr": "critic.optimizer.anneal"}
+    learning_rate: InitVar[LearningRate] = 1e-3
     tau: Float[Array, ""] = hyperparameter(0.02)
     eps_start: Float[Array, ""] = hyperparameter(1.0)
     eps_end: Float[Array, ""] = hyperparameter(0.05)
     exploration_fraction: Float[Array, ""] = hyperparameter(0.5)
-    max_grad_norm: Float[Array, ""] = hyperparameter(10.0)
+    max_grad_norm: InitVar[float | Array] = 10.0
     exploration: AbstractSchedule | None = None
 
     def __check_init__(self):
@@ -141,8 +139,6 @@ class DQN(AbstractOffPolicyAgent):
                 "use DDPG, TD3 or SAC for continuous actions"
             )
         check_positive_int("DQN", "target_update_period", self.target_update_period)
-        if not isinstance(self.anneal_lr, bool):
-            raise ValueError(f"DQN(anneal_lr) must be True or False, got {self.anneal_lr!r}")
         if self.head not in HEADS:
             raise ValueError(f"DQN(head) must be one of {list(HEADS)}, got {self.head!r}")
         check_categorical_support("DQN", self.num_atoms, self.v_min, self.v_max)
@@ -155,7 +151,6 @@ class DQN(AbstractOffPolicyAgent):
             )
         if self.loss not in ("huber", "mse"):
             raise ValueError(f"DQN(loss) must be 'huber' or 'mse', got {self.loss!r}")
-        check_learning_rate("DQN", "learning_rate", self.learning_rate)
         check = lambda name, ok, expected: check_hyperparameter("DQN", name, getattr(self, name), ok, expected)  # noqa: E731
         check("eps_start", lambda v: 0 <= v <= 1, "in [0, 1]")
         check("eps_end", lambda v: 0 <= v <= 1, "in [0, 1]")
@@ -180,7 +175,12 @@ class DQN(AbstractOffPolicyAgent):
     def q_optimizer(self) -> AbstractOptimizer:
         """The Q-network's optimizer: `critic_optimizer`, or Adam with `learning_rate` (annealed
         linearly to 0 over training with `anneal_lr`, a number only) and `max_grad_norm`."""
-        return self.optimizer(self.critic_optimizer, self.learning_rate, anneal=self.anneal_lr)
+        return self.critic.optimizer
+
+    def adam_options(self, path: str, keywords: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(keywords["anneal_lr"], bool):
+            raise ValueError(f"DQN(anneal_lr) must be True or False, got {keywords['anneal_lr']!r}")
+        return {"anneal": keywords["anneal_lr"]}
 
     def epsilon(self, progress: Float[Array, ""] | float, count: Int[Array, ""] | int | None = None) -> Float[Array, ""]:
         """The exploration rate at `progress` in [0, 1] of training: from `eps_start` to

@@ -14,10 +14,14 @@ from typing import Any
 
 import equinox as eqx
 import jax
+from jaxtyping import Array
 
-from ..components import Adam, PrioritizedReplayBuffer, ReplayBuffer, check_learning_rate
+from ..components import AbstractSchedule, Adam, PrioritizedReplayBuffer, ReplayBuffer, check_learning_rate
 from ..core import check_hyperparameter, check_positive_int
 
+
+LearningRate = float | Array | AbstractSchedule | Callable[..., Any]
+"""What a learning-rate keyword takes: a number, an eqxrl schedule, or an optax schedule (a callable)."""
 
 _SLOT = object()  # (module_from_keywords: read the module from the agent's field)
 

@@ -1,7 +1,7 @@
 """MPO: Maximum a Posteriori Policy Optimisation (Abdolmaleki et al. 2018), with
 the decoupled KL constraints of Abdolmaleki et al. 2018b (as acme's `mpo` loss)."""
 
-from dataclasses import KW_ONLY
+from dataclasses import KW_ONLY, InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -13,7 +13,6 @@ from jaxtyping import Array, Float, Int
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
 from ..components import (
     AbstractOptimizer,
-    AbstractSchedule,
     Categorical,
     CategoricalHead,
     ContinuousQHead,
@@ -22,13 +21,10 @@ from ..components import (
     GaussianHead,
     Noise,
     Normal,
-    Adam,
     OptState,
     Sample,
     add_loss_terms,
-    check_learning_rate,
     check_optimizer,
-    learning_rate,
     mpo_categorical_loss,
     mpo_gaussian_loss,
     optimizer_slot,
@@ -39,6 +35,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Box, Discrete
 from ._actor_critic import AbstractActorCriticAgent, update_critics
+from ._keywords import LearningRate
 from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
 from ._base import as_env, with_mask
@@ -146,10 +143,8 @@ class MPO(AbstractActorCriticAgent):
 
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 100_000
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {
-        "actor_optimizer": ("policy_learning_rate",),
-        "critic_optimizer": ("critic_learning_rate",),
-        "dual_optimizer": ("dual_learning_rate",),
+    rates: ClassVar[dict[str, str]] = {
+        "critic.optimizer": "critic_learning_rate", "actor.optimizer": "policy_learning_rate", "dual_optimizer": "dual_learning_rate"
     }
     env: AbstractEnv = eqx.field(converter=as_env)
     _: KW_ONLY
@@ -160,9 +155,9 @@ class MPO(AbstractActorCriticAgent):
     num_action_samples: int = eqx.field(static=True, default=20)
     target_update_period: int = eqx.field(static=True, default=100)
     dual_optimizer: AbstractOptimizer | None = optimizer_slot()
-    policy_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
-    critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
-    dual_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-2)
+    policy_learning_rate: InitVar[LearningRate] = 3e-4
+    critic_learning_rate: InitVar[LearningRate] = 3e-4
+    dual_learning_rate: InitVar[LearningRate] = 1e-2
     tau: Float[Array, ""] = hyperparameter(1.0)
     epsilon: Float[Array, ""] = hyperparameter(0.1)
     kl_mean: Float[Array, ""] = hyperparameter(2.5e-3)
@@ -173,7 +168,7 @@ class MPO(AbstractActorCriticAgent):
     init_alpha_std: Float[Array, ""] = hyperparameter(10.0)
     init_std: Float[Array, ""] = hyperparameter(0.5)
     min_std: Float[Array, ""] = hyperparameter(1e-3)
-    max_grad_norm: Float[Array, ""] = hyperparameter(40.0)
+    max_grad_norm: InitVar[float | Array] = 40.0
     mstep_iterations: int = eqx.field(static=True, default=1)
     alpha_mean_max: Float[Array, ""] = hyperparameter(float("inf"))
     alpha_std_max: Float[Array, ""] = hyperparameter(float("inf"))
@@ -202,8 +197,6 @@ class MPO(AbstractActorCriticAgent):
         for name in ("num_critics", "num_action_samples", "target_update_period", "mstep_iterations"):
             check_positive_int("MPO", name, getattr(self, name))
         check = lambda name, ok, expected: check_hyperparameter("MPO", name, getattr(self, name), ok, expected)  # noqa: E731
-        for name in ("policy_learning_rate", "critic_learning_rate", "dual_learning_rate"):
-            check_learning_rate("MPO", name, getattr(self, name))
         for name in ("epsilon", "kl_mean", "kl_std", "kl_categorical", "init_temperature", "init_alpha_mean", "init_alpha_std", "init_std"):
             check(name, lambda v: v > 0, "> 0")
         check("min_std", lambda v: v >= 0, ">= 0")
@@ -237,8 +230,10 @@ class MPO(AbstractActorCriticAgent):
         (`actor_optimizer`, `critic_optimizer`, `dual_optimizer`), or Adam with the
         matching learning rate (clipped at `max_grad_norm`, except the duals: their
         gradients are KL gaps, small by construction)."""
-        dual = self.dual_optimizer if self.dual_optimizer is not None else Adam(self.dual_learning_rate)
-        return self.optimizer(self.actor_optimizer, self.policy_learning_rate), self.optimizer(self.critic_optimizer, self.critic_learning_rate), dual
+        return self.actor.optimizer, self.critic.optimizer, self.dual_optimizer
+
+    def adam_options(self, path: str, keywords: dict[str, Any]) -> dict[str, Any]:
+        return {"max_grad_norm": float("inf")} if path == "dual_optimizer" else {}  # (the duals' steps are not clipped)
 
     def policy_distribution(self, policy: GaussianHead, obs: Float[Array, "*batch obs"]) -> Normal:
         """**Returns:** the Gaussian policy at `obs`: a `tanh`-bounded mean and

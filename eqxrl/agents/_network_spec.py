@@ -3,24 +3,27 @@ one module the agent stores (`agent.critic`, `agent.actor`). The constructor bui
 init-only keywords it had before (`critic_torso`, `hidden_sizes`, `critic_optimizer`,
 `critic_loss_terms`; `actor_torso`, `actor_optimizer`, `policy_loss_terms`), or takes it given whole."""
 
+import dataclasses
 from typing import Any
 
 import equinox as eqx
 
 from ..components import (
+    Adam,
     AbstractLossTerm,
     AbstractOptimizer,
     AbstractTorso,
     as_torso,
     auto_torso,
     check_loss_terms,
+    check_learning_rate,
     check_optimizer,
     check_torso,
     get_activation,
     loss_terms,
     optimizer_slot,
 )
-from ..core import is_positive_int
+from ..core import check_hyperparameter, is_positive_int
 from ._keywords import module_from_keywords
 
 NETWORK_KEYWORDS = {
@@ -83,3 +86,29 @@ def check_spec(agent: Any, network: str) -> None:
     check_torso(owner, field_names["torso"], spec.torso)
     check_optimizer(owner, field_names["optimizer"], spec.optimizer)
     check_loss_terms(owner, field_names["loss_terms"], spec.loss_terms)
+
+
+def optimizers_from_keywords(agent: Any, given: dict[str, Any], resolved: dict[str, Any]) -> None:
+    """Fill in the optimizers `agent.rates` names (`{"critic.optimizer": "critic_learning_rate",
+    "alpha_optimizer": "alpha_learning_rate"}`: a `NetworkSpec`'s, or an optimizer field of the
+    agent, with the init-only keyword of its learning rate) that were not given: Adam with that rate
+    (from the `resolved` keywords), `max_grad_norm` and the agent's `adam_options`, each keyword
+    checked under the agent's name. A rate keyword `given` beside an optimizer given is refused in
+    one line unless it agrees with it."""
+    owner = type(agent).__name__
+    for path, rate in agent.rates.items():
+        if rate not in given:
+            raise ValueError(f"{owner}.rates names {rate!r} for {path}, which is no init-only keyword of {owner} (declare `{rate}: InitVar[float] = ...`)")
+        network, _, attr = path.rpartition(".")
+        holder = getattr(agent, network) if network else agent
+        if getattr(holder, attr) is not None:
+            current = getattr(holder, attr)
+            module_from_keywords(agent, path.replace(".", "_"), {rate: given[rate]}, "the optimizer", lambda: None, current=current)
+            continue
+        check_learning_rate(owner, rate, resolved[rate])
+        check_hyperparameter(owner, "max_grad_norm", resolved["max_grad_norm"], lambda v: v > 0, "> 0 (inf disables clipping)")
+        built = Adam(resolved[rate], **{"max_grad_norm": resolved["max_grad_norm"], **agent.adam_options(path, resolved)})
+        if network:
+            setattr(agent, network, dataclasses.replace(holder, optimizer=built))
+        else:
+            setattr(agent, attr, built)

@@ -31,7 +31,6 @@ from ..components import (
     Categorical,
     NStepTransition,
     NStepWindow,
-    Adam,
     PrioritizedReplayBuffer,
     RunningMeanStd,
     Sample,
@@ -39,7 +38,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Box, Discrete, RescaleAction
 from ._base import AbstractRolloutAgent, Clock, check_no_action_masks
-from ._network_spec import NETWORK_KEYWORDS, NetworkSpec, check_spec, spec_from_keywords
+from ._network_spec import NETWORK_KEYWORDS, NetworkSpec, check_spec, optimizers_from_keywords, spec_from_keywords
 from ._off_policy_loop import LOOP_KEYWORDS, OffPolicyLoop, check_loop, init_only_names, loop_from_keywords
 from ._noise import no_noise_sampler
 
@@ -119,11 +118,15 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     critic_torso: InitVar[AbstractTorso | Any] = None
     critic_optimizer: InitVar[AbstractOptimizer | Any] = None
     critic_loss_terms: InitVar[tuple[AbstractLossTerm, ...] | Any] = ()
+    max_grad_norm: InitVar[float | Array] = float("inf")
     critic: eqx.AbstractVar[NetworkSpec | None]  # (None until `__post_init__` builds it from its keywords)
     tau: eqx.AbstractVar[Float[Array, ""]]
-    max_grad_norm: eqx.AbstractVar[Float[Array, ""]]
     networks: ClassVar[tuple[str, ...]] = ("critic",)
     """The `NetworkSpec`s the agent stores, each built from its keywords (`NETWORK_KEYWORDS`)."""
+    rates: ClassVar[dict[str, str]] = {}
+    """The optimizers the agent builds when not given, by path (a `NetworkSpec`'s, or an optimizer
+    field), each with the init-only keyword of its learning rate: Adam with that rate and
+    `max_grad_norm` (and `adam_options`); the keyword names the optimizer's `learning_rate`."""
     aliases: ClassVar[dict[str, str]] = {
         **{name: f"loop.{name}" for name in (*LOOP_KEYWORDS, "buffer")},
         "per_alpha": "loop.buffer.alpha",
@@ -133,21 +136,24 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     takes_action_masks: ClassVar[bool] = False  # True: the agent honours its env's masks (DQN, MPO)
 
     def __init_subclass__(cls, **kwargs):
-        """A replay agent's `replaced_by`, unless it declares its own: each `<x>_optimizer` keyword
-        makes `<x>_learning_rate` unused when given (`critic_optimizer`: `critic_learning_rate`)."""
-        if "replaced_by" not in cls.__dict__:
-            names = list(dict.fromkeys(n for k in reversed(cls.__mro__) for n in k.__dict__.get("__annotations__", {})))
-            cls.replaced_by = {
-                n: (f"{n.removesuffix('_optimizer')}_learning_rate",) for n in names
-                if n.endswith("_optimizer") and f"{n.removesuffix('_optimizer')}_learning_rate" in names
-            }  # fmt: skip
+        """Each learning-rate keyword (`rates`) names its optimizer's rate, and `max_grad_norm` the
+        critic's optimizer's (every default optimizer is built with it)."""
+        rates = {rate: f"{path}.learning_rate" for path, rate in cls.rates.items()}
+        cls.aliases = {**cls.aliases, **rates, "max_grad_norm": "critic.optimizer.max_grad_norm"}
         super().__init_subclass__(**kwargs)
 
     def __post_init__(self, *keywords: Any):  # `loop` (and its buffer) from the init-only keywords
         given = dict(zip(init_only_names(type(self)), keywords))
-        self.loop = loop_from_keywords(self, given if self.loop is not None else self.resolve_keywords(given))
+        resolved = self.resolve_keywords(given)  # (used where a module is built: a given one is checked against `given`)
+        self.loop = loop_from_keywords(self, given if self.loop is not None else resolved)
         for network in self.networks:
-            setattr(self, network, spec_from_keywords(self, network, given if getattr(self, network) is not None else self.resolve_keywords(given)))
+            setattr(self, network, spec_from_keywords(self, network, given if getattr(self, network) is not None else resolved))
+        optimizers_from_keywords(self, given, resolved)
+
+    def adam_options(self, path: str, keywords: dict[str, Any]) -> dict[str, Any]:
+        """Further arguments of the Adam built for the optimizer at `path` (`rates`), from the
+        init-only `keywords` (DQN: `anneal=anneal_lr`; CrossQ: `b1=adam_b1`). Default: none."""
+        return {}
 
     def resolve_keywords(self, keywords: dict[str, Any]) -> dict[str, Any]:
         """The init-only keywords a `loop` is built from, given those passed (when no `loop` is
@@ -165,12 +171,7 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
             check_spec(self, network)
         check = lambda name, ok, expected: check_hyperparameter(owner, name, getattr(self, name), ok, expected)  # noqa: E731
         check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
-        check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
 
-    def optimizer(self, slot: AbstractOptimizer | None, learning_rate: Any, anneal: bool = False) -> AbstractOptimizer:
-        """**Returns:** the optimizer `slot` holds, or (None) Adam with `learning_rate` (a number,
-        decayed linearly to 0 over training with `anneal`, or a schedule) and `max_grad_norm`."""
-        return slot if slot is not None else Adam(learning_rate, self.max_grad_norm, anneal=anneal)
 
 
     # ----------------------------------------------------------------- hooks

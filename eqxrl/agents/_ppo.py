@@ -15,7 +15,6 @@ from ..components import (
     AbstractLossTerm,
     AbstractOptimizer,
     AbstractRecurrentTorso,
-    AbstractSchedule,
     AbstractTorso,
     CategoricalHead,
     MultiCategoricalHead,
@@ -43,7 +42,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, ClipAction
 from ._base import AbstractRolloutAgent, Clock, as_env, with_mask
-from ._keywords import default_adam, module_from_keywords
+from ._keywords import LearningRate, default_adam, module_from_keywords
 from ._noise import policy_noise_spec
 from ._ppo_split import check_separate, init_opt_state, separate_iteration
 from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration, recurrent_preset
@@ -124,7 +123,7 @@ class PPO(AbstractRolloutAgent):
     critic_optimizer: AbstractOptimizer | None = optimizer_slot()
     policy_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
     critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
-    learning_rate: InitVar[float | Array | AbstractSchedule] = 2.5e-4
+    learning_rate: InitVar[LearningRate] = 2.5e-4
     gamma: Float[Array, ""] = hyperparameter(0.99)
     gae_lambda: Float[Array, ""] = hyperparameter(0.95)
     clip_eps: Float[Array, ""] = hyperparameter(0.2)

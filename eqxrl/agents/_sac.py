@@ -12,7 +12,6 @@ from jaxtyping import Array, Float, Int
 from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, tree_select
 from ..components import (
     AbstractOptimizer,
-    AbstractSchedule,
     CategoricalHead,
     ContinuousQHead,
     DiscreteQHead,
@@ -20,9 +19,7 @@ from ..components import (
     Noise,
     OptState,
     add_loss_terms,
-    check_learning_rate,
     check_optimizer,
-    learning_rate,
     optimizer_slot,
     Sample,
     TanhGaussianHead,
@@ -38,6 +35,7 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Box, Discrete
 from ._actor_critic import AbstractActorCriticAgent, update_critics
+from ._keywords import LearningRate
 from ._base import Clock, as_env
 from ._noise import policy_noise_spec
 from ._off_policy import OffPolicyState, check_continuous
@@ -94,6 +92,7 @@ class SAC(AbstractActorCriticAgent):
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 50_000
     takes_action_masks: ClassVar[bool] = True  # (discrete SAC; masks on Box actions are refused)
+    rates: ClassVar[dict[str, str]] = {**AbstractActorCriticAgent.rates, "alpha_optimizer": "alpha_learning_rate"}
     env: AbstractEnv = eqx.field(converter=as_env)
     _: KW_ONLY
     # None: the value for the env's action space (`ACTION_SPACE_DEFAULTS`, set in `__post_init__`).
@@ -110,14 +109,13 @@ class SAC(AbstractActorCriticAgent):
     num_critics: int = eqx.field(static=True, default=2)
     target_update_interval: int = eqx.field(static=True, default=1)
     importance_weight_actor: bool = eqx.field(static=True, default=False)
-    actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(default=None)
-    critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(default=None)
-    alpha_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    actor_learning_rate: InitVar[LearningRate | None] = None
+    critic_learning_rate: InitVar[LearningRate | None] = None
+    alpha_learning_rate: InitVar[LearningRate] = 3e-4
     init_alpha: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_ratio: Float[Array, ""] = hyperparameter(DISCRETE_TARGET_ENTROPY_RATIO)
     tau: Float[Array, ""] = hyperparameter(0.005)
-    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))
 
     def __post_init__(self, *keywords):
         # Fields and keywords left at None take the value for the action space; converters run after
@@ -149,8 +147,6 @@ class SAC(AbstractActorCriticAgent):
         if not isinstance(self.importance_weight_actor, bool):
             raise ValueError(f"SAC(importance_weight_actor) must be True or False, got {self.importance_weight_actor!r}")
         check_optimizer("SAC", "alpha_optimizer", self.alpha_optimizer)
-        for name in ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"):
-            check_learning_rate("SAC", name, getattr(self, name))
         check_hyperparameter("SAC", "init_alpha", self.init_alpha, lambda v: v > 0, "> 0")
         check_hyperparameter("SAC", "target_entropy_ratio", self.target_entropy_ratio, lambda v: 0 <= v <= 1, "in [0, 1]")
 
@@ -162,11 +158,7 @@ class SAC(AbstractActorCriticAgent):
     def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer, AbstractOptimizer]:
         """**Returns:** the actor's, the critics' and the temperature's optimizers (the
         slots, or Adam with the matching learning rate and `max_grad_norm`)."""
-        return (
-            self.optimizer(self.actor_optimizer, self.actor_learning_rate),
-            self.optimizer(self.critic_optimizer, self.critic_learning_rate),
-            self.optimizer(self.alpha_optimizer, self.alpha_learning_rate),
-        )
+        return self.actor.optimizer, self.critic.optimizer, self.alpha_optimizer
 
     @property
     def target_entropy(self) -> Float[Array, ""]:

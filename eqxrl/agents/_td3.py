@@ -1,14 +1,14 @@
 """TD3 (Fujimoto et al. 2018): twin critics, delayed policy updates, target policy smoothing."""
 
-from dataclasses import KW_ONLY
+from dataclasses import KW_ONLY, InitVar
 
 import equinox as eqx
 from jaxtyping import Array, Float
 
 from ..core import hyperparameter
-from ..components import AbstractSchedule, learning_rate
 from ..envs import AbstractEnv
 from ._base import as_env
+from ._keywords import LearningRate
 from ._deterministic import AbstractDeterministicAgent
 from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
@@ -27,10 +27,9 @@ class TD3(AbstractDeterministicAgent):
     policy_delay: int = eqx.field(static=True, default=2)
     num_critics: int = eqx.field(static=True, default=2)
     target_update_interval: int = eqx.field(static=True, default=1)
-    actor_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
-    critic_learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(3e-4)
+    actor_learning_rate: InitVar[LearningRate] = 3e-4
+    critic_learning_rate: InitVar[LearningRate] = 3e-4
     exploration_noise: Float[Array, ""] = hyperparameter(0.1)
     target_noise: Float[Array, ""] = hyperparameter(0.2)
     target_noise_clip: Float[Array, ""] = hyperparameter(0.5)
     tau: Float[Array, ""] = hyperparameter(0.005)
-    max_grad_norm: Float[Array, ""] = hyperparameter(float("inf"))

@@ -176,8 +176,9 @@ def learning_rate(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
 
 
 def check_learning_rate(owner: str, name: str, value: Any) -> None:
-    """Raise a ValueError naming `owner(name)` unless `value` is a finite number > 0 or a schedule."""
-    if isinstance(value, AbstractSchedule):
+    """Raise a ValueError naming `owner(name)` unless `value` is a finite number > 0 or a schedule
+    (an eqxrl schedule, or a callable such as an optax schedule, which `as_learning_rate` wraps)."""
+    if isinstance(value, AbstractSchedule) or (callable(value) and not hasattr(value, "__array__")):
         return
     v = concrete_scalar(value)
     if v is not None and v == float("inf"):

@@ -190,10 +190,10 @@ def test_optimizer_slots_take_optax_and_eqxrl_optimizers():
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
     agent = SAC("Pendulum-v1", critic_optimizer=tx, actor_optimizer=Adam(1e-3, 5.0), alpha_optimizer=optax.sgd(1e-2), **TINY_OFF)
     assert agent.critic_optimizer == OptaxOptimizer(tx)
-    assert "actor_optimizer.learning_rate" in agent.hyperparameters()
+    assert "actor.optimizer.learning_rate" in agent.hyperparameters()
     # The numbers the slots replace are not hyperparameters any more: nothing reads them.
     assert not {"actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"} & set(agent.hyperparameters())
-    with pytest.raises(ValueError, match=r"'critic_learning_rate' is not used by this agent"):
+    with pytest.raises(ValueError, match=r"has no hyperparameter 'critic_learning_rate'"):
         eqxrl.sweep(agent, {"critic_learning_rate": [1e-3, 1e-4]})
     with pytest.raises(ValueError, match=r"PBT\(space\) names 'critic_learning_rate', which is not a hyperparameter leaf"):
         eqxrl.pbt.PBT(agent, {"critic_learning_rate": eqxrl.pbt.LogUniform(1e-4, 1e-3)}, population_size=2, ready=8)
@@ -276,6 +276,32 @@ def test_the_buffer_keywords_build_the_buffer_the_agent_stores():
             DQN("CartPole-v1", buffer_size=0)
     flags = {f.name for f in eqxrl.cli.agent_flags(DQN)}
     assert {"buffer", "buffer_size", "prioritized", "per_alpha"} <= flags
+
+
+def test_the_learning_rate_keywords_build_the_optimizers_the_agent_stores():
+    """A replay agent's learning rates (and `max_grad_norm`, DQN's `anneal_lr`, CrossQ's `adam_b1`)
+    are init-only keywords that build its optimizers (`critic.optimizer`, `alpha_optimizer`), one
+    place each number lives; the keywords' names read and set them."""
+    from eqxrl.agents import set_hyperparameter
+    from typecheck import no_runtime_typecheck
+
+    sac = SAC("Pendulum-v1", critic_learning_rate=1e-3, max_grad_norm=5.0)
+    assert sac.critic.optimizer == Adam(1e-3, 5.0) and sac.actor.optimizer == Adam(3e-4, 5.0) and sac.alpha_optimizer == Adam(3e-4, 5.0)
+    assert (float(sac.critic_learning_rate), float(sac.max_grad_norm)) == (pytest.approx(1e-3), 5.0)
+    assert float(set_hyperparameter(sac, "critic_learning_rate", 2e-4).critic.optimizer.learning_rate) == pytest.approx(2e-4)
+    given = DQN("CartPole-v1", critic_optimizer=Adam(1e-3))  # (a given Adam's rate is reached by the keyword too)
+    assert float(set_hyperparameter(given, "learning_rate", 1e-4).critic.optimizer.learning_rate) == pytest.approx(1e-4)
+    assert DQN("CartPole-v1").critic.optimizer == Adam(1e-3, 10.0, anneal=True) and not DQN("CartPole-v1", anneal_lr=False).anneal_lr
+    assert eqx.tree_equal(dataclasses.replace(sac, tau=0.01).critic, sac.critic)  # (the keywords passed back agree)
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"^SAC\(critic_optimizer\) is the optimizer itself: with it given, \['critic_learning_rate'\] must stay unset \(or agree with it\)$"):
+            SAC("Pendulum-v1", critic_optimizer=Adam(1e-3), critic_learning_rate=5e-4)
+        with pytest.raises(ValueError, match=r"^SAC\(alpha_learning_rate\) must be > 0, got -1"):
+            SAC("Pendulum-v1", alpha_learning_rate=-1.0)
+        with pytest.raises(ValueError, match=r"^TD3\(max_grad_norm\) must be > 0 \(inf disables clipping\), got 0"):
+            TD3("Pendulum-v1", max_grad_norm=0.0)
+        with pytest.raises(ValueError, match=r"^DQN\(anneal_lr\) must be True or False, got 'yes'$"):
+            DQN("CartPole-v1", anneal_lr="yes")
 
 
 def test_the_loop_keywords_build_the_loop_the_agent_stores():
@@ -416,10 +442,11 @@ def test_hyperparameters_by_dotted_path():
         critic_loss_terms=(L2Penalty(1e-4),),
     )  # fmt: skip
     paths = agent.hyperparameters()
-    for path in ("learning_rate.init_value", "loop.buffer.alpha", "critic.loss_terms.0.coef", "loop.gamma"):
+    for path in ("critic.optimizer.learning_rate.init_value", "loop.buffer.alpha", "critic.loss_terms.0.coef", "loop.gamma"):
         assert path in paths and get_path(agent, path) is paths[path]
-    assert resolve_path(agent, "init_value") == "learning_rate.init_value"  # flat names where unambiguous
-    with pytest.raises(ValueError, match=r"'alpha' is ambiguous, it could be any of \['loop.buffer.alpha', 'learning_rate.alpha'\]"):
+    assert resolve_path(agent, "init_value") == "critic.optimizer.learning_rate.init_value"  # flat names where unambiguous
+    assert resolve_path(agent, "learning_rate.init_value") == "critic.optimizer.learning_rate.init_value"  # (a keyword's prefix)
+    with pytest.raises(ValueError, match=r"'alpha' is ambiguous, it could be any of \['loop.buffer.alpha', 'critic.optimizer.learning_rate.alpha'\]"):
         resolve_path(agent, "alpha")
     assert "critic.optimizer.learning_rate" in DQN("CartPole-v1", critic_optimizer=Adam(1e-3)).hyperparameters()
     moved = replace_paths(agent, {"loop.buffer.alpha": 0.3})

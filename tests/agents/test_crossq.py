@@ -106,7 +106,8 @@ def test_crossq_defaults_and_fields():
     assert agent.default_budget() == 20_000 and CrossQ.default_env == "Pendulum-v1"
     assert all(o.b1 == 0.5 for o in agent.optimizers())
     assert "tau" not in agent.hyperparameters()
-    assert {"actor_learning_rate", "critic_learning_rate", "alpha_learning_rate", "init_alpha"} <= set(agent.hyperparameters())
+    assert {"actor.optimizer.learning_rate", "critic.optimizer.learning_rate", "alpha_optimizer.learning_rate", "init_alpha"} <= set(agent.hyperparameters())
+    assert agent.critic.optimizer.b1 == agent.adam_b1 == 0.5  # (adam_b1 configures every optimizer it builds)
 
 
 def test_bad_crossq_config_is_named():

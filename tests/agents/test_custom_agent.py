@@ -12,6 +12,7 @@ import dataclasses
 import importlib
 import json
 import re
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -277,22 +278,22 @@ def test_a_custom_agents_init_is_one_compiled_program_with_the_same_weights():
 class LinearQ(eqxrl.agents.AbstractOffPolicyAgent):
     """A user's replay agent on the shared off-policy loop, with public names only: a Q-network
     trained by one-step Q-learning without a target network, epsilon-greedy exploration. It
-    declares what `AbstractOffPolicyAgent` names as `AbstractVar`s (`env`, `loop`, `critic`, `tau`,
-    `max_grad_norm`) and implements the four hooks; the loop's and the network's keywords come
-    from the base."""
+    declares what `AbstractOffPolicyAgent` names as `AbstractVar`s (`env`, `loop`, `critic`, `tau`)
+    and the learning-rate keyword of the critic's optimizer (`rates`), and implements the four
+    hooks; the loop's and the network's keywords (and `max_grad_norm`) come from the base."""
 
+    rates: ClassVar[dict[str, str]] = {"critic.optimizer": "learning_rate"}  # (Adam from `learning_rate`, unless given)
     env: AbstractEnv = eqx.field(converter=eqxrl.agents.as_env)
     _: dataclasses.KW_ONLY
     loop: eqxrl.agents.OffPolicyLoop | None = None
     critic: eqxrl.agents.NetworkSpec | None = None
+    learning_rate: dataclasses.InitVar[float] = 1e-3
     epsilon: jax.Array = eqxrl.hyperparameter(0.1)
-    learning_rate: jax.Array = eqxrl.hyperparameter(1e-3)
     tau: jax.Array = eqxrl.hyperparameter(1.0)  # (unused: no target network)
-    max_grad_norm: jax.Array = eqxrl.hyperparameter(10.0)
 
     def init_learner(self, key):
         q = DiscreteQHead(self.obs_size, self.action_size, key=key, torso=self.critic.torso_for(self), obs_shape=self.obs_shape)
-        return q, self.optimizer(self.critic_optimizer, self.learning_rate).init(q)
+        return q, self.critic.optimizer.init(q)
 
     def greedy(self, learner, obs):
         return jnp.argmax(learner[0](obs), axis=-1)
@@ -312,7 +313,7 @@ class LinearQ(eqxrl.agents.AbstractOffPolicyAgent):
             return jnp.mean(batch.weights * (taken - jax.lax.stop_gradient(target)) ** 2), taken - target
 
         (value, td), grads = eqx.filter_value_and_grad(loss, has_aux=True)(q)
-        q, opt_state = self.optimizer(self.critic_optimizer, self.learning_rate).update(grads, opt_state, q, progress)
+        q, opt_state = self.critic.optimizer.update(grads, opt_state, q, progress)
         return (q, opt_state), td, {"q_loss": value}
 
 
@@ -320,7 +321,8 @@ class LinearQ(eqxrl.agents.AbstractOffPolicyAgent):
 def test_a_custom_replay_agent_runs_on_the_shared_loop_with_its_keywords():
     agent = LinearQ("CartPole-v1", num_envs=4, batch_size=32, buffer_size=1_000, learning_starts=64, hidden_sizes=(16,), gamma=0.9)
     assert (agent.loop.num_envs, agent.loop.batch_size, agent.critic.hidden_sizes, float(agent.gamma)) == (4, 32, (16,), pytest.approx(0.9))
-    assert {"loop.gamma", "epsilon", "learning_rate"} <= set(agent.hyperparameters())
+    assert {"loop.gamma", "epsilon", "critic.optimizer.learning_rate"} <= set(agent.hyperparameters())
+    assert float(eqxrl.agents.set_hyperparameter(agent, "learning_rate", 3e-4).critic.optimizer.learning_rate) == pytest.approx(3e-4)
     state, metrics = eqxrl.train(agent, jax.random.key(0), total_steps=400, progress=False)
     assert int(metrics["env_steps"][-1]) >= 400 and np.isfinite(np.asarray(metrics["q_loss"])[-1])
     assert agent.act(state, jnp.zeros((3, 4)), deterministic=True).shape == (3,)

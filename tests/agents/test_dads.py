@@ -339,7 +339,7 @@ def test_dads_wraps_the_env_and_builds_sac_from_its_fields():
     config = {k: eqxrl.core.from_spec(v, k) for k, v in config.items()}  # (lists as tuples, the buffer's spec as the buffer)
     assert eqx.tree_equal(DADS(make(agent.env.name), **config), agent)
     hyper = agent.hyperparameters()
-    assert {"dynamics_learning_rate", "actor_learning_rate", "loop.gamma", "tau", "loop.reward_scale"} <= set(hyper)
+    assert {"dynamics_optimizer.learning_rate", "actor.optimizer.learning_rate", "loop.gamma", "tau", "loop.reward_scale"} <= set(hyper)
     assert all(v.dtype == jnp.float32 and v.shape == () for v in hyper.values())
     x = jnp.arange(7, dtype=jnp.float32)
     obs, desc, skill = agent.split(x)

@@ -257,7 +257,7 @@ def test_sac_defaults_adapt_to_the_action_space_and_keep_given_values():
     assert float(given.critic_learning_rate) == pytest.approx(1e-3)  # not given: the discrete value
     # The learning rates are leaves as before (PBT and sweeps tune them), and a built agent holds
     # concrete values, so rebuilding it from its fields (a run directory's config) changes nothing.
-    assert {"actor_learning_rate", "critic_learning_rate"} <= set(discrete.hyperparameters())
+    assert {"actor.optimizer.learning_rate", "critic.optimizer.learning_rate"} <= set(discrete.hyperparameters())
     import dataclasses
 
     rebuilt = SAC(**{f.name: getattr(discrete, f.name) for f in dataclasses.fields(discrete)})

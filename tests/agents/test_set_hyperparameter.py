@@ -5,6 +5,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from eqxrl.agents import DQN, PPO, Clock, set_hyperparameter
@@ -56,8 +57,8 @@ def test_paths_flat_names_and_tuples():
         (lambda: PPO("CartPole-v1", **TINY_PPO), "num_envs", 4,
          r"set_hyperparameter\(path\): 'num_envs' is a static \(structural\) field of PPO: build a new agent .*its hyperparameters: \["),
         (lambda: PPO("CartPole-v1", **TINY_PPO), "env", "Acrobot-v1", r"'env' is a static \(structural\) field of PPO"),
-        (lambda: DQN("CartPole-v1", critic_optimizer=Adam(1e-3)), "learning_rate", 1e-4,
-         r"set_hyperparameter\(path\): DQN.learning_rate is not used \(a module the agent holds replaces it"),
+        (lambda: DQN("CartPole-v1", critic_optimizer=optax.adam(1e-3)), "learning_rate", 1e-4,
+         r"set_hyperparameter\(path\): DQN has no hyperparameter 'critic.optimizer.learning_rate'"),  # (an optax optimizer holds no rate leaf)
         (lambda: PPO("CartPole-v1", **TINY_PPO), "gamma", 2.0, r"PPO\(gamma\) must be in \[0, 1\], got 2"),
         (lambda: PPO("CartPole-v1", **TINY_PPO), "", 1.0, r"set_hyperparameter\(path\) must be a dotted path string, got ''"),
         (lambda: "PPO", "gamma", 0.9, r"set_hyperparameter\(agent\) must be an eqxrl agent, got str"),
