@@ -159,7 +159,8 @@ def train_run(
       `config.json` records the name (of a function, only its name: `resume_run(best=f)`).
     - `nan_guard`, `progress`: as for `eqxrl.train`.
     - `log`: sinks besides the files every run writes (`metrics.csv`, checkpoints, plots,
-      `eval.json`): names from `eqxrl.loop.SINKS` (`"tensorboard"`, `"wandb"`, `"mlflow"`, or a
+      `eval.json`: sinks too, `MetricsCsvSink`, `CheckpointSink`, ..., after these in one
+      `SinkGroup`; a sink that asks to stop is an error): names from `eqxrl.loop.SINKS` (`"tensorboard"`, `"wandb"`, `"mlflow"`, or a
       registered one) or `eqxrl.loop.AbstractSink` instances, e.g. `log=["tensorboard",
       MlflowSink("sqlite:///mlflow.db")]`. Each gets every metric row at each chunk boundary, the
       final evaluation, the recorded videos and how the run ended; a registered sink is
