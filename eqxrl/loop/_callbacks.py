@@ -1,8 +1,10 @@
 """Ready-made `train(callback=...)` callbacks: stop at a return threshold, report evaluations.
 
 A callback is called with a `Checkpoint` after every chunk and stops training by
-returning `True`. Both classes here read `checkpoint.metrics` only (host arrays laid
-out as `train` returns them), so they work for one run, seed batches and sweeps.
+returning `True`. Both classes here are sinks (`eqxrl.loop.AbstractSink`) with a `checkpoint`
+hook, so they also go where sinks go (`train_run(log=[EvalLogger()])`). They read
+`checkpoint.metrics` only (host arrays laid out as `train` returns them), so they work for one
+run, seed batches and sweeps.
 """
 
 import math
@@ -12,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._results import Checkpoint
+from ._sinks import AbstractSink
 
 __all__ = ["EvalLogger", "StopAtReturn", "latest_value"]
 
@@ -48,7 +51,7 @@ def _latest(values: np.ndarray, window: int) -> tuple[int, float] | None:
     return int(last[-1]) + 1, float(np.nanmean(block))
 
 
-class StopAtReturn:
+class StopAtReturn(AbstractSink):
     """Stop training once a return reaches `threshold` (`train(callback=StopAtReturn(475.0))`).
 
     **Arguments:**
@@ -78,7 +81,7 @@ class StopAtReturn:
         self.window = int(window)
         self.stopped_at: tuple[int, float] | None = None
 
-    def __call__(self, checkpoint: Checkpoint) -> bool:
+    def checkpoint(self, checkpoint: Checkpoint) -> bool:
         """**Returns:** True (stop) when the latest value reaches the threshold."""
         latest = _latest(_rows(checkpoint, self.metric, "StopAtReturn"), self.window)
         if latest is not None and latest[1] >= self.threshold:
@@ -90,7 +93,7 @@ class StopAtReturn:
         return f"StopAtReturn({self.threshold!r}, metric={self.metric!r}, window={self.window})"
 
 
-class EvalLogger:
+class EvalLogger(AbstractSink):
     """Collect (and print) each in-training evaluation as it appears: `train(eval_every=...,
     callback=EvalLogger())`.
 
@@ -117,14 +120,14 @@ class EvalLogger:
         self.file = file
         self.evaluations: list[tuple[int, float]] = []
         self.returns: list[np.ndarray] = []
-        self._seen = 0
+        self._reported = 0
 
-    def __call__(self, checkpoint: Checkpoint) -> None:
+    def checkpoint(self, checkpoint: Checkpoint) -> None:
         """Record (and print) the rows with a value since the last call."""
         values = _rows(checkpoint, self.metric, "EvalLogger")
         batched = np.ndim(checkpoint.metrics[self.metric]) == 2
         steps = np.atleast_2d(np.asarray(checkpoint.metrics["env_steps"]))[0]
-        start = min(self._seen, values.shape[1])
+        start = min(self._reported, values.shape[1])
         for i in range(start, values.shape[1]):
             column = values[:, i]
             if not np.isfinite(column).any():
@@ -135,7 +138,7 @@ class EvalLogger:
             if self.verbose:
                 spread = f" (min {np.nanmin(column):.2f}, max {np.nanmax(column):.2f} over {column.size})" if batched else ""
                 print(f"env steps {int(steps[i]):,}: {self.metric} {mean:.2f}{spread}", file=self.file or sys.stdout, flush=True)
-        self._seen = values.shape[1]
+        self._reported = values.shape[1]
 
     def __repr__(self) -> str:
         return f"EvalLogger(metric={self.metric!r}, verbose={self.verbose})"

@@ -1,19 +1,27 @@
-"""Sinks: where a run's outputs go (TensorBoard, Weights & Biases, MLflow, or a user's own).
+"""Sinks: where everything a run emits goes. The run directory's own files (`metrics.csv`,
+the learning curve, `eval.json`, the checkpoints; PBT's history) are sinks that every run has;
+TensorBoard, Weights & Biases, MLflow or a user's own are sinks named with `--log`.
 
-A sink is one small class with four hooks, all called on the host:
+A sink is one small class whose hooks, all called on the host, do nothing unless overridden:
 
 - `start(run)`: once, with a `RunInfo` (the run's name, config and directory, the
   iterations already done on resume, and what this sink recorded in an earlier call);
 - `rows(steps, metrics)`: the metric rows of the iterations done since the last call;
+- `checkpoint(checkpoint)`: then the run itself at that chunk boundary (a `Checkpoint`: the state
+  and every metric row so far), for a sink that writes or judges the state; returning True
+  stops training;
 - `evaluation(summary, env_steps)` and `video(path, frames, fps, env_steps)`: the final
   evaluation (`eval.json`'s summary) and each recorded episode;
+- `result(state, metrics)`: the finished run's final state and all its metric rows;
 - `finish(status)`: once, with `"complete"`, `"diverged"`, `"interrupted"` or `"failed"`.
 
-A sink is also a `train` callback (`eqxrl.train(..., callback=TensorBoardSink("tb"))`): called
-with a `Checkpoint`, it starts itself on first use and hands on the new rows. `eqxrl.runs.train_run`
-and the command line (`--log tensorboard,wandb,mlflow`) drive the same hooks, so one class serves
-both. A sink registered by name (`register_sink`) can be named in `--log` and is built again
-when a run directory is resumed.
+A sink is also a `train` callback (`eqxrl.train(..., callback=TensorBoardSink("tb"))`; every
+callback `train` has ready, `StopAtReturn` and `EvalLogger`, is a sink): called with a
+`Checkpoint`, it starts itself on first use, hands on the new rows, then calls `checkpoint` (whose
+answer stops training), and `result` at the last iteration. `eqxrl.runs.train_run`, `PBT.run` and
+the command line (`--log tensorboard,wandb,mlflow`) drive the same hooks of one `SinkGroup`, so
+one class serves all of them. A sink registered by name (`register_sink`) can be named in `--log`
+and is built again when a run directory is resumed.
 """
 
 import abc
@@ -104,21 +112,34 @@ def evaluation_scalars(summary: Mapping[str, Any]) -> dict[str, float]:
 
 
 class AbstractSink(abc.ABC):
-    """One destination for what a run emits; subclass it and implement `rows` (the other
-    hooks do nothing unless overridden). See the module docstring for when each hook is
-    called. `name` is the sink's `--log` name (see `register_sink`)."""
+    """One destination for what a run emits; subclass it and override the hooks it needs (most
+    loggers need `rows` only; every hook does nothing unless overridden). See the module
+    docstring for when each hook is called. `name` is the sink's `--log` name (see
+    `register_sink`); `required`: whether an error of the sink ends the run (the run directory's
+    own files) rather than leaving the sink out of it (a tracker's outage; see `SinkGroup`)."""
 
     name: ClassVar[str] = ""
+    required: ClassVar[bool] = False
 
     def start(self, run: RunInfo) -> Mapping[str, Any] | None:
         """Open the sink. **Returns:** what to record for a resumed run (JSON-able, kept in
         `config.json` under `"sinks"` and handed back as `RunInfo.record`), or None."""
         return None
 
-    @abc.abstractmethod
     def rows(self, steps: np.ndarray, metrics: Mapping[str, np.ndarray]) -> None:
         """New metric rows: `steps` (n,) env steps per member, `metrics[name]` of shape
         `(members, n)` (one member for a single run; NaN where a metric has no value)."""
+
+    def checkpoint(self, checkpoint: Checkpoint) -> bool | None:
+        """The run at a chunk boundary, after `rows`: `checkpoint.state` (donated to the next
+        chunk: copy what must outlive the call) and `checkpoint.metrics`, every row so far laid
+        out as `train` returns them. **Returns:** True to stop training after this chunk."""
+        return None
+
+    def result(self, state: Any, metrics: Mapping[str, np.ndarray]) -> None:
+        """The finished run: its final `state` and every metric row (as `train` returns them),
+        after the final evaluation and before `finish("complete")` (not called for a run that
+        stopped otherwise). As a bare `train` callback: at the chunk that reaches the budget."""
 
     def evaluation(self, summary: Mapping[str, Any], env_steps: int) -> None:
         """The final evaluation (`eval.json`: `mean`, `mean_per_seed`, `returns`, ...) at `env_steps`."""
@@ -134,15 +155,22 @@ class AbstractSink(abc.ABC):
         """Build the sink again for a resumed run from what its `start` returned (default: `cls()`)."""
         return cls()
 
-    def __call__(self, checkpoint: Checkpoint) -> None:
-        """As a `train(callback=...)`: start on the first call, then hand on the new rows. `train`
-        has no end hook: call `finish(status)` after it (a tracker's run stays open until then)."""
+    def __call__(self, checkpoint: Checkpoint) -> bool:
+        """As a `train(callback=...)`: start on the first call, then hand on the new rows, call
+        `checkpoint` (**returns** its answer: True stops training) and, at the chunk that reaches
+        the budget, `result`. `train` has no end hook: call `finish(status)` after it (a
+        tracker's run stays open until then)."""
         seen = getattr(self, "_seen", None)  # (iterations handed on so far; none before the first call)
         if seen is None:
             self.start(RunInfo(name=type(self).__name__))
             seen = 0
-        self.rows_of(checkpoint.metrics, seen, checkpoint.iteration)
+        if takes_rows(self):  # (reading checkpoint.metrics brings them to the host: only for a sink that wants them)
+            self.rows_of(checkpoint.metrics, seen, checkpoint.iteration)
         self._seen = checkpoint.iteration
+        stop = bool(self.checkpoint(checkpoint))
+        if checkpoint.iteration == checkpoint.num_iterations and _overrides(self, "result"):
+            self.result(checkpoint.state, checkpoint.metrics)
+        return stop
 
     def rows_of(self, metrics: Mapping[str, np.ndarray], start: int, stop: int) -> None:
         """`rows` for iterations `start` to `stop` of metrics laid out as `train` returns them
@@ -152,6 +180,16 @@ class AbstractSink(abc.ABC):
         arrays = {k: np.atleast_2d(np.asarray(v))[:, start:stop] for k, v in metrics.items()}
         steps = arrays.pop("env_steps")[0]
         self.rows(steps, arrays)
+
+
+def _overrides(sink: AbstractSink, hook: str) -> bool:
+    return getattr(type(sink), hook) is not getattr(AbstractSink, hook)
+
+
+def takes_rows(sink: AbstractSink) -> bool:
+    """Whether `sink` overrides `rows` (a `SinkGroup`: whether one of its sinks does): the metric
+    rows are brought to the host only for such a sink."""
+    return any(takes_rows(s) for s in sink.sinks) if isinstance(sink, SinkGroup) else _overrides(sink, "rows")
 
 
 SINKS: dict[str, type[AbstractSink]] = {}
@@ -214,16 +252,20 @@ def make_sinks(
 
 
 class SinkGroup(AbstractSink):
-    """Several sinks driven as one (what `train_run` holds): each hook goes to every sink in
-    order. A sink whose hook raises after it started is reported on stderr in one line and left
-    out for the rest of the run (a tracker's outage is not worth the training run); `start`'s
-    errors propagate, since they come before training.
+    """Several sinks driven as one (what `train_run` and `PBT.run` hold): each hook goes to every
+    sink in order. A sink whose hook raises after it started is reported on stderr in one line and
+    left out for the rest of the run (a tracker's outage is not worth the training run), unless it
+    is `required` (the run directory's own files): then the other sinks still get the hook and the
+    first required sink's error is raised (but in `finish` of a run that did not complete, whose
+    own error is the one to report). `start`'s errors propagate, since they come before training.
+    `checkpoint` returns True when a sink asked to stop, and `stopped_by` lists those sinks.
 
     **Arguments:** `sinks`, a list of `AbstractSink`; `names`, their recorded names (see `make_sinks`).
     """
 
     def __init__(self, sinks: list[AbstractSink], names: list[str] | None = None):
         self.sinks, self.names = list(sinks), list(names or [])
+        self.stopped_by: list[AbstractSink] = []
 
     def __bool__(self) -> bool:
         return bool(self.sinks)
@@ -243,26 +285,47 @@ class SinkGroup(AbstractSink):
                 records[sink.name] = dict(record)
         return records
 
-    def _each(self, hook: str, *args: Any) -> None:
+    def _each(self, hook: str, *args: Any) -> list[tuple[AbstractSink, Any]]:
+        """Call `hook` of every sink; **returns** each sink that answered, with its answer."""
+        answers, error = [], None
+        quiet = hook == "finish" and args[0] != "complete"
         for sink in list(self.sinks):
             try:
-                getattr(sink, hook)(*args)
+                answers.append((sink, getattr(sink, hook)(*args)))
             except Exception as e:
+                if sink.required:
+                    error = error if error is not None or quiet else e
+                    continue
                 if sink not in self.sinks:  # (the video thread's call and the training thread's both failed)
                     continue
                 self.sinks.remove(sink)
                 label = sink.name or type(sink).__name__
                 print(f"eqxrl: the {label} sink failed in {hook} and is left out of this run: {one_line(e)[:300]}",
                       file=sys.stderr, flush=True)  # fmt: skip
+        if error is not None:
+            raise error
+        return answers
 
     def rows(self, steps: np.ndarray, metrics: Mapping[str, np.ndarray]) -> None:
-        self._each("rows", steps, metrics)
+        if takes_rows(self):
+            self._each("rows", steps, metrics)
+
+    def rows_of(self, metrics: Mapping[str, np.ndarray], start: int, stop: int) -> None:
+        if takes_rows(self):  # (reading the metrics brings them to the host: only for a sink that wants them)
+            super().rows_of(metrics, start, stop)
+
+    def checkpoint(self, checkpoint: Checkpoint) -> bool:
+        self.stopped_by = [sink for sink, stop in self._each("checkpoint", checkpoint) if stop]
+        return bool(self.stopped_by)
 
     def evaluation(self, summary: Mapping[str, Any], env_steps: int) -> None:
         self._each("evaluation", summary, env_steps)
 
     def video(self, path: pathlib.Path, frames: np.ndarray, fps: int, env_steps: int) -> None:
         self._each("video", path, frames, fps, env_steps)
+
+    def result(self, state: Any, metrics: Mapping[str, np.ndarray]) -> None:
+        self._each("result", state, metrics)
 
     def finish(self, status: str) -> None:
         self._each("finish", status)

@@ -40,7 +40,11 @@ from ._population import gather as gather
 from ._population import history_from_records as history_from_records
 from ._resume import pbt_from_config as pbt_from_config
 from ._resume import resume as resume
+from ._rundir import HistorySink as HistorySink
+from ._rundir import PopulationSink as PopulationSink
 from ._rundir import RunDirectory as RunDirectory
+from ._rundir import generation_checkpoint as generation_checkpoint
+from ._rundir import generation_records as generation_records
 from ._rundir import generation_rows as generation_rows
 from ._rundir import pbt_config as pbt_config
 from ._rundir import plot_history as plot_history

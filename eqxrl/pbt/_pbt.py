@@ -30,7 +30,7 @@ from ..runs import holds_run_lock
 from ._exploit import AbstractExploit, Truncation
 from ._generation import EvaluationReturn, Novelty, run_generation, run_init_population
 from ._population import History, Population, gather, history_from_records
-from ._rundir import RunDirectory, generation_rows, pbt_config
+from ._rundir import RunDirectory, generation_checkpoint, generation_rows, pbt_config
 from ._spaces import AbstractDomain
 
 __all__ = ["AXIS", "PBT", "Fitness"]
@@ -342,39 +342,41 @@ class PBT(eqx.Module):
           (`RUN_DIR/.lock`): another process writing it is refused with a
           `RunDirectoryError` naming its process id, as is a symbolic link below it.
         - `callback`: called after every generation with the population and the
-          records of the generations so far (see `step`). The population is donated
-          to the next generation: copy what must outlive the call.
+          records of the generations so far (see `step`), after the sinks. The population is
+          donated to the next generation: copy what must outlive the call.
         - `log`: sinks, as for `eqxrl.runs.train_run(log=)` (`["tensorboard", "wandb",
           "mlflow"]` or `eqxrl.loop.AbstractSink` instances): one row per generation at its
           env steps per member (`eqxrl.pbt.generation_rows`: fitness, train return and each
-          hyperparameter, their means and each member's, and the best fitness). With `run_dir`,
-          `pbt.json` records the registered ones and `resume` logs to them again. In a
-          multi-host run, only process 0 logs.
+          hyperparameter, their means and each member's, and the best fitness), then the
+          generation itself (`checkpoint`: `eqxrl.pbt.generation_checkpoint`, the population and
+          every record so far). They go in one `SinkGroup` with the run directory's own sinks
+          (`eqxrl.pbt.HistorySink`, `PopulationSink`). With `run_dir`, `pbt.json` records the
+          registered ones and `resume` logs to them again. In a multi-host run, only process 0
+          logs. A sink that asks to stop (its `checkpoint` returns True) is a one-line error: a
+          run trains to its budget.
 
         **Returns:** `(population, history)`.
         """
         generations = self.num_generations(total_steps)
         population = key if isinstance(key, Population) else self.init(key)
-        callbacks = [] if callback is None else [callback]
         records: list[dict[str, np.ndarray]] = []
-        sinks = SinkGroup(*make_sinks(log, owner="PBT.run(log)"))
+        logged, names = make_sinks(log, owner="PBT.run(log)")
+        if jax.process_index() != 0:
+            logged, names = [], []  # (one process logs; the run directory's sinks are on every process)
         writer = None
         if run_dir is not None:
             writer = RunDirectory(run_dir, self, total_steps, checkpoint)
             records = writer.start(population)
-            callbacks.insert(0, writer)
         start = int(population.generation)
-        if jax.process_index() != 0:
-            sinks = SinkGroup([])  # (one process logs)
-        if sinks:
-            names, saved = writer.sinks() if writer is not None else ([], {})
+        sinks = SinkGroup([*logged, *(writer.outputs if writer is not None else [])], names)
+        if logged:
+            saved_names, saved = writer.sinks() if writer is not None else ([], {})
             where = None if writer is None else writer.run_dir
             name = f"PBT {type(self.agent).__name__} {self.agent.env.name}" if where is None else where.name
             info = RunInfo(name, pbt_config(self, total_steps), where, start, self.steps_per_generation, saved)
             started = {**saved, **sinks.start(info)}
-            if writer is not None and (started != saved or sinks.names != names):
-                writer.record_sinks(sinks.names, started)
-            callbacks.append(lambda population, records: sinks.rows(*generation_rows(self, records[-1], len(records))))
+            if writer is not None and (started != saved or names != saved_names):
+                writer.record_sinks(names, started)
         bar = Progress(generations, enabled=progress, desc=f"PBT {type(self.agent).__name__} {self.agent.env.name}",
                        unit="gen", initial=start)  # fmt: skip
         try:
@@ -382,8 +384,13 @@ class PBT(eqx.Module):
                 t0 = time.perf_counter()
                 population, record = self.step(population, total_steps)
                 records.append(record)
-                for call in callbacks:
-                    call(population, records)
+                sinks.rows(*generation_rows(self, record, len(records)))  # (to the sinks that take rows)
+                if sinks.checkpoint(generation_checkpoint(population, records, generations)):
+                    label = sinks.stopped_by[0].name or type(sinks.stopped_by[0]).__name__
+                    raise ValueError(f"PBT.run(log): the {label} sink asked to stop at generation {len(records)}; a PBT run "
+                                     "trains to its budget (total_steps)")  # fmt: skip
+                if callback is not None:
+                    callback(population, records)
                 fitness = np.asarray(record["fitness"], np.float64)
                 best = float(np.nanmax(fitness)) if np.isfinite(fitness).any() else math.nan
                 sps = self.steps_per_generation * self.population_size / (time.perf_counter() - t0)
@@ -393,7 +400,5 @@ class PBT(eqx.Module):
             raise
         finally:
             bar.close()
-            if writer is not None:
-                writer.close()  # waits for the last checkpoint write
-        sinks.finish("complete")
+        sinks.finish("complete")  # (waits for the last checkpoint write: CheckpointError if it failed)
         return population, history_from_records(self, records)

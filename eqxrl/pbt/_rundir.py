@@ -1,12 +1,14 @@
 """A PBT run directory: `pbt.json`, `history.csv`, `history.png`, `population/<generation>/`.
 
-Written after every generation: the files atomically (a temporary file, then
-`os.replace`), the population by `_checkpoint.PopulationWriter` (orbax, each
-process writing its own shards, asynchronously), so a crash leaves the previous
-generations intact and `eqxrl.pbt.resume(run_dir)` continues exactly as the
-uninterrupted run would have.
+Written after every generation, by two sinks (`eqxrl.loop.AbstractSink`) whose `checkpoint` hook
+gets the generation (`generation_checkpoint`): `HistorySink`, the files atomically (a temporary
+file, then `os.replace`), and `PopulationSink`, the population by `_checkpoint.PopulationWriter`
+(orbax, each process writing its own shards, asynchronously), so a crash leaves the previous
+generations intact and `eqxrl.pbt.resume(run_dir)` continues exactly as the uninterrupted run
+would have.
 """
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -22,6 +24,7 @@ import numpy as np
 
 from ..agents import agent_name, class_path
 from ..core import __version__
+from ..loop import AbstractSink, Checkpoint, RunInfo
 from ..runs import agent_config, figure, png_bytes
 from ..store import atomic_write_bytes, read_text_bounded
 from ._checkpoint import CHECKPOINTS, PopulationWriter, load_records
@@ -29,8 +32,8 @@ from ._generation import EvaluationReturn, Novelty
 from ._population import History, Population, history_from_records
 
 __all__ = [
-    "CONFIG", "HISTORY", "PLOT", "RunDirectory", "generation_rows", "module_spec", "pbt_config", "plot_history", "read_history_csv",
-    "write_history_csv",
+    "CONFIG", "HISTORY", "PLOT", "HistorySink", "PopulationSink", "RunDirectory", "generation_checkpoint", "generation_records",
+    "generation_rows", "module_spec", "pbt_config", "plot_history", "read_history_csv", "write_history_csv",
 ]  # fmt: skip
 
 CONFIG = "pbt.json"
@@ -158,9 +161,86 @@ def plot_history(path: Any, history: History, title: str | None = None) -> None:
     atomic_write_bytes(pathlib.Path(path), png_bytes(fig))
 
 
+def generation_checkpoint(population: Population, records: Sequence[Mapping[str, np.ndarray]], num_generations: int) -> Checkpoint:
+    """A PBT run after a generation, as sinks' `checkpoint` hook gets it: the `population` as its
+    state, the generations done as its iteration (`num_generations` in all, one per chunk), and as
+    its metrics every generation's record stacked per member, `(members, generations, ...)`
+    (`generation_records` gives the records back)."""
+    common = [k for k in records[-1] if all(k in r for r in records)] if records else []
+    metrics = {k: np.stack([np.asarray(r[k]) for r in records], axis=1) for k in common}
+    return Checkpoint(population, len(records), num_generations, 1, metrics)
+
+
+def generation_records(metrics: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """**Returns:** the per-generation records (see `PBT.step`) of `generation_checkpoint`'s metrics."""
+    count = min((np.shape(v)[1] for v in metrics.values()), default=0)
+    return [{k: v[:, g] for k, v in metrics.items()} for g in range(count)]
+
+
+class HistorySink(AbstractSink):
+    """`history.csv` (`write_history_csv`) and `history.png` (`plot_history`) of a PBT run, written
+    whole at every generation (`checkpoint`) by process 0. **Arguments:** the `pbt`, and `run_dir`
+    (default: the run's)."""
+
+    required = True
+
+    def __init__(self, pbt: Any, run_dir: Any = None):
+        self.pbt, self.run_dir = pbt, None if run_dir is None else pathlib.Path(run_dir)
+
+    def start(self, run: RunInfo) -> None:
+        if self.run_dir is None:
+            if run.run_dir is None:
+                raise ValueError("HistorySink(run_dir) is needed outside a run directory, got None")
+            self.run_dir = pathlib.Path(run.run_dir)
+
+    def checkpoint(self, checkpoint: Checkpoint) -> None:
+        pbt = self.pbt
+        history = history_from_records(pbt, generation_records(checkpoint.metrics))
+        if jax.process_index() == 0:
+            write_history_csv(self.run_dir / HISTORY, history)
+            plot_history(self.run_dir / PLOT, history, title=f"PBT {type(pbt.agent).__name__} on {pbt.agent.env.name}")
+
+
+class PopulationSink(AbstractSink):
+    """A PBT run's population checkpoints (`population/<generation>/`, by a `PopulationWriter`,
+    on every process), which `resume` reads: at every generation (`checkpoint`) the write of
+    the population and its records starts; `finish` waits for the last (`CheckpointError` if it
+    failed, unless the run failed otherwise). **Arguments:** the `run_dir`, the `pbt`, the run's
+    `total_steps`."""
+
+    required = True
+
+    def __init__(self, run_dir: Any, pbt: Any, total_steps: int):
+        self.run_dir, self.pbt, self.total_steps = pathlib.Path(run_dir), pbt, total_steps
+        self.writer: PopulationWriter | None = None
+
+    def start(self, run: RunInfo | None = None) -> None:
+        if self.writer is None:  # (RunDirectory.start starts it, once the directory is prepared)
+            self.writer = PopulationWriter(self.run_dir, self.pbt, self.total_steps)
+
+    def checkpoint(self, checkpoint: Checkpoint) -> None:
+        self.writer.submit(checkpoint.state, generation_records(checkpoint.metrics))
+
+    def close(self) -> None:
+        """Wait for the last write (`CheckpointError` if it failed)."""
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer.close()
+
+    def finish(self, status: str) -> None:
+        if status == "complete":
+            self.close()
+        else:
+            with contextlib.suppress(Exception):  # (the run's own error is the one to report)
+                self.close()
+
+
 class RunDirectory:
-    """Writes a PBT run to `run_dir`: `PBT.run(..., run_dir=...)` calls it after every
-    generation and `close`s it when the run ends.
+    """A PBT run directory: `PBT.run(..., run_dir=...)` prepares it (`start`: `pbt.json`, or a
+    resumed run's records) and drives its sinks (`outputs`: `HistorySink`, and with `checkpoint`
+    `PopulationSink`) with its other sinks after every generation. Called with the population and
+    the records (a `PBT.run(callback=...)`), it hands them to those sinks; `close` waits for the
+    last checkpoint.
 
     **Arguments:** the `run_dir`, the `pbt` configuration, the run's `total_steps`, and
     `checkpoint` (also write `population/<generation>/`, which `resume` needs).
@@ -171,7 +251,13 @@ class RunDirectory:
         self.pbt = pbt
         self.total_steps = total_steps
         self.checkpoint = checkpoint
-        self.writer: PopulationWriter | None = None
+        self.population = PopulationSink(self.run_dir, pbt, total_steps) if checkpoint else None
+        self.outputs: list[AbstractSink] = [HistorySink(pbt, self.run_dir), *([self.population] if checkpoint else [])]
+
+    @property
+    def writer(self) -> PopulationWriter | None:
+        """The population checkpoints' writer (None before `start` or without `checkpoint`)."""
+        return None if self.population is None else self.population.writer
 
     def start(self, population: Population) -> list[dict[str, np.ndarray]]:
         """Prepare the directory for a new run (writes `pbt.json`; removes the checkpoints
@@ -191,19 +277,15 @@ class RunDirectory:
             records = []
         else:
             records = load_records(self.run_dir, self.pbt, self.total_steps, done)
-        if self.checkpoint:
-            self.writer = PopulationWriter(self.run_dir, self.pbt, self.total_steps)
+        if self.population is not None:
+            self.population.start()
         return records
 
     def __call__(self, population: Population, records: Sequence[Mapping[str, np.ndarray]]) -> None:
         """Write the history (CSV and plot) and, with `checkpoint`, start writing the population."""
-        pbt = self.pbt
-        history = history_from_records(pbt, records)
-        if jax.process_index() == 0:
-            write_history_csv(self.run_dir / HISTORY, history)
-            plot_history(self.run_dir / PLOT, history, title=f"PBT {type(pbt.agent).__name__} on {pbt.agent.env.name}")
-        if self.writer is not None:
-            self.writer.submit(population, records)
+        generation = generation_checkpoint(population, records, self.pbt.num_generations(self.total_steps))
+        for sink in self.outputs:
+            sink.checkpoint(generation)
 
     def sinks(self) -> tuple[list[str], dict[str, Any]]:
         """**Returns:** the sink names and records `pbt.json` holds (`"log"`, `"sinks"`)."""
@@ -218,9 +300,8 @@ class RunDirectory:
 
     def close(self) -> None:
         """Wait for the last checkpoint to be written (`CheckpointError` if it failed)."""
-        if self.writer is not None:
-            writer, self.writer = self.writer, None
-            writer.close()
+        if self.population is not None:
+            self.population.close()
 
 
 def generation_rows(pbt: Any, record: Mapping[str, np.ndarray], generation: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:

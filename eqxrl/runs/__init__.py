@@ -68,6 +68,7 @@ from ._lock import holds_run_lock as holds_run_lock
 from ._lock import run_lock as run_lock
 from ._metrics import load_evaluation as load_evaluation
 from ._metrics import load_metrics as load_metrics
+from ._metrics import evaluation_summary as evaluation_summary
 from ._metrics import save_evaluation as save_evaluation
 from ._metrics import save_metrics as save_metrics
 from ._metrics import summarize_returns as summarize_returns
@@ -88,6 +89,10 @@ from ._state import template_state as template_state
 from ._state import state_array_template as state_array_template
 from ._state import unflatten_state as unflatten_state
 from ._mlflow import MlflowSink as MlflowSink
+from ._checkpoint_sink import CheckpointSink as CheckpointSink
+from ._run_sinks import EvalJsonSink as EvalJsonSink
+from ._run_sinks import LearningCurveSink as LearningCurveSink
+from ._run_sinks import MetricsCsvSink as MetricsCsvSink
 from ._mlflow import flat_params as flat_params
 from ._tensorboard import TensorBoardSink as TensorBoardSink
 from ._wandb import WandbSink as WandbSink
@@ -147,6 +152,7 @@ __all__ = [
     "run_lock",
     "load_evaluation",
     "load_metrics",
+    "evaluation_summary",
     "save_evaluation",
     "save_metrics",
     "summarize_returns",
@@ -161,6 +167,10 @@ __all__ = [
     "state_array_template",
     "unflatten_state",
     "MlflowSink",
+    "CheckpointSink",
+    "EvalJsonSink",
+    "LearningCurveSink",
+    "MetricsCsvSink",
     "flat_params",
     "TensorBoardSink",
     "WandbSink",

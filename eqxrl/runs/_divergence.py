@@ -9,13 +9,12 @@ from typing import Any
 import numpy as np
 
 from ..agents import Batch
-from ..loop import Checkpoint, NonFiniteError, divergence, finite_flag, listing, state_is_finite
+from ..loop import Checkpoint, NonFiniteError, SinkGroup, divergence, finite_flag, listing, state_is_finite
 from ..store import CheckpointError, write_json
 from ._checkpoint import checkpoint_steps, load_checkpoint
 from ._config import diverged_record
-from ._files import CONFIG, CURVE, METRICS
-from ._metrics import save_metrics
-from ._plots import member_labels, plot_learning_curve
+from ._files import CONFIG, METRICS
+from ._run_sinks import run_file_sinks
 
 __all__ = ["DivergenceCheck", "diverged_advice", "diverged_error", "last_finite_checkpoint"]
 
@@ -89,12 +88,8 @@ def diverged_error(
         "last_finite_checkpoint": step,
     }
     if metrics is not None and len(np.asarray(metrics["env_steps"])):
-        save_metrics(run_dir / METRICS, metrics, seed=int(config["seed"]))
-        stacked = Batch.of(agent).stacked
-        labels = member_labels(config["members"]) if stacked else None
-        seeds = f"{config['seeds']} members" if stacked else f"{config['seeds']} seeds" if config["seeds"] > 1 else f"seed {config['seed']}"
-        title = f"{Batch.of(agent).name} on {config['env']} ({seeds}, diverged)"
-        plot_learning_curve(metrics, run_dir / CURVE, title=title, seed=int(config["seed"]), members=labels)
+        # The same sinks as a finished run's, given the iterations done (no state: it is not finite).
+        SinkGroup(run_file_sinks(run_dir, agent, config, diverged=True)).result(None, metrics)
     write_json(run_dir / CONFIG, config)
     where = (
         f"its last checkpoint with finite parameters is env step {step:,}, which `eqxrl evaluate {run_dir}` evaluates"

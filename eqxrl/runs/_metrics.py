@@ -12,7 +12,7 @@ from jaxtyping import Array
 from ..store import read_text_bounded, write_json
 from ._files import EVAL, METRICS, PathLike
 
-__all__ = ["load_evaluation", "load_metrics", "save_evaluation", "save_metrics", "summarize_returns"]
+__all__ = ["evaluation_summary", "load_evaluation", "load_metrics", "save_evaluation", "save_metrics", "summarize_returns"]
 
 
 def _batch_size(metrics: Mapping[str, Any]) -> int | None:
@@ -107,9 +107,17 @@ def save_evaluation(
     **Returns:** the dict written (`summarize_returns`'s: `returns`, `mean_per_seed`, `mean`,
     `std`, `min`, `max`, `median`, `nan_count`, ..., and `deterministic`, `seed`).
     """
+    summary = evaluation_summary(returns, deterministic=deterministic, seed=seed)
+    write_json(pathlib.Path(run_dir) / EVAL, summary)
+    return summary
+
+
+def evaluation_summary(returns: Array | np.ndarray, *, deterministic: bool, seed: int) -> dict[str, Any]:
+    """**Returns:** `eval.json`'s contents, as `save_evaluation` writes them (and `train_run`'s
+    sinks get them, `eqxrl.loop.AbstractSink.evaluation`): `summarize_returns(returns)` with
+    `deterministic` and `seed`."""
     summary = summarize_returns(returns)
     summary.update(deterministic=bool(deterministic), seed=int(seed))
-    write_json(pathlib.Path(run_dir) / EVAL, summary)
     return summary
 
 

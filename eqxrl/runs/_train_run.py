@@ -2,7 +2,6 @@
 then the final state, metrics, learning curve and evaluation; resuming an interrupted
 run and continuing a finished one with a larger budget."""
 
-import contextlib
 import json
 import math
 import pathlib
@@ -18,16 +17,17 @@ from ..core import check_positive_int, one_line
 from ..loop import (
     Checkpoint, NonFiniteError, RunInfo, SinkGroup, TrainInfo, eval_iterations_for, evaluate, make_sinks, num_iterations_for, train,
 )  # fmt: skip
-from ._best import DEFAULT_BEST, best_of_config, best_record, best_score, check_best
+from ._best import DEFAULT_BEST, best_of_config, best_record, check_best
 from ._checkpoint import DEFAULT_KEEP, CheckpointWriter, checkpoint_steps, load_checkpoint, run_record
 from ._config import agent_from_config, diverged_record, eval_key, load_config, recorded_sinks, run_config, seed_keys, timings_record
-from ._divergence import DivergenceCheck, diverged_advice, diverged_error
+from ._divergence import diverged_advice, diverged_error
 from ..store import read_text_bounded, write_json
 from ._files import CHECKPOINTS, CONFIG, CURVE, EVAL, METRICS, STATE, TENSORBOARD, PathLike
 from ._lock import RunDirectoryError, holds_run_lock
-from ._metrics import _batch_size, save_evaluation, save_metrics
-from ._plots import member_labels, plot_learning_curve
+from ._metrics import _batch_size, evaluation_summary
 from ._reports import write_reports
+from ._checkpoint_sink import CheckpointSink
+from ._run_sinks import run_file_sinks
 from ._state import STATE_RECORD, save_state, template_state
 from ._video import RECORD_AUTO, RECORD_BUDGET, VIDEOS, VideoRecorder, check_recordable, close_recorder, default_record_every
 
@@ -49,6 +49,7 @@ def save_run(
     env_name: str | None = None,
     info: TrainInfo | None = None,
     command: str | None = None,
+    _outputs: SinkGroup | None = None,
 ) -> pathlib.Path:
     """Save a finished training run: `config.json`, `metrics.csv`, `state.eqx`, `learning_curve.png`.
 
@@ -98,19 +99,16 @@ def save_run(
         config["timings"] = timings_record(info)
     if command is not None:
         config["command"] = command
-    config[STATE_RECORD] = save_state(run_dir / STATE, state)  # (its size and CRC-32, which loads check)
-    save_metrics(run_dir / METRICS, metrics, seed=int(seed))
-    if stacked:
-        seeds = f"{num_seeds} members"
-        labels = member_labels(config["members"])
-    else:
-        seeds = f"{num_seeds} seeds" if num_seeds > 1 else f"seed {seed}"
-        labels = None
-    title = f"{Batch.of(agent).name} on {env_name} ({seeds})"
-    plot_learning_curve(metrics, run_dir / CURVE, title=title, seed=int(seed), members=labels)
-    # config.json last: "status": "complete" marks a finished run directory.
-    write_json(run_dir / CONFIG, config)
+    _complete(run_dir, config, state, metrics, _outputs if _outputs is not None else SinkGroup(run_file_sinks(run_dir, agent, config)))
     return run_dir
+
+
+def _complete(run_dir: pathlib.Path, config: dict[str, Any], state: PyTree, metrics: Mapping[str, Any], outputs: SinkGroup) -> None:
+    """`state.eqx`, then the sinks' `result` (`metrics.csv`, the learning curve, and those of
+    `log=`), then `config.json` with `"status": "complete"`, last: it marks a finished run."""
+    config[STATE_RECORD] = save_state(run_dir / STATE, state)  # (its size and CRC-32, which loads check)
+    outputs.result(state, metrics)
+    write_json(run_dir / CONFIG, config)
 
 
 @holds_run_lock("train_run(run_dir)")
@@ -161,7 +159,8 @@ def train_run(
       `config.json` records the name (of a function, only its name: `resume_run(best=f)`).
     - `nan_guard`, `progress`: as for `eqxrl.train`.
     - `log`: sinks besides the files every run writes (`metrics.csv`, checkpoints, plots,
-      `eval.json`): names from `eqxrl.loop.SINKS` (`"tensorboard"`, `"wandb"`, `"mlflow"`, or a
+      `eval.json`: sinks too, `MetricsCsvSink`, `CheckpointSink`, ..., after these in one
+      `SinkGroup`; a sink that asks to stop is an error): names from `eqxrl.loop.SINKS` (`"tensorboard"`, `"wandb"`, `"mlflow"`, or a
       registered one) or `eqxrl.loop.AbstractSink` instances, e.g. `log=["tensorboard",
       MlflowSink("sqlite:///mlflow.db")]`. Each gets every metric row at each chunk boundary, the
       final evaluation, the recorded videos and how the run ended; a registered sink is
@@ -216,7 +215,7 @@ def train_run(
                 raise ValueError(f"train_run(record_every) must be a positive int or {RECORD_AUTO!r}, got {record_every!r}")
             check_positive_int("train_run", "record_every", record_every)
         check_recordable(agent)
-    sinks = SinkGroup(*make_sinks([*(log if isinstance(log, (list, tuple)) else [log]), *(["tensorboard"] if tensorboard else [])]))
+    logged, names = make_sinks([*(log if isinstance(log, (list, tuple)) else [log]), *(["tensorboard"] if tensorboard else [])])
     keys = seed_keys(seed, num_seeds)
     per_iteration = batch.agent.steps_per_iteration
     num_iterations = num_iterations_for("train_run", batch.agent, total_steps)
@@ -236,7 +235,7 @@ def train_run(
         config = run_config(
             agent, env_name=env_name, total_steps=total_steps, seed=seed, num_seeds=num_seeds,
             chunk_iterations=chunk, checkpoint_every=every * per_iteration, keep_checkpoints=int(keep_checkpoints),
-            nan_guard=bool(nan_guard), tensorboard="tensorboard" in sinks.names, log=sinks.names, eval_episodes=int(eval_episodes),
+            nan_guard=bool(nan_guard), tensorboard="tensorboard" in names, log=names, eval_episodes=int(eval_episodes),
             status="running",
             eval_every=None if evals is None else evals * per_iteration,
             record_every=record_every if record_every in (None, RECORD_AUTO) else int(record_every),
@@ -253,55 +252,45 @@ def train_run(
             # Continuing a run with a larger budget: the config says so before training goes on.
             config["continued_from"] = [*config.get("continued_from", []), config["total_steps"]]
             config["total_steps"], config["status"] = int(total_steps), "running"
-        config.update(log=sinks.names, tensorboard="tensorboard" in sinks.names)  # (resume_run(log=) may add sinks)
+        config.update(log=names, tensorboard="tensorboard" in names)  # (resume_run(log=) may add sinks)
     done = _resume.iteration if _resume is not None else 0
     write_json(run_dir / CONFIG, config)
-    if sinks:  # (started before training, once config.json is written: a tracker that cannot start fails now)
-        records = config.get("sinks", {})
-        started = {**records, **sinks.start(RunInfo(run_dir.name, config, run_dir, done, per_iteration, records))}
-        if started != records:  # (a tracker's run id, for resume_run)
-            config["sinks"] = started
-            write_json(run_dir / CONFIG, config)
-    writer = CheckpointWriter(run_dir, agent, run_record(config), config.get("keep_checkpoints", keep_checkpoints), best)
+    # One group of sinks: those of `log=` (started first: a tracker that cannot start fails before
+    # anything else is written), then the run directory's own files: checkpoints, eval.json,
+    # metrics.csv and the learning curve. Checkpoints are scored where `best` can score them: at
+    # evaluations for eval_return, else at every chunk.
+    keep = config.get("keep_checkpoints", keep_checkpoints)
+    checkpoints = CheckpointSink(
+        lambda: CheckpointWriter(run_dir, agent, run_record(config), keep, best), every=every, best=best, nan_guard=nan_guard,
+        scoring=config.get("eval_every") is not None or best != DEFAULT_BEST, done=done,
+    )  # fmt: skip
+    sinks = SinkGroup([*logged, checkpoints, *run_file_sinks(run_dir, agent, config)], names)
+    records = config.get("sinks", {})
+    started = {**records, **sinks.start(RunInfo(run_dir.name, config, run_dir, done, per_iteration, records))}
+    if started != records:  # (a tracker's run id, for resume_run)
+        config["sinks"] = started
+        write_json(run_dir / CONFIG, config)
     record, recorder = config.get("record_every"), None
     if record is not None:
         # The time budget considers a video at each evaluation (each quarter without them).
         auto = record == RECORD_AUTO
         every = (config.get("eval_every") or default_record_every(config["total_steps"])) if auto else record
         recorder = VideoRecorder(run_dir, agent, seed, num_seeds, every, sinks, done, RECORD_BUDGET if auto else None)
-    last_saved = [done]
-    # Checkpoints are scored where `best` can score them: at evaluations for eval_return, else at every chunk.
-    scoring = config.get("eval_every") is not None or best != DEFAULT_BEST
-    top = [max((c["best"] for c in checkpoint_steps(run_dir) if c["best"] is not None), default=-math.inf)]
-    diverged: list[tuple[int, list[str]]] = []  # (iteration, quantities) once training diverged
-    check = DivergenceCheck(done)
     logged = [done]
 
     def on_chunk(checkpoint: Checkpoint) -> bool:
-        if sinks:  # (reading checkpoint.metrics brings them to the host: only for a sink that wants them)
-            sinks.rows_of(checkpoint.metrics, logged[0], checkpoint.iteration)
-            logged[0] = checkpoint.iteration
-        final = checkpoint.iteration == checkpoint.num_iterations
-        # A checkpoint at the first chunk boundary past each multiple of `every` iterations
-        # (skipped while the previous one is being written), and at every evaluation that
-        # beats the best so far (never skipped: it is the new best).
-        due = checkpoint.iteration // every > last_saved[0] // every
-        value = best_score(best, checkpoint.metrics, checkpoint.iteration) if scoring else None  # (reads the metrics: a device sync)
-        better = value is not None and value > top[0]
-        if not nan_guard:
-            # Without the guard, divergence is checked at every chunk boundary (read at the
-            # next one, or at once where a checkpoint is due: none of a non-finite state is
-            # written); the run stops there.
-            found = check(checkpoint, now=final or due or better)
-            if found is not None:
-                diverged.append(found)
-                return True
-        if final or due or better:
-            if writer.submit(checkpoint, wait=final or better):
-                last_saved[0] = checkpoint.iteration
-                top[0] = max(top[0], value) if value is not None else top[0]
+        sinks.rows_of(checkpoint.metrics, logged[0], checkpoint.iteration)  # (the rows, to the sinks that take them)
+        logged[0] = checkpoint.iteration
+        if sinks.checkpoint(checkpoint) and checkpoints.diverged is not None:
+            return True
+        if sinks.stopped_by:  # (a run directory trains to its budget, which resume_run and config.json hold)
+            label = sinks.stopped_by[0].name or type(sinks.stopped_by[0]).__name__
+            raise ValueError(
+                f"train_run(log): the {label} sink asked to stop training at iteration {checkpoint.iteration}; a run "
+                "directory trains to its budget (total_steps): stop a bare eqxrl.train(callback=...) instead"
+            )
         if recorder is not None:
-            recorder(checkpoint, final)
+            recorder(checkpoint, checkpoint.iteration == checkpoint.num_iterations)
         return False
 
     try:
@@ -315,22 +304,24 @@ def train_run(
             if recorder is not None:
                 recorder.close()  # (its thread hands the last video to the sinks; it raises nothing)
     except BaseException as e:
-        with contextlib.suppress(Exception):  # the training error is the one to report
-            writer.close()
         stopped = isinstance(e, NonFiniteError) and e.iteration is not None  # the guard stopped it
+        # (the checkpoint writer is closed too; the training error is the one to report)
         sinks.finish("diverged" if stopped else "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
         if stopped:
             last = e.checkpoint
             metrics = None if last is None else {k: np.asarray(v) for k, v in last.metrics.items()}
             raise diverged_error(run_dir, agent, config, metrics, e.iteration, e.quantities, e.iteration) from None
         raise
-    writer.close()
-    # What this call's writer did (a checkpoint due while the previous was still being written is skipped).
-    config["checkpoints"] = {"written": writer.written, "skipped": writer.skipped}
-    if diverged:
+    try:
+        # What this call's writer did (a checkpoint due while the previous was still being written is skipped).
+        config["checkpoints"] = checkpoints.close()
+    except BaseException:
+        sinks.finish("failed")
+        raise
+    if checkpoints.diverged is not None:
         close_recorder(recorder, config)
         sinks.finish("diverged")
-        iteration, quantities = diverged[0]
+        iteration, quantities = checkpoints.diverged
         stopped = info.stopped_at if info.stopped_at is not None else info.num_iterations
         raise diverged_error(run_dir, agent, config, metrics, iteration, quantities, stopped)
     try:
@@ -338,8 +329,8 @@ def train_run(
         # Every output first, config.json's "status": "complete" last (in save_run): a run
         # killed before that is still unfinished, and --resume continues it.
         returns = evaluate(agent, state, eval_key(seed), num_episodes=int(config.get("eval_episodes", eval_episodes)))
-        summary = save_evaluation(run_dir, returns, deterministic=True, seed=seed)
-        sinks.evaluation(summary, int(np.atleast_2d(metrics["env_steps"])[0, -1]))
+        summary = evaluation_summary(returns, deterministic=True, seed=seed)
+        sinks.evaluation(summary, int(np.atleast_2d(metrics["env_steps"])[0, -1]))  # (eval.json among them)
         if not batch.stacked:
             title = f"{type(agent).__name__} on {config['env']}:"
             summary["report_files"] = write_reports(run_dir, agent.report(state, eval_key(seed)), title=title)
@@ -347,7 +338,7 @@ def train_run(
             close_recorder(recorder, config)
             write_json(run_dir / CONFIG, config)
         save_run(run_dir, agent, state, metrics, total_steps=total_steps, seed=seed, env_name=config["env"], info=info,
-                 command=config.get("command"))  # fmt: skip
+                 command=config.get("command"), _outputs=sinks)  # fmt: skip
     except BaseException as e:
         sinks.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
         raise

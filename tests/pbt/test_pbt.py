@@ -36,7 +36,7 @@ from eqxrl.pbt import (
     resume,
     write_history_csv,
 )
-from eqxrl.pbt import RunDirectory, population_generations, load_population, save_population
+from eqxrl.pbt import PopulationSink, population_generations, load_population, save_population
 from eqxrl.runs import CheckpointError
 from tiers import ci_subset
 
@@ -367,7 +367,7 @@ def test_run_calls_the_callback_after_every_generation(tmp_path):
     assert [(g, n) for g, n, _ in seen] == [(1, 1), (2, 2), (3, 3)]
     assert seen[0][2] == sorted(["fitness", "train_return", "source", "hp/learning_rate", "hp/ent_coef", "episode_returns"])
     assert history.num_generations == 3
-    # The run directory is the same mechanism: a RunDirectory callback beside the user's.
+    # The run directory is the same mechanism: its sinks (HistorySink, PopulationSink) beside the user's callback.
     pbt.run(jax.random.key(3), 32, progress=False, run_dir=tmp_path / "r", callback=callback)
     assert (tmp_path / "r" / "history.csv").is_file() and len(seen) == 4
 
@@ -386,8 +386,8 @@ def test_run_directory_and_exact_resume(tmp_path, monkeypatch):
     np.testing.assert_array_equal(csv_hist.parent, full_hist.parent)
     np.testing.assert_array_equal(csv_hist.hyperparameters["learning_rate"], full_hist.hyperparameters["learning_rate"])
 
-    # Interrupt after the second generation's files are written, then resume.
-    real_save, calls = RunDirectory.__call__, []
+    # Interrupt after the second generation's files are written (the population sink is the last of them), then resume.
+    real_save, calls = PopulationSink.checkpoint, []
 
     def crashing_save(*args, **kwargs):
         real_save(*args, **kwargs)
@@ -395,10 +395,10 @@ def test_run_directory_and_exact_resume(tmp_path, monkeypatch):
         if len(calls) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(RunDirectory, "__call__", crashing_save)
+    monkeypatch.setattr(PopulationSink, "checkpoint", crashing_save)
     with pytest.raises(KeyboardInterrupt):
         pbt.run(jax.random.key(7), total, progress=False, run_dir=tmp_path / "cut")
-    monkeypatch.setattr(RunDirectory, "__call__", real_save)
+    monkeypatch.setattr(PopulationSink, "checkpoint", real_save)
     assert read_history_csv(tmp_path / "cut" / "history.csv").num_generations == 2
     pop, hist = resume(tmp_path / "cut", progress=False)
     assert int(pop.generation) == 4
