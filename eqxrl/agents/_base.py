@@ -73,10 +73,6 @@ class AbstractAgent(eqx.Module):
     """The env steps per seed `eqxrl train` runs when `--total-steps` is not given (read through
     `default_budget`): a budget at which the defaults learn `default_env`
     (benchmarks/defaults.py measures it for every built-in agent)."""
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {}
-    """`{slot: (field, ...)}`: fields a module-valued slot makes unused when it is given
-    (`{"critic_optimizer": ("critic_learning_rate",)}`); `hyperparameters()` leaves
-    them out, so PBT and sweeps never tune a number nothing reads."""
     aliases: ClassVar[dict[str, str]] = {}
     """`{keyword: path}`: init-only keywords whose number now lives in a module the agent stores
     (`{"per_alpha": "buffer.alpha"}`); `--set`, sweeps and PBT spaces take the keyword for the path."""
@@ -235,15 +231,10 @@ class AbstractAgent(eqx.Module):
 
     def hyperparameters(self) -> dict[str, Array]:
         """**Returns:** the numeric hyperparameters (array leaves a sweep or PBT may change),
-        by dotted path: the agent's own (`gamma`) and those of the modules it holds
-        (`critic_optimizer.learning_rate`, `buffer.alpha`, `learning_rate.init_value`,
-        `policy_loss_terms.0.coef`). Fields a given slot replaces (`replaced_by`) are left out."""
-        unused = {name for slot, names in self.replaced_by.items() if getattr(self, slot, None) is not None for name in names}
-        return {
-            path: value
-            for path, value in hyperparameter_paths(self).items()
-            if path.split(".", 1)[0] not in unused
-        }
+        by dotted path: the agent's own (`tau`) and those of the modules it holds, where each number
+        lives (`critic.optimizer.learning_rate`, `loop.buffer.alpha`, `optimizer.learning_rate.init_value`,
+        `actor.loss_terms.0.coef`): a plain walk of the leaves (`eqxrl.core.hyperparameter_paths`)."""
+        return hyperparameter_paths(self)
 
     def config(self) -> dict[str, Any]:
         """**Returns:** a JSON-ready description: agent name, env name, every field but the

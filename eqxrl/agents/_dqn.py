@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter
+from ..core import Key, Metrics, check_positive_int, hyperparameter
 from ..components import (
     Categorical,
     AbstractOptimizer,
@@ -17,7 +17,7 @@ from ..components import (
     CategoricalQHead,
     DiscreteQHead,
     DuelingQHead,
-    ExponentialSchedule,
+    EpsilonSchedule,
     Noise,
     NoisyLinear,
     OptState,
@@ -34,14 +34,13 @@ from ..components import (
 )
 from ..envs import AbstractEnv, Discrete
 from ._noise import epsilon_greedy_from_noise, epsilon_greedy_noise_spec
-from ._keywords import LearningRate
+from ._keywords import EPSILON_KEYWORDS, LearningRate, epsilon_schedule, init_only_names, module_from_keywords
 from ._off_policy import AbstractOffPolicyAgent
 from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
 from ._base import as_env
 
 
-EPSILON_DECAYS = ("linear", "exponential")
 HEADS = {"plain": DiscreteQHead, "dueling": DuelingQHead, "categorical": CategoricalQHead, "dueling_categorical": CategoricalQHead}
 """`DQN(head)`'s values and the Q-head class each builds (`"dueling_categorical"`: `dueling=True`)."""
 
@@ -113,7 +112,7 @@ class DQN(AbstractOffPolicyAgent):
     double: bool = eqx.field(static=True, default=True)
     loss: str = eqx.field(static=True, default="mse")
     target_update_period: int = eqx.field(static=True, default=5)
-    epsilon_decay: str = eqx.field(static=True, default="linear")
+    epsilon_decay: InitVar[str] = "linear"
     anneal_lr: InitVar[bool] = True
     head: str = eqx.field(static=True, default="plain")
     num_atoms: int = eqx.field(static=True, default=51)
@@ -121,14 +120,16 @@ class DQN(AbstractOffPolicyAgent):
     v_max: float = eqx.field(static=True, default=10.0)
     noisy: bool = eqx.field(static=True, default=False)
     takes_action_masks: ClassVar[bool] = True
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"exploration": ("eps_start", "eps_end", "exploration_fraction")}
     rates: ClassVar[dict[str, str]] = {"critic.optimizer": "learning_rate"}
-    aliases: ClassVar[dict[str, str]] = {**AbstractOffPolicyAgent.aliases, "anneal_lr": "critic.optimizer.anneal"}
+    aliases: ClassVar[dict[str, str]] = {
+        **AbstractOffPolicyAgent.aliases, "anneal_lr": "critic.optimizer.anneal",
+        **{keyword: f"exploration.{field}" for keyword, field in EPSILON_KEYWORDS.items()},
+    }
     learning_rate: InitVar[LearningRate] = 1e-3
     tau: Float[Array, ""] = hyperparameter(0.02)
-    eps_start: Float[Array, ""] = hyperparameter(1.0)
-    eps_end: Float[Array, ""] = hyperparameter(0.05)
-    exploration_fraction: Float[Array, ""] = hyperparameter(0.5)
+    eps_start: InitVar[float | Array] = 1.0
+    eps_end: InitVar[float | Array] = 0.05
+    exploration_fraction: InitVar[float | Array] = 0.5
     max_grad_norm: InitVar[float | Array] = 10.0
     exploration: AbstractSchedule | None = None
 
@@ -151,20 +152,11 @@ class DQN(AbstractOffPolicyAgent):
             )
         if self.loss not in ("huber", "mse"):
             raise ValueError(f"DQN(loss) must be 'huber' or 'mse', got {self.loss!r}")
-        check = lambda name, ok, expected: check_hyperparameter("DQN", name, getattr(self, name), ok, expected)  # noqa: E731
-        check("eps_start", lambda v: 0 <= v <= 1, "in [0, 1]")
-        check("eps_end", lambda v: 0 <= v <= 1, "in [0, 1]")
-        check("exploration_fraction", lambda v: 0 < v <= 1, "in (0, 1]")
-        if self.epsilon_decay not in EPSILON_DECAYS:
-            raise ValueError(f"DQN(epsilon_decay) must be one of {list(EPSILON_DECAYS)}, got {self.epsilon_decay!r}")
-        if self.exploration is not None and not isinstance(self.exploration, AbstractSchedule):
+        if not isinstance(self.exploration, AbstractSchedule):
             raise ValueError(
                 "DQN(exploration) must be None (eps_start -> eps_end) or a schedule such as "
                 f"eqxrl.components.GeometricDecaySchedule(1.0, 0.999, 0.05), got {self.exploration!r}"
             )
-        if self.epsilon_decay == "exponential" and self.exploration is None:
-            for name in ("eps_start", "eps_end"):
-                check(name, lambda v: 0 < v <= 1, "in (0, 1] with epsilon_decay='exponential'")
 
     @property
     def categorical(self) -> bool:
@@ -177,24 +169,24 @@ class DQN(AbstractOffPolicyAgent):
         linearly to 0 over training with `anneal_lr`, a number only) and `max_grad_norm`."""
         return self.critic.optimizer
 
+    def __post_init__(self, *keywords: Any):  # the shared part, then `exploration` from its keywords
+        super().__post_init__(*keywords)
+        given = {name: value for name, value in zip(init_only_names(type(self)), keywords) if name in EPSILON_KEYWORDS}
+        self.exploration = module_from_keywords(self, "exploration", given, "the exploration schedule", lambda: epsilon_schedule("DQN", **given))
+
     def adam_options(self, path: str, keywords: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(keywords["anneal_lr"], bool):
             raise ValueError(f"DQN(anneal_lr) must be True or False, got {keywords['anneal_lr']!r}")
         return {"anneal": keywords["anneal_lr"]}
 
     def epsilon(self, progress: Float[Array, ""] | float, count: Int[Array, ""] | int | None = None) -> Float[Array, ""]:
-        """The exploration rate at `progress` in [0, 1] of training: from `eps_start` to
-        `eps_end` over the first `exploration_fraction` (linearly, or geometrically with
-        `epsilon_decay="exponential"`: `ExponentialSchedule(eps_start, eps_end)`), then `eps_end`.
-        With an `exploration` schedule: its value (clipped to [0, 1]) at `progress` after `count`
-        collection steps (None: the end of a long run, `2**31 - 1` steps, as an exploring `act` uses)."""
-        if self.exploration is not None:
-            count = jnp.iinfo(jnp.int32).max if count is None else count
-            return jnp.clip(jnp.asarray(self.exploration(progress, jnp.asarray(count, jnp.int32)), jnp.float32), 0.0, 1.0)
-        frac = jnp.clip(jnp.asarray(progress, jnp.float32) / self.exploration_fraction, 0.0, 1.0)
-        if self.epsilon_decay == "exponential":
-            return ExponentialSchedule(self.eps_start, self.eps_end)(frac)
-        return self.eps_start + (self.eps_end - self.eps_start) * frac
+        """The exploration rate at `progress` in [0, 1] of training: the `exploration` schedule's
+        value (clipped to [0, 1]) at `progress` after `count` collection steps (None: the end of a
+        long run, `2**31 - 1` steps, as an exploring `act` uses). Not given, the schedule is
+        `EpsilonSchedule(eps_start, eps_end, exploration_fraction, epsilon_decay)`: from `eps_start`
+        to `eps_end` over the first `exploration_fraction` (linearly, or geometrically), then `eps_end`."""
+        count = jnp.iinfo(jnp.int32).max if count is None else count
+        return jnp.clip(jnp.asarray(self.exploration(progress, jnp.asarray(count, jnp.int32)), jnp.float32), 0.0, 1.0)
 
     def init_learner(self, key: Key) -> DQNLearner:
         support = dict(num_atoms=self.num_atoms, v_min=self.v_min, v_max=self.v_max, dueling=self.head.startswith("dueling"))
@@ -227,7 +219,7 @@ class DQN(AbstractOffPolicyAgent):
 
     def train_iteration(self, state: Any, clock: Any) -> tuple[Any, Metrics]:
         state, metrics = super().train_iteration(state, clock)
-        if self.exploration is not None:  # the rate of the iteration's last collection step
+        if not isinstance(self.exploration, EpsilonSchedule):  # a schedule of the step count: the rate of the iteration's last collection step
             last = clock.iteration * self.rollout_length + self.rollout_length - 1
             metrics = {**metrics, "epsilon": self.epsilon(clock.progress, last)}
         return state, metrics

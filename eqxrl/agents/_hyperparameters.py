@@ -43,7 +43,7 @@ def set_hyperparameter(agent: AbstractAgent, path: str, value: Any) -> AbstractA
 
     Raises a one-line `ValueError` listing the valid paths for an unknown path, a
     static (structural) field such as `num_envs` (build a new agent instead), or a
-    number a module the agent holds replaces (`replaced_by`).
+    number that is no hyperparameter leaf.
     """
     if not isinstance(agent, AbstractAgent):
         raise ValueError(f"set_hyperparameter(agent) must be an eqxrl agent, got {type(agent).__name__}")
@@ -61,8 +61,7 @@ def set_hyperparameter(agent: AbstractAgent, path: str, value: Any) -> AbstractA
         resolved = resolve_path(agent, path, f"set_hyperparameter(path): {name}")
         if resolved not in tunable:
             raise ValueError(
-                f"set_hyperparameter(path): {name}.{resolved} is not used (a module the agent holds replaces it: "
-                f"{type(agent).replaced_by}); its hyperparameters: {tunable}"
+                f"set_hyperparameter(path): {name}.{resolved} is not a hyperparameter; its hyperparameters: {tunable}"
             )
         path = resolved
     return set_paths(agent, {path: value}, name)

@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 from jaxtyping import Array
 
-from ..components import AbstractSchedule, Adam, PrioritizedReplayBuffer, ReplayBuffer, check_learning_rate
+from ..components import AbstractSchedule, Adam, EpsilonSchedule, PrioritizedReplayBuffer, ReplayBuffer, check_epsilon, check_learning_rate
 from ..core import check_hyperparameter, check_positive_int
 
 
@@ -41,20 +41,21 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def module_from_keywords(
-    agent: Any, slot: str, keywords: Mapping[str, Any], what: str, build: Callable[[], Any], current: Any = _SLOT
+    agent: Any, slot: str, keywords: Mapping[str, Any], what: str, build: Callable[[], Any], current: Any = _SLOT,
+    read: Callable[[str, Any], Any] | None = None,
 ) -> Any:
     """**Returns:** the module the agent's `slot` holds (or `current`, the value of an init-only
     `slot`), or (None) `build()`, from the init-only `keywords`. With the module given, a keyword
-    whose value is neither its default nor what the module says (`agent.init_only_value`: a
-    `dataclasses.replace` passes those back) is refused in one line naming `slot`, `what` it is,
-    and the keywords."""
+    whose value is neither its default nor what the module says (`read(name, default)`; by default
+    `agent.init_only_value`: a `dataclasses.replace` passes those back) is refused in one line
+    naming `slot`, `what` it is, and the keywords."""
     current = getattr(agent, slot) if current is _SLOT else current
     if current is None:
         return build()
-    fields = type(agent).__dataclass_fields__
+    fields, read = type(agent).__dataclass_fields__, read or agent.init_only_value
     given = [
         name for name, value in keywords.items()
-        if not _same(value, fields[name].default) and not _same(value, agent.init_only_value(name, fields[name].default))
+        if not _same(value, fields[name].default) and not _same(value, read(name, fields[name].default))
     ]  # fmt: skip
     if given:
         raise ValueError(f"{type(agent).__name__}({slot}) is {what} itself: with it given, {given} must stay unset (or agree with it)")
@@ -77,6 +78,11 @@ def default_buffer(owner: str, buffer_size: int, prioritized: bool, per_alpha: A
     return PrioritizedReplayBuffer(buffer_size, alpha=per_alpha) if prioritized else ReplayBuffer(buffer_size)
 
 
+def init_only_names(cls: type) -> list[str]:
+    """The names of `cls`'s init-only keywords, in the order the dataclass passes them to `__post_init__`."""
+    return [name for name, f in cls.__dataclass_fields__.items() if isinstance(f.type, dataclasses.InitVar)]
+
+
 def keyword_types(field: dataclasses.Field) -> tuple[Any, ...]:
     """The types a constructor keyword takes, from the dataclass field that declares it: an
     init-only keyword's `InitVar[float | Array]` gives `(float, Array)`; a field's annotation
@@ -84,3 +90,13 @@ def keyword_types(field: dataclasses.Field) -> tuple[Any, ...]:
     configs' float keywords."""
     tp = field.type.type if isinstance(field.type, dataclasses.InitVar) else field.type
     return typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+
+
+EPSILON_KEYWORDS = {"eps_start": "start", "eps_end": "end", "exploration_fraction": "fraction", "epsilon_decay": "decay"}
+"""The init-only keywords that build an `EpsilonSchedule`, and the field each sets."""
+
+
+def epsilon_schedule(owner: str, eps_start: Any, eps_end: Any, exploration_fraction: Any, epsilon_decay: str) -> EpsilonSchedule:
+    """The exploration schedule an agent builds from its keywords, each checked under the agent's name."""
+    check_epsilon(owner, eps_start, eps_end, exploration_fraction, epsilon_decay, tuple(EPSILON_KEYWORDS))
+    return EpsilonSchedule(eps_start, eps_end, exploration_fraction, epsilon_decay)

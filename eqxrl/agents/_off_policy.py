@@ -39,7 +39,8 @@ from ..components import (
 from ..envs import AbstractEnv, Box, Discrete, RescaleAction
 from ._base import AbstractRolloutAgent, Clock, check_no_action_masks
 from ._network_spec import NETWORK_KEYWORDS, NetworkSpec, check_spec, optimizers_from_keywords, spec_from_keywords
-from ._off_policy_loop import LOOP_KEYWORDS, OffPolicyLoop, check_loop, init_only_names, loop_from_keywords
+from ._keywords import init_only_names
+from ._off_policy_loop import LOOP_KEYWORDS, OffPolicyLoop, check_loop, loop_from_keywords
 from ._noise import no_noise_sampler
 
 
@@ -107,7 +108,7 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     n_step: InitVar[int] = 1
     prioritized: InitVar[bool] = False
     normalize_observations: InitVar[bool] = False
-    buffer: InitVar[AbstractReplayBuffer | None] = None
+    buffer: InitVar[AbstractReplayBuffer | Any] = None  # (`| Any`: a wrong value reaches the check that names it)
     gamma: InitVar[float | Array] = 0.99
     reward_scale: InitVar[float | Array] = 1.0
     per_alpha: InitVar[float | Array] = 0.6  # (an array when read back from the buffer: dataclasses.replace)

@@ -4,7 +4,6 @@ its init-only keywords (`num_envs=4`, `batch_size=128`, `gamma=0.99`, `prioritiz
 one given whole (`loop=OffPolicyLoop(...)`); `agent.num_envs`, `agent.gamma` read it, and `--set
 gamma=...`, sweeps and PBT spaces name its numbers by their keywords (`AbstractAgent.aliases`)."""
 
-from dataclasses import InitVar
 from typing import Any
 
 import equinox as eqx
@@ -13,7 +12,7 @@ from jaxtyping import Array, Float
 import numpy as np
 
 from ..core import check_hyperparameter, check_positive_int, hyperparameter
-from ..components import AbstractReplayBuffer, ReplayBuffer, as_buffer
+from ..components import AbstractReplayBuffer, PrioritizedReplayBuffer, ReplayBuffer, as_buffer
 from ._keywords import default_buffer, module_from_keywords
 
 LOOP_KEYWORDS = (
@@ -64,11 +63,20 @@ def loop_from_keywords(agent: Any, keywords: dict[str, Any]) -> OffPolicyLoop:
     owner = type(agent).__name__
     if agent.loop is not None:
         return module_from_keywords(agent, "loop", keywords, "the off-policy loop's settings", lambda: None)
-    built = {name: keywords[name] for name in BUFFER_KEYWORDS}
+    built, given = {name: keywords[name] for name in BUFFER_KEYWORDS}, keywords["buffer"]
     buffer = module_from_keywords(
-        agent, "buffer", built, "the replay buffer", lambda: default_buffer(owner, **built), current=keywords["buffer"]
+        agent, "buffer", built, "the replay buffer", lambda: default_buffer(owner, **built), current=given,
+        read=lambda name, default: buffer_keyword(given, name, default),
     )
     return OffPolicyLoop(buffer=buffer, **{name: keywords[name] for name in LOOP_KEYWORDS})
+
+
+def buffer_keyword(buffer: Any, name: str, default: Any) -> Any:
+    """What the buffer keyword `name` reads on `buffer`: `buffer_size` its capacity, `prioritized`
+    whether it is a `PrioritizedReplayBuffer`, `per_alpha` its `alpha` (else `default`)."""
+    if name == "prioritized":
+        return isinstance(buffer, PrioritizedReplayBuffer)
+    return getattr(buffer, {"buffer_size": "capacity", "per_alpha": "alpha"}[name], default)
 
 
 def check_loop(agent: Any) -> None:
@@ -100,8 +108,3 @@ def check_loop(agent: Any) -> None:
     check_hyperparameter(owner, "gamma", loop.gamma, lambda v: 0 <= v <= 1, "in [0, 1]")
     check_hyperparameter(owner, "reward_scale", loop.reward_scale, lambda v: v > 0, "> 0")
     check_hyperparameter(owner, "per_beta", loop.per_beta, lambda v: 0 <= v <= 1, "in [0, 1]")
-
-
-def init_only_names(cls: type) -> list[str]:
-    """The names of `cls`'s init-only keywords, in the order the dataclass passes them to `__post_init__`."""
-    return [name for name, f in cls.__dataclass_fields__.items() if isinstance(f.type, InitVar)]

@@ -7,6 +7,7 @@ fit `Q(s, a)` to them. No replay buffer and no target network: LayerNorm in the 
 (`MLPTorso(layer_norm=True)`) is what keeps the bootstrapped regression stable.
 """
 
+from dataclasses import InitVar
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -17,24 +18,20 @@ from jaxtyping import Array, Float, Int, PyTree
 from ..components import (
     AbstractLossTerm,
     AbstractOptimizer,
-    AbstractSchedule,
     AbstractTorso,
     Categorical,
     DiscreteQHead,
     MLPTorso,
     Noise,
     OptState,
-    Adam,
     RunningMeanStd,
     add_loss_terms,
     as_torso,
-    check_learning_rate,
     check_loss_terms,
     check_optimizer,
     check_torso,
     get_activation,
     lambda_returns,
-    learning_rate,
     loss_terms,
     optimizer_slot,
     torso_or_auto,
@@ -43,6 +40,7 @@ from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_
 from ..envs import AbstractEnv, Discrete
 from ._base import AbstractRolloutAgent, Clock, as_env
 from ._dqn import masked_q_values
+from ._keywords import LearningRate, default_adam, init_only_names, module_from_keywords
 from ._noise import epsilon_greedy_from_noise, epsilon_greedy_noise_spec
 from ._ppo_update import _Packed, _Rollout, iteration_metrics
 
@@ -79,7 +77,7 @@ class PQN(AbstractRolloutAgent):
     """
 
     env: AbstractEnv = eqx.field(converter=as_env)
-    replaced_by: ClassVar[dict[str, tuple[str, ...]]] = {"optimizer": ("learning_rate", "max_grad_norm")}
+    aliases: ClassVar[dict[str, str]] = {k: f"optimizer.{v}" for k, v in (("learning_rate",) * 2, ("max_grad_norm",) * 2, ("anneal_lr", "anneal"))}
     num_envs: int = eqx.field(static=True, default=32)
     rollout_length: int = eqx.field(static=True, default=64)
     num_epochs: int = eqx.field(static=True, default=4)
@@ -88,18 +86,24 @@ class PQN(AbstractRolloutAgent):
     activation: str = eqx.field(static=True, default="relu")
     layer_norm: bool = eqx.field(static=True, default=True)
     critic_torso: AbstractTorso | None = eqx.field(static=True, default=None, converter=as_torso)
-    anneal_lr: bool = eqx.field(static=True, default=True)
+    anneal_lr: InitVar[bool] = True
     normalize_observations: bool = eqx.field(static=True, default=False)
     optimizer: AbstractOptimizer | None = optimizer_slot()
     critic_loss_terms: tuple[AbstractLossTerm, ...] = loss_terms()
-    learning_rate: Float[Array, ""] | AbstractSchedule = learning_rate(1e-4)
+    learning_rate: InitVar[LearningRate] = 1e-4
     gamma: Float[Array, ""] = hyperparameter(0.99)
     q_lambda: Float[Array, ""] = hyperparameter(0.95)
     eps_start: Float[Array, ""] = hyperparameter(1.0)
     eps_end: Float[Array, ""] = hyperparameter(0.05)
     exploration_fraction: Float[Array, ""] = hyperparameter(0.2)
     reward_scale: Float[Array, ""] = hyperparameter(0.1)
-    max_grad_norm: Float[Array, ""] = hyperparameter(10.0)
+    max_grad_norm: InitVar[float | Array] = 10.0
+
+    def __post_init__(self, *values: Any):  # `optimizer` from its keywords
+        keywords = {name: value for name, value in zip(init_only_names(type(self)), values)}
+        if not isinstance(keywords["anneal_lr"], bool):
+            raise ValueError(f"PQN(anneal_lr) must be True or False, got {keywords['anneal_lr']!r}")
+        self.optimizer = module_from_keywords(self, "optimizer", keywords, "the Q-network's optimizer", lambda: default_adam("PQN", **keywords))
 
     def __check_init__(self):
         if not isinstance(self.env, AbstractEnv):
@@ -117,13 +121,12 @@ class PQN(AbstractRolloutAgent):
         if not self.hidden_sizes or not all(is_positive_int(h) for h in self.hidden_sizes):
             raise ValueError(f"PQN(hidden_sizes) must be a non-empty tuple of positive ints, got {self.hidden_sizes!r}")
         get_activation(self.activation, "PQN")
-        for name in ("layer_norm", "anneal_lr", "normalize_observations"):
+        for name in ("layer_norm", "normalize_observations"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"PQN({name}) must be True or False, got {getattr(self, name)!r}")
         check_torso("PQN", "critic_torso", self.critic_torso)
         check_optimizer("PQN", "optimizer", self.optimizer)
         check_loss_terms("PQN", "critic_loss_terms", self.critic_loss_terms)
-        check_learning_rate("PQN", "learning_rate", self.learning_rate)
         check = lambda name, ok, expected: check_hyperparameter("PQN", name, getattr(self, name), ok, expected)  # noqa: E731
         check("gamma", lambda v: 0 <= v <= 1, "in [0, 1]")
         check("q_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
@@ -131,7 +134,6 @@ class PQN(AbstractRolloutAgent):
         check("eps_end", lambda v: 0 <= v <= 1, "in [0, 1]")
         check("exploration_fraction", lambda v: 0 < v <= 1, "in (0, 1]")
         check("reward_scale", lambda v: v > 0, "> 0")
-        check("max_grad_norm", lambda v: v > 0, "> 0 (inf disables clipping)")
 
     # ----------------------------------------------------------------- structure
     @property
@@ -140,10 +142,8 @@ class PQN(AbstractRolloutAgent):
 
     @property
     def network_optimizer(self) -> AbstractOptimizer:
-        """`optimizer`, or Adam with `learning_rate`, `max_grad_norm` and `anneal_lr`."""
-        if self.optimizer is not None:
-            return self.optimizer
-        return Adam(self.learning_rate, self.max_grad_norm, anneal=self.anneal_lr)
+        """`optimizer`: given, or Adam with `learning_rate`, `max_grad_norm` and `anneal_lr`."""
+        return self.optimizer
 
     def q_torso(self) -> Any:
         """The Q-network's torso: `critic_torso`, or the default (see the class docs)."""

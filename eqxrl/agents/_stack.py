@@ -211,7 +211,6 @@ def sweep(agent: AbstractAgent, values: Mapping[str, Sequence[Any]], *, grid: bo
         path = resolve_path(agent, name, owner)
         if path not in tunable:
             raise ValueError(
-                f"{owner}: {path!r} is not used by this agent (a module it holds replaces it: "
-                f"{type(agent).replaced_by}); its hyperparameters: {sorted(tunable)}"
+                f"{owner}: {path!r} is not a hyperparameter of this agent; its hyperparameters: {sorted(tunable)}"
             )
     return stack([set_paths(agent, dict(zip(lists, combo)), owner) for combo in combos])

@@ -39,6 +39,8 @@ from ._optimizers import check_optimizer as check_optimizer
 from ._optimizers import optimizer_slot as optimizer_slot
 from ._schedules import AbstractSchedule as AbstractSchedule
 from ._schedules import ConstantSchedule as ConstantSchedule
+from ._schedules import EpsilonSchedule as EpsilonSchedule
+from ._schedules import check_epsilon as check_epsilon
 from ._schedules import CosineSchedule as CosineSchedule
 from ._schedules import ExponentialSchedule as ExponentialSchedule
 from ._schedules import GeometricDecaySchedule as GeometricDecaySchedule

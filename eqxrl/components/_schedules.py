@@ -141,6 +141,44 @@ class GeometricDecaySchedule(AbstractSchedule):
         return jnp.maximum(self.initial * jnp.power(self.decay, steps), self.minimum)
 
 
+EPSILON_DECAYS = ("linear", "exponential")
+"""`EpsilonSchedule(decay)`'s values."""
+
+
+class EpsilonSchedule(AbstractSchedule):
+    """An exploration rate (DQN's epsilon): from `start` to `end` over the first `fraction` of
+    training, then `end`; linearly, or with `decay="exponential"` geometrically
+    (`ExponentialSchedule(start, end)` over that fraction: both then > 0). `start`, `end` in
+    [0, 1] (0: no random actions, e.g. with noisy nets), `fraction` in (0, 1]."""
+
+    start: Float[Array, ""] = hyperparameter(1.0)
+    end: Float[Array, ""] = hyperparameter(0.05)
+    fraction: Float[Array, ""] = hyperparameter(0.5)
+    decay: str = eqx.field(static=True, default="linear")
+
+    def __check_init__(self):
+        check_epsilon("EpsilonSchedule", self.start, self.end, self.fraction, self.decay, ("start", "end", "fraction", "decay"))
+
+    def __call__(self, progress, count=0):
+        frac = jnp.clip(jnp.asarray(progress, jnp.float32) / self.fraction, 0.0, 1.0)
+        if self.decay == "exponential":
+            return ExponentialSchedule(self.start, self.end)(frac)
+        return self.start + (self.end - self.start) * frac
+
+
+def check_epsilon(owner: str, start: Any, end: Any, fraction: Any, decay: Any, names: tuple[str, str, str, str]) -> None:
+    """Raise a ValueError naming `owner(<name>)` (`names`: what the owner calls start, end,
+    fraction and decay) for an exploration schedule `EpsilonSchedule` cannot run."""
+    check_hyperparameter(owner, names[0], start, lambda v: 0 <= v <= 1, "in [0, 1]")
+    check_hyperparameter(owner, names[1], end, lambda v: 0 <= v <= 1, "in [0, 1]")
+    check_hyperparameter(owner, names[2], fraction, lambda v: 0 < v <= 1, "in (0, 1]")
+    if decay not in EPSILON_DECAYS:
+        raise ValueError(f"{owner}({names[3]}) must be one of {list(EPSILON_DECAYS)}, got {decay!r}")
+    if decay == "exponential":
+        for name, value in zip(names[:2], (start, end)):
+            check_hyperparameter(owner, name, value, lambda v: 0 < v <= 1, f"in (0, 1] with {names[3]}='exponential'")
+
+
 class OptaxSchedule(AbstractSchedule):
     """An optax schedule (`count -> value`, e.g. `optax.cosine_decay_schedule(3e-4, 10_000)`),
     called with the optimizer's update count. Its numbers live inside the function,

@@ -165,7 +165,7 @@ class PBT(eqx.Module):
             try:
                 # A dotted path (`critic_optimizer.learning_rate`), or a flat name that is unambiguous.
                 path = resolve_path(self.agent, name, f"PBT(space) over {type(self.agent).__name__}")
-                if path not in tunable:  # a number that a given slot replaced (`replaced_by`): nothing reads it
+                if path not in tunable:  # a leaf that is no hyperparameter
                     raise ValueError(path)
             except ValueError as e:
                 if "ambiguous" in str(e):

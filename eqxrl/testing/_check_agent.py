@@ -1,6 +1,7 @@
 """`check_agent`: the contracts every eqxrl agent keeps, checked on a small configuration."""
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -250,10 +251,10 @@ class Reweighted(AbstractReplayBuffer):
 
 
 def _replay(agent: AbstractAgent) -> AbstractReplayBuffer | None:
-    """The agent's replay buffer when it has a `buffer` field to swap it through, else None."""
-    names = {f.name for f in dataclasses.fields(agent)}
+    """The agent's replay buffer (`replay_buffer`: the built-in replay agents' `loop.buffer`, or a
+    `buffer` field of the agent's own), else None."""
     buffer = getattr(agent, "replay_buffer", None)
-    return buffer if "buffer" in names and isinstance(buffer, AbstractReplayBuffer) else None
+    return buffer if isinstance(buffer, AbstractReplayBuffer) else None
 
 
 def _warmup_iterations(agent: AbstractAgent) -> int:
@@ -263,8 +264,18 @@ def _warmup_iterations(agent: AbstractAgent) -> int:
 
 
 def _with_buffer(agent: AbstractAgent, buffer: AbstractReplayBuffer) -> AbstractAgent:
-    """The agent with `buffer` in its `buffer` field."""
-    return eqx.tree_at(lambda a: a.buffer, agent, buffer, is_leaf=lambda x: x is None)
+    """The agent with `buffer` where its `replay_buffer` is (`loop.buffer`, or its `buffer` field)."""
+    return eqx.tree_at(lambda a: a.replay_buffer, agent, buffer)
+
+
+def _with_setting(agent: AbstractAgent, name: str, value: Any) -> AbstractAgent:
+    """The agent with a static setting changed: a field, or an init-only keyword's number in the
+    module that holds it (`normalize_observations`: `loop.normalize_observations`, rebuilt)."""
+    *parents, last = type(agent).aliases.get(name, name).split(".")
+    if not parents:
+        return dataclasses.replace(agent, **{last: value})
+    holder = functools.reduce(getattr, parents, agent)
+    return eqx.tree_at(lambda a: functools.reduce(getattr, parents, a), agent, dataclasses.replace(holder, **{last: value}))
 
 
 def _check_flags(agent: AbstractAgent, key: Any, flags: Sequence[str]) -> None:
@@ -274,7 +285,7 @@ def _check_flags(agent: AbstractAgent, key: Any, flags: Sequence[str]) -> None:
     base = train(agent, key, budget, progress=False)[0]
     for flag in flags:
         value = getattr(agent, flag)
-        flipped = dataclasses.replace(agent, **{flag: not value})
+        flipped = _with_setting(agent, flag, not value)
         other = train(flipped, key, budget, progress=False)[0]
         if first_difference(base, other, rtol=0.0, atol=0.0) is None:
             raise fail(f"{name}({flag}) takes effect",

@@ -49,8 +49,9 @@ def default_value(agent: AbstractAgent, state: Any, obs: Any) -> Any:
 
 def _build(agent: Any, env: Any, gamma: float | None) -> AbstractAgent:
     built = on_env(agent, env)
-    if gamma is not None and "gamma" in built.hyperparameters():
-        built = replace_paths(built, {"gamma": gamma})
+    path = type(built).aliases.get("gamma", "gamma")  # (where the discount lives: `loop.gamma` on the replay agents)
+    if gamma is not None and path in built.hyperparameters():
+        built = replace_paths(built, {path: gamma})
     return built
 
 

@@ -232,7 +232,7 @@ def test_off_policy_agents_use_a_given_buffer():
     assert int(state.buffer.data["written"].sum()) == 12  # 6 iterations x 2 envs went through its add
     assert np.isfinite(float(metrics["q_loss"]))
     prioritized = TD3("Pendulum-v1", buffer=PrioritizedReplayBuffer(64, alpha=0.5), n_step=3, **{k: v for k, v in TINY_OFF.items() if k != "buffer_size"})
-    assert float(prioritized.hyperparameters()["buffer.alpha"]) == 0.5
+    assert float(prioritized.hyperparameters()["loop.buffer.alpha"]) == 0.5
     _iterate(prioritized, prioritized.init(jax.random.key(0)), 8)
     with pytest.raises(ValueError, match=r"DQN\(buffer\) must be an eqxrl.components.AbstractReplayBuffer"):
         DQN("CartPole-v1", buffer="prioritized")
@@ -392,7 +392,7 @@ def test_a_loss_term_moves_an_off_policy_update_by_its_gradient():
     # One DQN update with plain SGD (lr 1): the term adds exactly -lr * 2 * coef * w to every weight.
     base = DQN("CartPole-v1", critic_optimizer=optax.sgd(1.0), **TINY_OFF)
     coef = 0.05
-    term = dataclasses.replace(base, critic_loss_terms=(L2Penalty(coef),))
+    term = DQN("CartPole-v1", critic_optimizer=optax.sgd(1.0), critic_loss_terms=(L2Penalty(coef),), **TINY_OFF)
     learner = base.init_learner(jax.random.key(0))
     data = eqxrl.components.Transition(
         obs=jax.random.normal(jax.random.key(1), (4, 4)), action=jnp.array([0, 1, 0, 1]), reward=jnp.ones(4),

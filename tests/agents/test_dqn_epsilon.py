@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 
 from eqxrl.agents import DQN, Clock
-from eqxrl.components import ExponentialSchedule, GeometricDecaySchedule, LinearSchedule
+from eqxrl.components import EpsilonSchedule, ExponentialSchedule, GeometricDecaySchedule, LinearSchedule
 from typecheck import no_runtime_typecheck
 
 
@@ -143,7 +143,7 @@ def test_dqn_exploration_schedule_values_and_hyperparameters():
     assert not {"eps_start", "eps_end", "exploration_fraction"} & set(names)  # unused with a schedule
     # a progress schedule works too (count unused); the default is bit-identical to no schedule
     assert float(DQN("CartPole-v1", exploration=LinearSchedule(0.8, 0.2)).epsilon(0.5, 3)) == pytest.approx(0.5)
-    assert DQN("CartPole-v1").exploration is None
+    assert DQN("CartPole-v1").exploration == EpsilonSchedule(1.0, 0.05, 0.5)  # (built from eps_start, eps_end, ...)
     with no_runtime_typecheck(), pytest.raises(ValueError, match=r"DQN\(exploration\) must be None \(eps_start -> eps_end\) or a schedule"):
         DQN("CartPole-v1", exploration=0.1)
 
@@ -166,3 +166,27 @@ def test_dqn_collects_with_the_epsilon_of_each_step():
     first, second = data.action[:256] == greedy[:256], data.action[256:512] == greedy[256:]
     assert bool(jnp.all(second))
     assert float(jnp.mean(first)) == pytest.approx(0.5, abs=0.1)  # a uniform action is the greedy one half the time
+
+
+def test_the_epsilon_keywords_build_the_exploration_schedule_the_agent_stores():
+    """`eps_start`, `eps_end`, `exploration_fraction` and `epsilon_decay` are init-only keywords that
+    build `exploration`, an `EpsilonSchedule` (where the numbers live); their names read and set it,
+    and a config of the flat layout still loads."""
+    import eqxrl
+    from eqxrl.agents import set_hyperparameter
+
+    agent = DQN("CartPole-v1", eps_start=0.8, eps_end=0.1, exploration_fraction=0.25, epsilon_decay="exponential")
+    assert agent.exploration == EpsilonSchedule(0.8, 0.1, 0.25, "exponential")
+    assert (float(agent.eps_start), float(agent.exploration_fraction), agent.epsilon_decay) == (pytest.approx(0.8), 0.25, "exponential")
+    assert float(agent.epsilon(0.5)) == pytest.approx(0.1) and float(agent.epsilon(0.125)) == pytest.approx(0.8 * (0.1 / 0.8) ** 0.5)
+    assert {"exploration.start", "exploration.end", "exploration.fraction"} <= set(agent.hyperparameters())
+    assert float(set_hyperparameter(agent, "eps_end", 0.2).exploration.end) == pytest.approx(0.2)
+    old = {"eps_start": 0.8, "eps_end": 0.1, "exploration_fraction": 0.25, "epsilon_decay": "exponential", "exploration": None}
+    assert eqx.tree_equal(eqxrl.runs.agent_from_config({"agent": "dqn", "env": "CartPole-v1", "agent_config": old}), agent)
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"^EpsilonSchedule\(start\) must be in \[0, 1\], got 1.5$"):
+            EpsilonSchedule(1.5)
+        with pytest.raises(ValueError, match=r"^EpsilonSchedule\(decay\) must be one of \['linear', 'exponential'\], got 'cubic'$"):
+            EpsilonSchedule(decay="cubic")
+        with pytest.raises(ValueError, match=r"^DQN\(exploration\) is the exploration schedule itself: with it given, \['eps_end'\] must stay unset"):
+            DQN("CartPole-v1", exploration=GeometricDecaySchedule(1.0, 0.9, 0.05), eps_end=0.1)

@@ -146,3 +146,21 @@ def test_the_pqn_page_runs():
     namespace = {"__name__": "docs_agents_pqn"}
     exec(compile(blocks[0], "docs/agents/pqn.md [python block 1]", "exec"), namespace)
     assert namespace["metrics"]["q_loss"].shape == (2, 32)  # (4096 steps of 8 envs x 16)
+
+
+def test_pqn_optimizer_keywords_build_the_optimizer_it_stores():
+    """`learning_rate`, `max_grad_norm` and `anneal_lr` build PQN's `optimizer` (as PPO's do); the
+    keywords read and set its numbers, and one that disagrees with a given optimizer is refused."""
+    from eqxrl.agents import set_hyperparameter
+    from eqxrl.components import Adam
+
+    agent = PQN("CartPole-v1", learning_rate=3e-4, max_grad_norm=1.0, anneal_lr=False)
+    assert agent.optimizer == Adam(3e-4, 1.0) and PQN("CartPole-v1").optimizer == Adam(1e-4, 10.0, anneal=True)
+    assert (float(agent.learning_rate), float(agent.max_grad_norm), agent.anneal_lr) == (pytest.approx(3e-4), 1.0, False)
+    assert float(set_hyperparameter(agent, "learning_rate", 1e-3).optimizer.learning_rate) == pytest.approx(1e-3)
+    assert "optimizer.learning_rate" in agent.hyperparameters() and "learning_rate" not in agent.hyperparameters()
+    with no_runtime_typecheck():
+        with pytest.raises(ValueError, match=r"^PQN\(optimizer\) is the Q-network's optimizer itself: with it given, \['learning_rate'\] must stay unset \(or agree with it\)$"):
+            PQN("CartPole-v1", optimizer=Adam(1e-3), learning_rate=5e-4)
+        with pytest.raises(ValueError, match=r"^PQN\(anneal_lr\) must be True or False, got 1$"):
+            PQN("CartPole-v1", anneal_lr=1)

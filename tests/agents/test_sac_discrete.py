@@ -275,4 +275,4 @@ def test_sac_none_defaults_on_the_command_line(tmp_path):
     import json
 
     fields = json.loads((run / "config.json").read_text())["agent_config"]
-    assert fields["num_envs"] == 8 and fields["hidden_sizes"] == [64, 64] and fields["batch_size"] == 16
+    assert fields["loop"]["num_envs"] == 8 and fields["critic"]["hidden_sizes"] == [64, 64] and fields["loop"]["batch_size"] == 16

@@ -318,7 +318,7 @@ def test_off_policy_agents_train_and_reload(name, env, tmp_path):
     assert code == 0
     config = json.loads((run_dir / "config.json").read_text())
     assert config["agent"] == name and config["env"] == (env or "Pendulum-v1")
-    assert config["agent_config"]["learning_starts"] == 64
+    assert config["agent_config"]["loop"]["learning_starts"] == 64
     agent, state, _ = runs.load_run(run_dir)
     assert type(agent).__name__ == name.upper()
     returns = eqxrl.evaluate(agent, state, jax.random.key(0), num_episodes=2)

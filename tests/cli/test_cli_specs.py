@@ -104,14 +104,16 @@ def test_flags_build_the_agent_and_reach_its_config(tmp_path):
         "train", "dqn", "--run-dir", str(run_dir), "--quiet", "--total-steps", "200", "--num-envs", "2",
         "--learning-starts", "20", "--batch-size", "8", "--eval-episodes", "1", "--buffer", "prioritized:100",
         "--critic-torso", "mlp:8:relu", "--learning-rate", "cosine:1e-3", "--critic-loss-terms", "l2:1e-4",
-        "--critic-optimizer", "adam:1e-3:5", "--set", "buffer.alpha=0.7", "--set", "critic_loss_terms.0.coef=0.01",
+        "--max-grad-norm", "5", "--set", "buffer.alpha=0.7", "--set", "critic_loss_terms.0.coef=0.01",
     ])  # fmt: skip
     assert code == 0, err
     config = json.loads((run_dir / "config.json").read_text())["agent_config"]
-    assert config["buffer"] == {"class": "eqxrl.components:PrioritizedReplayBuffer", "capacity": 100, "alpha": 0.7, "eps": 1e-06, "fanout": 8}
-    assert config["critic_torso"] == {"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8], "activation": "relu", "layer_norm": False}
-    assert config["learning_rate"] == {"class": "eqxrl.components:CosineSchedule", "init_value": 0.001, "alpha": 0.0}
-    assert config["critic_loss_terms"] == [{"class": "eqxrl.components:L2Penalty", "coef": 0.01}]
+    # (each flag's value where it lives: the loop's buffer, the critic's torso, optimizer and loss terms)
+    assert config["loop"]["buffer"] == {"class": "eqxrl.components:PrioritizedReplayBuffer", "capacity": 100, "alpha": 0.7, "eps": 1e-06, "fanout": 8}
+    assert config["critic"]["torso"] == {"class": "eqxrl.components:MLPTorso", "hidden_sizes": [8], "activation": "relu", "layer_norm": False}
+    assert config["critic"]["optimizer"]["learning_rate"] == {"class": "eqxrl.components:CosineSchedule", "init_value": 0.001, "alpha": 0.0}
+    assert config["critic"]["optimizer"]["max_grad_norm"] == 5.0
+    assert config["critic"]["loss_terms"] == [{"class": "eqxrl.components:L2Penalty", "coef": 0.01}]
     # The run directory rebuilds the same agent: evaluate it.
     code, out, err = _main(["evaluate", str(run_dir), "--episodes", "1"])
     assert code == 0, err
@@ -121,6 +123,8 @@ def test_flags_build_the_agent_and_reach_its_config(tmp_path):
     "argv, match",
     [
         (["train", "dqn", "--buffer", "fifo"], r"argument --buffer: unknown buffer 'fifo'"),
+        (["train", "dqn", "--learning-rate", "5e-4", "--critic-optimizer", "adam:1e-3"],
+         r"DQN\(critic_optimizer\) is the optimizer itself: with it given, \['learning_rate'\] must stay unset \(or agree with it\)"),
         (["train", "ppo", "--set", "nope=1"], r"PPO has no hyperparameter 'nope'; its hyperparameters: \["),
         (["train", "ppo", "--set", "gamma"], r"argument --set: expected PATH=VALUE like buffer.alpha=0.7, got 'gamma'"),
         (["train", "ppo", "--set", "gamma=2"], r"PPO\(gamma\) must be in \[0, 1\], got 2"),

@@ -1,6 +1,6 @@
-"""Run directories written before `buffer_size`, `prioritized` and `per_alpha` became init-only
-keywords (they build the `buffer` an off-policy agent stores; config.json now records the buffer
-itself): their configs and checkpoints load, and the run resumes."""
+"""Run directories written by eqxrl 0.2 before its keywords became init-only (they build the modules an
+off-policy agent stores: `loop` with its buffer, `critic` with its optimizer, `exploration`; config.json
+now records the modules): their flat configs and checkpoints load, and the run resumes."""
 
 import json
 
@@ -12,11 +12,20 @@ from eqxrl.store import meta_crc32
 
 
 def _as_before(config: dict) -> dict:
-    """An agent config as eqxrl wrote it before: `buffer: null` and the three keywords beside it."""
-    buffer = config["buffer"]
-    old = {k: v for k, v in config.items() if k != "buffer"}
-    alpha = buffer.get("alpha", 0.6)
-    return {**old, "buffer": None, "buffer_size": buffer["capacity"], "prioritized": "alpha" in buffer, "per_alpha": alpha}
+    """A DQN config as eqxrl 0.2 wrote it: every keyword flat, `buffer`, `critic_optimizer` and
+    `exploration` null beside the keywords they were built from."""
+    old = {k: v for k, v in config.items() if k not in ("loop", "critic", "exploration")}
+    loop = {k: v for k, v in config["loop"].items() if k not in ("class", "buffer")}
+    buffer, critic, exploration = config["loop"]["buffer"], config["critic"], config["exploration"]
+    optimizer = critic["optimizer"]
+    return {
+        **old, **loop, "buffer": None, "buffer_size": buffer["capacity"], "prioritized": "alpha" in buffer,
+        "per_alpha": buffer.get("alpha", 0.6), "critic_torso": critic["torso"], "hidden_sizes": critic["hidden_sizes"],
+        "activation": critic["activation"], "critic_optimizer": None, "critic_loss_terms": critic["loss_terms"],
+        "learning_rate": optimizer["learning_rate"], "max_grad_norm": optimizer["max_grad_norm"], "anneal_lr": optimizer["anneal"],
+        "exploration": None, "eps_start": exploration["start"], "eps_end": exploration["end"],
+        "exploration_fraction": exploration["fraction"], "epsilon_decay": exploration["decay"],
+    }  # fmt: skip
 
 
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
@@ -42,5 +51,5 @@ def test_a_run_directory_written_before_the_buffer_keywords_loads_and_resumes(tm
     # a real difference is still named
     config["agent_config"]["per_alpha"] = 0.25
     (run_dir / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"does not hold a state of the agent given: buffer.alpha=0.25 in the run, buffer.alpha=0.5 in the agent given$"):
+    with pytest.raises(ValueError, match=r"does not hold a state of the agent given: loop.buffer.alpha=0.25 in the run, loop.buffer.alpha=0.5 in the agent given$"):
         eqxrl.runs.load_state(run_dir, agent)

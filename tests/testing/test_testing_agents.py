@@ -51,7 +51,7 @@ def test_a_replay_agent_with_hyperparameters_in_its_buffer_passes_check_agent():
     # The user's PER buffer holds `buffer.alpha` and `buffer.eps`: the perturbed copy must be made
     # before check_agent wraps the buffers to reweight samples.
     agent = DQN("CartPole-v1", **{**TINY_OFF, "buffer": eqxrl.components.PrioritizedReplayBuffer(64)})
-    assert {"buffer.alpha", "buffer.eps"} <= set(agent.hyperparameters())
+    assert {"loop.buffer.alpha", "loop.buffer.eps"} <= set(agent.hyperparameters())
     check_agent(agent)
 
 
