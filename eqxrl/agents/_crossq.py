@@ -36,7 +36,7 @@ from ._noise import policy_noise_spec
 from ._off_policy import check_continuous
 from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
-from ._sac import init_sac_parts, sac_policy_update
+from ._sac import SAC_RATES, init_sac_parts, sac_policy_update
 
 
 class CrossQLearner(eqx.Module):
@@ -68,7 +68,7 @@ class CrossQ(AbstractActorCriticAgent):
 
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 20_000
-    rates: ClassVar[dict[str, str]] = {**AbstractActorCriticAgent.rates, "alpha_optimizer": "alpha_learning_rate"}
+    rates: ClassVar[dict[str, str]] = SAC_RATES
     env: AbstractEnv = eqx.field(converter=as_env)
     _: KW_ONLY
     loop: OffPolicyLoop | None = None

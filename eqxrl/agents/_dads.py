@@ -49,7 +49,7 @@ from ._actor_critic import AbstractActorCriticAgent
 from ._off_policy import OffPolicyState, check_continuous
 from ._network_spec import NetworkSpec
 from ._off_policy_loop import OffPolicyLoop
-from ._sac import SAC, SACLearner
+from ._sac import SAC, SAC_RATES, SACLearner
 
 DYNAMICS_INPUTS = ("descriptor", "observation")
 
@@ -98,9 +98,7 @@ class DADS(AbstractActorCriticAgent):
 
     default_env: ClassVar[str] = "Point2D-v0"
     default_total_steps: ClassVar[int] = 50_000
-    rates: ClassVar[dict[str, str]] = {
-        **AbstractActorCriticAgent.rates, "alpha_optimizer": "alpha_learning_rate", "dynamics_optimizer": "dynamics_learning_rate"
-    }
+    rates: ClassVar[dict[str, str]] = {**SAC_RATES, "dynamics_optimizer": "dynamics_learning_rate"}
     env: AbstractEnv = eqx.field(converter=as_env)
     _: KW_ONLY
     num_skills: int = eqx.field(static=True, default=4)

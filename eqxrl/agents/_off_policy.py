@@ -97,8 +97,8 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     """
 
     env: eqx.AbstractVar[AbstractEnv]
-    loop: eqx.AbstractVar[OffPolicyLoop | None]
-    _: KW_ONLY  # (the keywords below come after the final agent's `env`: `DQN(env, *, ...)`)  # (None until `__post_init__` builds it from the keywords below)
+    loop: eqx.AbstractVar[OffPolicyLoop | None]  # (None until `__post_init__` builds it from the keywords below)
+    _: KW_ONLY  # (the keywords below come after the final agent's `env`: `DQN(env, *, ...)`)
     num_envs: InitVar[int] = 1
     rollout_length: InitVar[int] = 1
     updates_per_step: InitVar[float] = 1.0
@@ -143,7 +143,7 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         cls.aliases = {**cls.aliases, **rates, "max_grad_norm": "critic.optimizer.max_grad_norm"}
         super().__init_subclass__(**kwargs)
 
-    def __post_init__(self, *keywords: Any):  # `loop` (and its buffer) from the init-only keywords
+    def __post_init__(self, *keywords: Any):  # `loop`, the networks' specs and their optimizers from the init-only keywords
         given = dict(zip(init_only_names(type(self)), keywords))
         resolved = self.resolve_keywords(given)  # (used where a module is built: a given one is checked against `given`)
         self.loop = loop_from_keywords(self, given if self.loop is not None else resolved)
@@ -157,9 +157,8 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         return {}
 
     def resolve_keywords(self, keywords: dict[str, Any]) -> dict[str, Any]:
-        """The init-only keywords a `loop` is built from, given those passed (when no `loop` is
-        given); an agent whose defaults depend on its env (SAC) fills in its None ones here.
-        Default: as passed."""
+        """The init-only keywords the modules not given are built from, given those passed; an
+        agent whose defaults depend on its env (SAC) fills in its None ones here. Default: as passed."""
         return keywords
 
     def __check_init__(self):

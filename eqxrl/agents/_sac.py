@@ -63,6 +63,11 @@ ACTION_SPACE_DEFAULTS: dict[str, tuple[object, object]] = {
 """The fields whose default (None) depends on the action space: `(continuous value, Discrete value)`."""
 
 
+SAC_RATES = {**AbstractActorCriticAgent.rates, "alpha_optimizer": "alpha_learning_rate"}
+"""The optimizers SAC builds from its learning-rate keywords (`AbstractOffPolicyAgent.rates`): the
+actor's, the critics' and the temperature's (CrossQ's and DADS's too)."""
+
+
 class SACLearner(eqx.Module):
     """SAC's networks, temperature and optimizer states."""
 
@@ -92,7 +97,7 @@ class SAC(AbstractActorCriticAgent):
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 50_000
     takes_action_masks: ClassVar[bool] = True  # (discrete SAC; masks on Box actions are refused)
-    rates: ClassVar[dict[str, str]] = {**AbstractActorCriticAgent.rates, "alpha_optimizer": "alpha_learning_rate"}
+    rates: ClassVar[dict[str, str]] = SAC_RATES
     env: AbstractEnv = eqx.field(converter=as_env)
     _: KW_ONLY
     # None: the value for the env's action space (`ACTION_SPACE_DEFAULTS`, set in `__post_init__`).
