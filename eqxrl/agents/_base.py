@@ -73,6 +73,9 @@ class AbstractAgent(eqx.Module):
     """The env steps per seed `eqxrl train` runs when `--total-steps` is not given (read through
     `default_budget`): a budget at which the defaults learn `default_env`
     (benchmarks/defaults.py measures it for every built-in agent)."""
+    retired: ClassVar[frozenset[str]] = frozenset()
+    """Keywords an earlier eqxrl's agent took that set nothing (CrossQ's `tau`: it has no target
+    network): a `config.json` that holds one still loads, without it."""
     aliases: ClassVar[dict[str, str]] = {}
     """`{keyword: path}`: init-only keywords whose number now lives in a module the agent stores
     (`{"per_alpha": "buffer.alpha"}`); `--set`, sweeps and PBT spaces take the keyword for the path."""

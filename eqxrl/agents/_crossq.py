@@ -69,6 +69,7 @@ class CrossQ(AbstractActorCriticAgent):
     default_env: ClassVar[str] = "Pendulum-v1"
     default_total_steps: ClassVar[int] = 20_000
     rates: ClassVar[dict[str, str]] = SAC_RATES
+    retired: ClassVar[frozenset[str]] = frozenset({"tau"})  # (eqxrl 0.2 took it and read nothing: no target network)
     env: AbstractEnv = eqx.field(converter=as_env)
     _: KW_ONLY
     loop: OffPolicyLoop | None = None
@@ -93,7 +94,6 @@ class CrossQ(AbstractActorCriticAgent):
     alpha_learning_rate: InitVar[LearningRate] = 1e-3
     init_alpha: Float[Array, ""] = hyperparameter(1.0)
     target_entropy_scale: Float[Array, ""] = hyperparameter(1.0)
-    tau: Float[Array, ""] = hyperparameter(0.005)
 
     def __check_init__(self):
         check_continuous(self, "CrossQ")  # a Discrete action space: one line naming the env
@@ -128,10 +128,6 @@ class CrossQ(AbstractActorCriticAgent):
                 field = "batch_norm_momentum" if name == "momentum" else f"renorm_{name}"  # (sbx's name)
                 raise ValueError(str(e).replace(f"BatchRenorm({name})", f"CrossQ({field})")) from None
         return kw
-
-    def hyperparameters(self) -> dict[str, Array]:
-        """As every agent's, without `tau`: CrossQ has no target network to average."""
-        return {path: value for path, value in super().hyperparameters().items() if path != "tau"}
 
     def optimizers(self) -> tuple[AbstractOptimizer, AbstractOptimizer, AbstractOptimizer]:
         """**Returns:** the actor's, the critics' and the temperature's optimizers (the slots, or

@@ -92,8 +92,8 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
       `critic_optimizer` (None: Adam with the agent's critic learning rate and `max_grad_norm`; or
       an eqxrl optimizer or any optax transformation) and `critic_loss_terms` (extra loss terms,
       see `eqxrl.components.AbstractLossTerm`), unless given whole);
-    - declared by each agent: `env`, `loop`, `critic`, `tau` (target-network averaging) and
-      `max_grad_norm` (of the default optimizers).
+    - declared by each agent: `env`, `loop`, `critic`, and (an agent with target networks) `tau`,
+      their averaging rate; `max_grad_norm` (of the default optimizers) is a keyword.
     """
 
     env: eqx.AbstractVar[AbstractEnv]
@@ -121,7 +121,6 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     critic_loss_terms: InitVar[tuple[AbstractLossTerm, ...] | Any] = ()
     max_grad_norm: InitVar[float | Array] = float("inf")
     critic: eqx.AbstractVar[NetworkSpec | None]  # (None until `__post_init__` builds it from its keywords)
-    tau: eqx.AbstractVar[Float[Array, ""]]
     networks: ClassVar[tuple[str, ...]] = ("critic",)
     """The `NetworkSpec`s the agent stores, each built from its keywords (`NETWORK_KEYWORDS`)."""
     rates: ClassVar[dict[str, str]] = {}
@@ -169,8 +168,8 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
         check_no_action_masks(self, allowed=self.takes_action_masks)  # (and a mask on Box actions: refused)
         for network in self.networks:
             check_spec(self, network)
-        check = lambda name, ok, expected: check_hyperparameter(owner, name, getattr(self, name), ok, expected)  # noqa: E731
-        check("tau", lambda v: 0 < v <= 1, "in (0, 1]")
+        if "tau" in self.__dataclass_fields__:  # (the target networks' averaging rate, where there are any)
+            check_hyperparameter(owner, "tau", self.tau, lambda v: 0 < v <= 1, "in (0, 1]")
 
 
 

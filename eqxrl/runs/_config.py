@@ -115,7 +115,8 @@ def _as_written_now(saved: dict[str, Any], agent: Any) -> dict[str, Any] | None:
     member = Batch.of(agent).agent
     cls = type(member)
     try:
-        return agent_config(cls(member.env, **{k: _as_field_value(k, v, float_fields(cls)) for k, v in saved.items()}))
+        kept = {k: v for k, v in saved.items() if k not in cls.retired}
+        return agent_config(cls(member.env, **{k: _as_field_value(k, v, float_fields(cls)) for k, v in kept.items()}))
     except (ValueError, TypeError):
         return None
 
@@ -315,6 +316,7 @@ def _agent_from_config(config: Mapping[str, Any], env: Any) -> AbstractAgent | S
     init_fields = set(cls.keywords())
 
     def build(fields: Mapping[str, Any]) -> AbstractAgent:
+        fields = {k: v for k, v in fields.items() if k not in cls.retired}  # (set nothing: CrossQ's tau)
         unknown = sorted(set(fields) - init_fields)
         if unknown:
             raise ValueError(f"{cls.__name__} has no field(s) {unknown}")

@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+import eqxrl.runs
 from learning import most_above, per_seed_returns, train_seeds, untrained_returns
 from typecheck import no_runtime_typecheck
 from update_batches import same_leaves, update_batch
@@ -105,7 +107,9 @@ def test_crossq_defaults_and_fields():
     assert (agent.critic_hidden_sizes, agent.hidden_sizes, agent.policy_delay, agent.learning_starts) == ((1024, 1024), (256, 256), 3, 100)
     assert agent.default_budget() == 20_000 and CrossQ.default_env == "Pendulum-v1"
     assert all(o.b1 == 0.5 for o in agent.optimizers())
-    assert "tau" not in agent.hyperparameters()
+    assert "tau" not in agent.hyperparameters() and "tau" not in CrossQ.keywords()  # (no target network: no tau)
+    old = {k: v for k, v in eqxrl.runs.agent_config(agent).items()} | {"tau": 0.005}  # (eqxrl 0.2 wrote a tau that set nothing)
+    assert eqx.tree_equal(eqxrl.runs.agent_from_config({"agent": "crossq", "env": agent.env.name, "agent_config": old}), agent)
     assert {"actor.optimizer.learning_rate", "critic.optimizer.learning_rate", "alpha_optimizer.learning_rate", "init_alpha"} <= set(agent.hyperparameters())
     assert agent.critic.optimizer.b1 == agent.adam_b1 == 0.5  # (adam_b1 configures every optimizer it builds)
 
