@@ -320,8 +320,8 @@ def check_agent(
       resuming from the checkpoint after `iterations` equals the uninterrupted run
       (resume), and a stack of the agent and a copy with every hyperparameter times 0.99
       (vmapped over them) equals the two separate runs;
-    - an agent with a `buffer` field (a replay buffer) uses the importance weights: its
-      state changes when every `Sample.weights` is multiplied by a random factor (a third
+    - an agent with a replay buffer (`replay_buffer`: the replay agents' `loop.buffer`) uses the
+      importance weights: its state changes when every `Sample.weights` is multiplied by a random factor (a third
       member of the stack, with the first one's key; the runs are then long enough to pass
       `learning_starts`; every member samples through the wrapper that scales the
       weights, the first two by exactly 1);
