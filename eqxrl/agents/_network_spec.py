@@ -101,8 +101,8 @@ def optimizers_from_keywords(agent: Any, given: dict[str, Any], resolved: dict[s
             raise ValueError(f"{owner}.rates names {rate!r} for {path}, which is no init-only keyword of {owner} (declare `{rate}: InitVar[float] = ...`)")
         network, _, attr = path.rpartition(".")
         holder = getattr(agent, network) if network else agent
-        if getattr(holder, attr) is not None:
-            current = getattr(holder, attr)
+        current = getattr(holder, attr)
+        if current is not None:
             module_from_keywords(agent, path.replace(".", "_"), {rate: given[rate]}, "the optimizer", lambda: None, current=current)
             continue
         check_learning_rate(owner, rate, resolved[rate])

@@ -31,7 +31,6 @@ from ..components import (
     Categorical,
     NStepTransition,
     NStepWindow,
-    PrioritizedReplayBuffer,
     RunningMeanStd,
     Sample,
     Transition,
@@ -40,7 +39,7 @@ from ..envs import AbstractEnv, Box, Discrete, RescaleAction
 from ._base import AbstractRolloutAgent, Clock, check_no_action_masks
 from ._network_spec import NETWORK_KEYWORDS, NetworkSpec, check_spec, optimizers_from_keywords, spec_from_keywords
 from ._keywords import init_only_names
-from ._off_policy_loop import LOOP_KEYWORDS, OffPolicyLoop, check_loop, loop_from_keywords
+from ._off_policy_loop import BUFFER_KEYWORDS, LOOP_KEYWORDS, OffPolicyLoop, buffer_keyword, check_loop, loop_from_keywords
 from ._noise import no_noise_sampler
 
 
@@ -228,7 +227,9 @@ class AbstractOffPolicyAgent(AbstractRolloutAgent):
     def init_only_value(self, name: str, default: Any) -> Any:
         if self.loop is None:  # (read while `__post_init__` builds it: the class default)
             return default
-        return isinstance(self.loop.buffer, PrioritizedReplayBuffer) if name == "prioritized" else super().init_only_value(name, default)
+        if name in BUFFER_KEYWORDS:  # (what the buffer reads as, one rule with the check of a given buffer)
+            return buffer_keyword(self.loop.buffer, name, default)
+        return super().init_only_value(name, default)
 
     @property
     def replay_buffer(self) -> AbstractReplayBuffer:

@@ -7,9 +7,8 @@ gamma=...`, sweeps and PBT spaces name its numbers by their keywords (`AbstractA
 from typing import Any
 
 import equinox as eqx
-from jaxtyping import Array, Float
-
 import numpy as np
+from jaxtyping import Array, Float
 
 from ..core import check_hyperparameter, check_positive_int, hyperparameter
 from ..components import AbstractReplayBuffer, PrioritizedReplayBuffer, ReplayBuffer, as_buffer

@@ -114,11 +114,11 @@ def spec_kind(field: dataclasses.Field) -> str | None:
     """Which module-valued flag a field takes (`"torso"`, `"buffer"`, `"optimizer"`,
     `"terms"`, `"rate"`; see `eqxrl.cli._specs`), or None for a plain one."""
     if isinstance(field.type, dataclasses.InitVar):  # an init-only keyword: by the modules it takes
-        kinds = {AbstractSchedule: "rate", AbstractReplayBuffer: "buffer", AbstractTorso: "torso", AbstractOptimizer: "optimizer"}
-        # (a learning rate takes a schedule too; loss terms come as a tuple of them)
+        kinds = {
+            AbstractSchedule: "rate", AbstractReplayBuffer: "buffer", AbstractTorso: "torso",
+            AbstractOptimizer: "optimizer", AbstractLossTerm: "terms",
+        }  # fmt: skip  (a learning rate takes a schedule too; loss terms come as a tuple of them)
         inner = [typing.get_args(a)[0] if typing.get_origin(a) is tuple else a for a in keyword_types(field)]
-        if any(isinstance(a, type) and issubclass(a, AbstractLossTerm) for a in inner):
-            return "terms"
         return next((kind for base, kind in kinds.items() if any(isinstance(a, type) and issubclass(a, base) for a in inner)), None)
     converter = field.metadata.get("converter")
     kinds = {as_torso: "torso", as_optimizer: "optimizer", as_terms: "terms", as_learning_rate: "rate", as_buffer: "buffer"}

@@ -108,6 +108,12 @@ def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _without_retired(cls: type, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved agent config without the keywords `cls.retired` names: an earlier eqxrl took them and
+    they set nothing (CrossQ's `tau`)."""
+    return {k: v for k, v in fields.items() if k not in cls.retired}
+
+
 def _as_written_now(saved: dict[str, Any], agent: Any) -> dict[str, Any] | None:
     """A member config an earlier eqxrl wrote (`buffer_size`, `prioritized`, `per_alpha` stored
     beside `buffer: null`) as this eqxrl writes it: rebuilt through the agent's class; None when
@@ -115,7 +121,7 @@ def _as_written_now(saved: dict[str, Any], agent: Any) -> dict[str, Any] | None:
     member = Batch.of(agent).agent
     cls = type(member)
     try:
-        kept = {k: v for k, v in saved.items() if k not in cls.retired}
+        kept = _without_retired(cls, saved)
         return agent_config(cls(member.env, **{k: _as_field_value(k, v, float_fields(cls)) for k, v in kept.items()}))
     except (ValueError, TypeError):
         return None
@@ -316,7 +322,7 @@ def _agent_from_config(config: Mapping[str, Any], env: Any) -> AbstractAgent | S
     init_fields = set(cls.keywords())
 
     def build(fields: Mapping[str, Any]) -> AbstractAgent:
-        fields = {k: v for k, v in fields.items() if k not in cls.retired}  # (set nothing: CrossQ's tau)
+        fields = _without_retired(cls, fields)
         unknown = sorted(set(fields) - init_fields)
         if unknown:
             raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
