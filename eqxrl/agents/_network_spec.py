@@ -65,9 +65,11 @@ class NetworkSpec(eqx.Module):
 def spec_from_keywords(agent: Any, network: str, keywords: dict[str, Any]) -> NetworkSpec:
     """The `NetworkSpec` an agent stores as `network` (`"critic"`, `"actor"`): the one given, with
     each of its keywords (`NETWORK_KEYWORDS`) left unset or agreeing with it, or one built from them."""
-    names = NETWORK_KEYWORDS[network]
+    names, spec = NETWORK_KEYWORDS[network], getattr(agent, network)
     given = {keyword: keywords[keyword] for keyword in names}
-    if getattr(agent, network) is not None:
+    if spec is not None and not isinstance(spec, NetworkSpec):
+        raise ValueError(f"{type(agent).__name__}({network}) must be an eqxrl.agents.NetworkSpec or None (built from the keywords), got {spec!r}")
+    if spec is not None:
         return module_from_keywords(agent, network, given, f"the {network} network's spec", lambda: None)
     return NetworkSpec(**{field: given[keyword] for keyword, field in names.items()})
 
@@ -75,9 +77,7 @@ def spec_from_keywords(agent: Any, network: str, keywords: dict[str, Any]) -> Ne
 def check_spec(agent: Any, network: str) -> None:
     """Raise a one-line ValueError naming the agent's keyword (`SAC(actor_torso)`) for a part of its
     `network` spec it cannot build."""
-    owner, spec = type(agent).__name__, getattr(agent, network)
-    if not isinstance(spec, NetworkSpec):
-        raise ValueError(f"{owner}({network}) must be an eqxrl.agents.NetworkSpec or None, got {spec!r}")
+    owner, spec = type(agent).__name__, getattr(agent, network)  # (a NetworkSpec: `spec_from_keywords` refused anything else)
     field_names = {field: keyword for keyword, field in NETWORK_KEYWORDS[network].items()}
     sizes = spec.hidden_sizes
     if not sizes or not all(is_positive_int(h) for h in sizes):

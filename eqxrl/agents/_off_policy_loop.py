@@ -60,6 +60,8 @@ def loop_from_keywords(agent: Any, keywords: dict[str, Any]) -> OffPolicyLoop:
     else one built from them, its buffer `buffer` or (None) built from `buffer_size`,
     `prioritized` and `per_alpha`."""
     owner = type(agent).__name__
+    if agent.loop is not None and not isinstance(agent.loop, OffPolicyLoop):
+        raise ValueError(f"{owner}(loop) must be an eqxrl.agents.OffPolicyLoop or None (built from the keywords), got {agent.loop!r}")
     if agent.loop is not None:
         return module_from_keywords(agent, "loop", keywords, "the off-policy loop's settings", lambda: None)
     built, given = {name: keywords[name] for name in BUFFER_KEYWORDS}, keywords["buffer"]

@@ -338,6 +338,12 @@ def test_the_loop_keywords_build_the_loop_the_agent_stores():
             DQN("CartPole-v1", batch_size=0)
         with pytest.raises(ValueError, match=r"^DQN\(gamma\) must be in \[0, 1\], got 1.5$"):
             DQN("CartPole-v1", loop=OffPolicyLoop(gamma=1.5))
+        with pytest.raises(ValueError, match=r"^DQN\(loop\) must be an eqxrl.agents.OffPolicyLoop or None \(built from the keywords\), got 'x'$"):
+            DQN("CartPole-v1", loop="x")
+        with pytest.raises(ValueError, match=r"^SAC\(actor\) must be an eqxrl.agents.NetworkSpec or None \(built from the keywords\), got 3$"):
+            SAC("Pendulum-v1", actor=3)
+        with pytest.raises(ValueError, match=r"^DQN\(critic\) is the critic network's spec itself: with it given, \['hidden_sizes'\] must stay unset"):
+            DQN("CartPole-v1", critic=eqxrl.agents.NetworkSpec(hidden_sizes=(8,)), hidden_sizes=(16,))
 
 
 # ----------------------------------------------------------------------------- loss terms
