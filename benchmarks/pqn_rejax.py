@@ -1,5 +1,5 @@
 """eqxrl's PQN against rejax 0.1.3's PQN at rejax's own configuration, on gymnax CartPole-v1 and
-Breakout-MinAtar: final greedy returns of 5 seeds, env steps/s (wall and process CPU), compile time.
+Breakout-MinAtar: final greedy returns of 5 seeds (``--seeds``), env steps/s (wall and process CPU), compile time.
 
 **Configuration.** rejax ships one PQN configuration, ``configs/gymnax/cartpole.yaml``'s ``pqn``
 entry (github.com/keraJLi/rejax; there is no MinAtar one, its ``benchmark/breakout_1m.yaml`` has
@@ -19,7 +19,7 @@ field by field in `EQXRL_FROM_REJAX`, with ``Adam(clip="value", eps=1e-8)`` for 
 - initialisation: flax's ``Dense`` (LeCun-normal weights, zero biases) and LayerNorm eps 1e-6 vs
   eqxrl's ``MLPTorso`` initialisation and its LayerNorm.
 
-**Seeds and timing.** Each side trains the 5 seeds ``jax.random.split(jax.random.key(--seed), 5)``
+**Seeds and timing.** Each side trains the 5 seeds ``jax.random.split(jax.random.key(--seed), 5)`` (``--seeds N``: N)
 in one program (rejax: ``jax.vmap(algo.train)`` with its periodic evaluation off, compiled ahead of
 time and then run; eqxrl: ``eqxrl.train`` on the batch of keys, ``TrainInfo``'s compile and run),
 ``--runs`` times per task with the sides alternated (first side swapped every run) and JAX's caches
@@ -161,7 +161,7 @@ def random_return(env_id: str, key) -> float:
 
 def fmt_row(side, env_id, per_seed, runs, steps):
     med = lambda k: median(r[k] for r in runs)  # noqa: E731
-    total_steps = steps * SEEDS
+    total_steps = steps * len(per_seed)
     return [
         side, ", ".join(f"{x:.1f}" for x in per_seed), f"**{np.median(per_seed):.1f}**", f"{np.mean(per_seed):.1f}",
         f"{med('compile'):.1f}", f"{med('run'):.1f}", f"{med('total'):.1f}", f"{med('compile_cpu'):.1f}",
@@ -178,13 +178,14 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=REJAX_TOTAL, help=f"env steps per seed (default rejax's {REJAX_TOTAL})")
     p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated gymnax env ids")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=SEEDS, help=f"seeds per side, trained in one program (default {SEEDS})")
     p.add_argument("--sides", default="eqxrl,rejax", help=f"comma-separated, rejax among them: {', '.join(RUNNERS)}")
     args = p.parse_args(argv)
     tasks = args.tasks.split(",")
     sides = args.sides.split(",")
     assert "rejax" in sides and set(sides) <= set(RUNNERS), sides
-    keys = jax.random.split(jax.random.key(args.seed), SEEDS)
-    eval_keys = jax.random.split(jax.random.key(args.seed + 1000), SEEDS)
+    keys = jax.random.split(jax.random.key(args.seed), args.seeds)
+    eval_keys = jax.random.split(jax.random.key(args.seed + 1000), args.seeds)
 
     results = {}
     for env_id in tasks:
@@ -218,7 +219,7 @@ def main(argv=None) -> None:
         f"- eqxrl's agent, every field: `PQN(ENV, {agent_fields(make_eqxrl(tasks[0]))})`",
         "- not matched (see the script's docstring): eqxrl bootstraps through a time-limit truncation, rejax "
         "stops at it (one `done`); initialisation (flax LeCun-normal Dense, LayerNorm eps 1e-6, vs eqxrl's)",
-        f"- seeds: `jax.random.split(jax.random.key({args.seed}), {SEEDS})`, trained in one program per side "
+        f"- seeds: `jax.random.split(jax.random.key({args.seed}), {args.seeds})`, trained in one program per side "
         "(rejax: `jax.vmap(algo.train)`, periodic evaluation off; eqxrl: `eqxrl.train` on the keys)",
         f"- eqxrl's devices: {jax.device_count()} ({jax.default_backend()}); side `eqxrl` shards the seeds over them "
         f"(padded to a multiple of the device count), `eqxrl-1dev` runs `train(shard=False)` on one",
@@ -226,7 +227,7 @@ def main(argv=None) -> None:
         "timings are medians over the runs, returns from the first run",
         f"- evaluation, the same loop for both: `rejax.evaluate.evaluate` on the gymnax env, greedy action "
         f"(argmax Q; eqxrl's `agent.act(deterministic=True)`), {EVAL_EPISODES} episodes per seed, keys "
-        f"`jax.random.split(jax.random.key({args.seed + 1000}), {SEEDS})` for both sides",
+        f"`jax.random.split(jax.random.key({args.seed + 1000}), {args.seeds})` for both sides",
         "",
     ]
     cols = [
@@ -241,9 +242,9 @@ def main(argv=None) -> None:
         lines += [f"## {env_id}", ""]
         lines += table(cols, [fmt_row(s, env_id, r["per_seed"][s], r["runs"][s], args.steps) for s in sides])
         m_r = float(np.median(r["per_seed"]["rejax"]))
-        sps = {s: median(args.steps * SEEDS / x["run"] for x in r["runs"][s]) for s in sides}
-        sps_tot = {s: median(args.steps * SEEDS / x["total"] for x in r["runs"][s]) for s in sides}
-        cps = {s: median(args.steps * SEEDS / x["run_cpu"] for x in r["runs"][s]) for s in sides}
+        sps = {s: median(args.steps * args.seeds / x["run"] for x in r["runs"][s]) for s in sides}
+        sps_tot = {s: median(args.steps * args.seeds / x["total"] for x in r["runs"][s]) for s in sides}
+        cps = {s: median(args.steps * args.seeds / x["run_cpu"] for x in r["runs"][s]) for s in sides}
         range_note = "" if TASKS.get(env_id) else f" (random policy {r['random']:.2f}, best seed of this run {hi:.1f})"
         lines += ["", f"- return range [{lo:.1f}, {hi:.1f}]{range_note}: target median >= {m_r:.1f} - {margin:.1f} = {m_r - margin:.1f}"]
         for side in (s for s in sides if s != "rejax"):
@@ -258,7 +259,7 @@ def main(argv=None) -> None:
         lines += [f"- random policy through the same loop: {r['random']:.2f}", ""]
     lines += [
         "Columns: compile = rejax's `jax.jit(vmap(train)).lower(keys).compile()`, eqxrl's "
-        "`TrainInfo.compile_seconds`; train = the compiled program's execution (all 5 seeds); env steps/s count "
+        "`TrainInfo.compile_seconds`; train = the compiled program's execution (all seeds); env steps/s count "
         "all seeds' steps; CPU = process CPU time over the same span.",
         "",
     ]
