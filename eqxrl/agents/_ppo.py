@@ -1,6 +1,7 @@
 """Proximal Policy Optimisation (Schulman et al. 2017), discrete and continuous."""
 
 from dataclasses import InitVar
+from functools import partial
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -10,43 +11,18 @@ from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from ..core import EnvState, Key, Metrics, check_hyperparameter, check_positive_int, hyperparameter, is_positive_int
 from ..components import (
-    get_activation,
-    AbstractDistribution,
-    AbstractLossTerm,
-    AbstractOptimizer,
-    AbstractRecurrentTorso,
-    AbstractTorso,
-    CategoricalHead,
-    MultiCategoricalHead,
-    Noise,
-    Encoder,
-    GaussianHead,
-    IdentityTorso,
-    OptState,
-    RecurrentEncoder,
-    RunningMeanStd,
-    ValueHead,
-    add_loss_terms,
-    as_torso,
-    check_loss_terms,
-    check_optimizer,
-    check_torso,
-    gae,
-    is_recurrent,
-    loss_terms,
-    optimizer_slot,
-    torso_or_auto,
-    normalize_advantages,
-    ppo_policy_loss,
-    value_loss,
+    AbstractDistribution, AbstractLossTerm, AbstractOptimizer, AbstractRecurrentTorso, AbstractTorso, CategoricalHead,
+    Encoder, GaussianHead, IdentityTorso, MultiCategoricalHead, Noise, OptState, RecurrentEncoder, RunningMeanStd,
+    ValueHead, add_loss_terms, as_torso, check_loss_terms, check_optimizer, check_torso, gae, get_activation,
+    is_recurrent, loss_terms, normalize_advantages, optimizer_slot, ppo_policy_loss, torso_or_auto, value_loss,
 )
 from ..envs import AbstractEnv, ClipAction
 from ._base import AbstractRolloutAgent, Clock, as_env, with_mask
 from ._keywords import LearningRate, default_adam, module_from_keywords
 from ._noise import policy_noise_spec
 from ._ppo_split import check_separate, init_opt_state, separate_iteration
-from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration, recurrent_preset
-from ._ppo_update import _Rollout, check_action_space, iteration_metrics, minibatch_step, policy_head
+from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_preset, sequence_loss, sequence_minibatches
+from ._ppo_update import _Rollout, check_action_space, iteration_metrics, minibatch_step, policy_head, shuffled_minibatches
 
 
 class PPOState(eqx.Module):
@@ -262,7 +238,7 @@ class PPO(AbstractRolloutAgent):
     def act(self, state: PPOState, obs: PyTree, key: Key | None = None, deterministic: bool = False) -> Array:
         if self.recurrent:
             raise ValueError("PPO.act: a recurrent PPO acts with act_with_carry(state, obs, carry, reset, key)")
-        return self._act(self._dist(state, self.normalize(state.obs_stats, self.flatten(obs))), key, deterministic)
+        return self._act(self._policy_at(state, obs)[0], key, deterministic)
 
     def initial_carry(self, state: PPOState, batch_shape: tuple[int, ...] = ()) -> PyTree:
         """**Returns:** a recurrent PPO's hidden state of fresh episodes of batch shape `batch_shape`, else None."""
@@ -274,14 +250,14 @@ class PPO(AbstractRolloutAgent):
         """**Returns:** `(actions, new carry)`, the carry zeroed first where `reset` (an episode's first step)."""
         if not self.recurrent:
             return self.act(state, obs, key, deterministic), carry
-        dist, carry = self._policy_with_carry(state, obs, carry, reset)
+        dist, carry = self._policy_at(state, obs, carry, reset)
         return self._act(dist, key, deterministic), carry
 
-    def _policy_with_carry(
-        self, state: PPOState, obs: PyTree, carry: PyTree, reset: Array
-    ) -> tuple[AbstractDistribution, PyTree]:
-        """A recurrent policy's distribution at `obs`, and its new carry (zeroed first where `reset`)."""
+    def _policy_at(self, state: PPOState, obs: PyTree, carry: PyTree = None, reset: Any = None) -> tuple[AbstractDistribution, PyTree]:
+        """The policy at raw observations `obs`, and a recurrent policy's new carry (zeroed first where `reset`)."""
         x = self.normalize(state.obs_stats, self.flatten(obs))
+        if not self.recurrent:
+            return self._dist(state, x), carry
         features, carry = state.torso(x, carry, jnp.asarray(reset, bool))
         return state.actor(features), carry
 
@@ -294,14 +270,14 @@ class PPO(AbstractRolloutAgent):
         """The policy's sample from `noise` (`sample_from_noise`): `act`'s distribution, reparameterised."""
         if self.recurrent:
             raise ValueError("PPO.act_from_noise: a recurrent PPO acts with act_with_carry_from_noise(state, obs, carry, reset, noise)")
-        return self._dist(state, self.normalize(state.obs_stats, self.flatten(obs))).sample_from_noise(noise)
+        return self._policy_at(state, obs)[0].sample_from_noise(noise)
 
     def act_with_carry_from_noise(
         self, state: PPOState, obs: PyTree, carry: PyTree, reset: Array, noise: Array
     ) -> tuple[Array, PyTree]:
         if not self.recurrent:
             return self.act_from_noise(state, obs, noise), carry
-        dist, carry = self._policy_with_carry(state, obs, carry, reset)
+        dist, carry = self._policy_at(state, obs, carry, reset)
         return dist.sample_from_noise(noise), carry
 
     @staticmethod
@@ -312,22 +288,36 @@ class PPO(AbstractRolloutAgent):
             raise ValueError("PPO.act(key) is required unless deterministic=True")
         return dist.sample(key)
 
-    def _collect(self, state: PPOState) -> tuple[PPOState, _Rollout]:
-        env = self.train_env
-        stats = state.obs_stats
+    def _collect(self, state: PPOState) -> tuple[PPOState, _Rollout, tuple[Array, Array, Array | None]]:
+        """Run `rollout_length` steps of every training env on the policy (and the observation
+        statistics) of the rollout's start; a recurrent policy carries each env's hidden state,
+        zeroed at episode starts, and values each step as it goes. **Returns:** the new state, the
+        rollout (observations normalised) and `(values, next values, episode starts)`, each
+        `(T, num_envs)` (the starts None for a feed-forward policy, which needs none)."""
+        env, stats, torso, recurrent = self.train_env, state.obs_stats, state.torso, self.recurrent
 
         def step(carry, _):
-            env_state, obs, key = carry
+            env_state, obs, hidden, start, key = carry
             key, act_key, env_key = jax.random.split(key, 3)
             x = self.flatten(obs)
-            action, log_prob = self._dist(state, self.normalize(stats, x)).sample_and_log_prob(act_key)
+            if recurrent:
+                features, hidden = torso(self.normalize(stats, x), hidden, start)
+                dist = state.actor(features)
+            else:
+                dist = self._dist(state, self.normalize(stats, x))
+            action, log_prob = dist.sample_and_log_prob(act_key)
             env_state, ts = env.step(env_key, env_state, action)
             out = _Rollout.of_step(x, action, log_prob, ts, self.flatten(ts.info["final_obs"]))
-            return (env_state, ts.obs, key), out
+            if not recurrent:
+                return (env_state, ts.obs, hidden, start, key), out
+            # The value of the step's true next observation, from the hidden state the step left
+            # (bootstraps truncated episodes; equals the next step's value when none ended).
+            next_features, _ = torso(self.normalize(stats, out.final_obs), hidden, jnp.zeros_like(start))
+            return (env_state, ts.obs, hidden, ts.done, key), (out, (state.critic(features), state.critic(next_features), start))
 
-        (env_state, obs, key), rollout = jax.lax.scan(
-            step, (state.env_state, state.obs, state.key), length=self.rollout_length
-        )
+        init = (state.env_state, state.obs, state.hidden, state.episode_start, state.key)
+        (env_state, obs, hidden, start, key), rollout = jax.lax.scan(step, init, length=self.rollout_length)
+        rollout, values = rollout if recurrent else (rollout, None)
         if stats is not None:
             # The statistics stay fixed within a rollout, so normalising the
             # stored raw observations now reproduces what the policy saw.
@@ -339,12 +329,14 @@ class PPO(AbstractRolloutAgent):
             )
             stats = stats.update(self.layout.split(raw_obs)[0])
         state = eqx.tree_at(
-            lambda s: (s.env_state, s.obs, s.key, s.obs_stats),
+            lambda s: (s.env_state, s.obs, s.hidden, s.episode_start, s.key, s.obs_stats),
             state,
-            (env_state, obs, key, stats),
+            (env_state, obs, hidden, start, key, stats),
             is_leaf=lambda x: x is None,
         )
-        return state, rollout
+        if values is None:  # a feed-forward policy values the whole rollout at once
+            values = (self.value(state, self.layout.split(rollout.obs)[0]), self.value(state, self.layout.split(rollout.final_obs)[0]), None)
+        return state, rollout, values
 
     def loss(self, params: tuple, batch: tuple, progress: Float[Array, ""] | float) -> tuple[Float[Array, ""], Metrics]:
         """PPO's loss on a minibatch, the extra loss terms included: `params = (shared torso or None,
@@ -376,36 +368,32 @@ class PPO(AbstractRolloutAgent):
         return loss, {**metrics, **policy_metrics, **critic_metrics}
 
     def train_iteration(self, state: PPOState, clock: Clock) -> tuple[PPOState, Metrics]:
-        if self.recurrent:
-            return recurrent_iteration(self, state, clock)
-        progress = clock.progress
-        state, ro = self._collect(state)
-        values = self.value(state, self.layout.split(ro.obs)[0])
-        next_values = self.value(state, self.layout.split(ro.final_obs)[0])
+        """One iteration: the rollout, GAE, then `num_epochs` epochs of minibatch updates; the
+        minibatches are shuffled steps, or for a recurrent policy shuffled whole env sequences
+        (the torso re-run from the rollout's initial hidden state, `_ppo_recurrent`)."""
+        progress, initial_hidden = clock.progress, state.hidden
+        state, ro, (values, next_values, starts) = self._collect(state)
         advantages = gae(ro.reward, values, next_values, ro.terminated, ro.truncated, self.gamma, self.gae_lambda)
-        targets = advantages + values
-
-        batch_size = self.steps_per_iteration
-        flat = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
-        batch = tuple(map(flat, (ro.obs, ro.action, ro.log_prob, values, advantages, targets)))
-        if self.separate_updates:
-            return separate_iteration(self, state, ro, batch, progress)
+        batch = (ro.obs, ro.action, ro.log_prob, values, advantages, advantages + values)
+        if self.recurrent:
+            loss, minibatches = partial(sequence_loss, self), sequence_minibatches(batch + (starts,), initial_hidden, self.num_minibatches)
+        else:
+            batch = jax.tree.map(lambda x: x.reshape((self.steps_per_iteration,) + x.shape[2:]), batch)
+            if self.separate_updates:
+                return separate_iteration(self, state, ro, batch, progress)
+            loss, minibatches = self.loss, shuffled_minibatches(batch, self.num_minibatches)
         optimizer = self.network_optimizer
-        grad_fn = eqx.filter_value_and_grad(self.loss, has_aux=True)
-        mb_size = batch_size // self.num_minibatches
-        minibatch = minibatch_step(grad_fn, optimizer, self.target_kl, progress)
+        minibatch = minibatch_step(eqx.filter_value_and_grad(loss, has_aux=True), optimizer, self.target_kl, progress)
 
         def epoch(carry, key):
-            perm = jax.random.permutation(key, batch_size)
-            shuffled = jax.tree.map(lambda x: x[perm].reshape((self.num_minibatches, mb_size) + x.shape[1:]), batch)
-            return jax.lax.scan(minibatch, carry, shuffled)
+            return jax.lax.scan(minibatch, carry, minibatches(key))
 
         key, epoch_key = jax.random.split(state.key)
         carry = ((state.torso, state.actor, state.critic), state.opt_state, jnp.zeros((), bool))
         ((torso, actor, critic), opt_state, _), aux = jax.lax.scan(
             epoch, carry, jax.random.split(epoch_key, self.num_epochs)
         )
-        env_steps = state.env_steps + batch_size
+        env_steps = state.env_steps + self.steps_per_iteration
         state = eqx.tree_at(
             lambda s: (s.torso, s.actor, s.critic, s.opt_state, s.key, s.env_steps, s.iteration),
             state,
@@ -413,5 +401,3 @@ class PPO(AbstractRolloutAgent):
             is_leaf=lambda x: x is None,
         )
         return state, iteration_metrics(ro, aux, env_steps, optimizer, progress)
-
-

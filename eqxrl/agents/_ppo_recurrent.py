@@ -1,17 +1,16 @@
-"""Recurrent PPO: the hidden state carried through the rollout (zeroed at episode
-starts), and the update on whole sequences of envs from the rollout's initial hidden
-state (`PPO(actor_torso=GRUTorso(...), shared_torso=True)`)."""
+"""Recurrent PPO's parts (`PPO(actor_torso=GRUTorso(...), shared_torso=True)`): the checks,
+the update's minibatches of whole env sequences and their loss (the torso re-run from the
+rollout's initial hidden state), and the `"recurrent"` preset. PPO's one rollout carries the
+hidden state (`PPO._collect`) and its one iteration takes these minibatches and this loss."""
 
+from collections.abc import Callable
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..components import GRUTorso, RecurrentEncoder, gae
+from ..components import GRUTorso, RecurrentEncoder
 from ..core import Metrics
-from ._base import Clock
-from ._ppo_update import _Rollout, iteration_metrics, minibatch_step
 
 
 def check_recurrent(agent: Any) -> None:
@@ -38,81 +37,29 @@ def check_feed_forward(state: Any, what: str) -> None:
         )
 
 
-def _collect(agent: Any, state: Any) -> tuple[Any, _Rollout, tuple]:
-    """Run the rollout, carrying each env's hidden state. **Returns:** the new state, the
-    rollout and `(episode starts, values, next values)`, each `(T, num_envs)`."""
-    env, stats, torso = agent.train_env, state.obs_stats, state.torso
-    norm = lambda x: x if stats is None else stats.normalize(x)  # noqa: E731
+def sequence_minibatches(batch: tuple, initial_hidden: Any, num_minibatches: int) -> Callable[[Any], tuple]:
+    """**Returns:** `key -> minibatches` of whole env sequences: the rollout's `batch` (each
+    `(T, num_envs, ...)`) and each env's hidden state at the rollout's start, the envs shuffled
+    into `num_minibatches` groups (a leading axis), time in order inside each."""
+    num_envs = batch[0].shape[1]
+    envs = num_envs // num_minibatches
 
-    def step(carry, _):
-        env_state, obs, hidden, start, key = carry
-        key, act_key, env_key = jax.random.split(key, 3)
-        x = agent.flatten(obs)
-        features, hidden = torso(norm(x), hidden, start)
-        action, log_prob = state.actor(features).sample_and_log_prob(act_key)
-        env_state, ts = env.step(env_key, env_state, action)
-        final_obs = agent.flatten(ts.info["final_obs"])
-        # The value of the step's true next observation, from the hidden state the step left
-        # (bootstraps truncated episodes; equals the next step's value when none ended).
-        next_features, _ = torso(norm(final_obs), hidden, jnp.zeros_like(start))
-        out = _Rollout.of_step(x, action, log_prob, ts, final_obs)
-        return (env_state, ts.obs, hidden, ts.done, key), (out, start, state.critic(features), state.critic(next_features))
+    def shuffle(key):
+        perm = jax.random.permutation(key, num_envs)
+        time_major = lambda x: jnp.swapaxes(x[:, perm].reshape((x.shape[0], num_minibatches, envs) + x.shape[2:]), 0, 1)  # noqa: E731
+        env_major = lambda x: x[perm].reshape((num_minibatches, envs) + x.shape[1:])  # noqa: E731
+        return jax.tree.map(time_major, batch), jax.tree.map(env_major, initial_hidden)
 
-    init = (state.env_state, state.obs, state.hidden, state.episode_start, state.key)
-    (env_state, obs, hidden, start, key), (rollout, *extra) = jax.lax.scan(step, init, length=agent.rollout_length)
-    if stats is not None:
-        raw_obs = rollout.obs
-        rollout = eqx.tree_at(lambda r: r.obs, rollout, stats.normalize(raw_obs))
-        stats = stats.update(raw_obs)
-    state = eqx.tree_at(
-        lambda s: (s.env_state, s.obs, s.hidden, s.episode_start, s.key, s.obs_stats),
-        state,
-        (env_state, obs, hidden, start, key, stats),
-        is_leaf=lambda x: x is None,
-    )
-    return state, rollout, tuple(extra)
+    return shuffle
 
 
-def _sequence_loss(agent: Any, params: tuple, minibatch: tuple, progress: Any) -> tuple[Any, Metrics]:
+def sequence_loss(agent: Any, params: tuple, minibatch: tuple, progress: Any) -> tuple[Any, Metrics]:
     """PPO's loss on a minibatch of whole sequences: the torso re-runs each env's sequence
     from its stored initial hidden state, resetting where the rollout did."""
     (*batch, starts), hidden = minibatch
     features, _ = params[0].scan(batch[0], hidden, starts)
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731  (T, envs, ...) -> (T * envs, ...)
     return agent.loss_from_features(params, flat(features), tuple(map(flat, batch)))
-
-
-def recurrent_iteration(agent: Any, state: Any, clock: Clock) -> tuple[Any, Metrics]:
-    """A recurrent PPO's `train_iteration`."""
-    progress = clock.progress
-    initial_hidden = state.hidden
-    state, ro, (starts, values, next_values) = _collect(agent, state)
-    advantages = gae(ro.reward, values, next_values, ro.terminated, ro.truncated, agent.gamma, agent.gae_lambda)
-    batch = (ro.obs, ro.action, ro.log_prob, values, advantages, advantages + values, starts)
-    optimizer = agent.network_optimizer
-    grad_fn = eqx.filter_value_and_grad(lambda p, mb, prog: _sequence_loss(agent, p, mb, prog), has_aux=True)
-    minibatch = minibatch_step(grad_fn, optimizer, agent.target_kl, progress)
-    num_mb = agent.num_minibatches
-    envs = agent.num_envs // num_mb
-
-    def epoch(carry, key):
-        # Minibatches of whole envs: time stays in order inside each.
-        perm = jax.random.permutation(key, agent.num_envs)
-        time_major = lambda x: jnp.swapaxes(x[:, perm].reshape((x.shape[0], num_mb, envs) + x.shape[2:]), 0, 1)  # noqa: E731
-        env_major = lambda x: x[perm].reshape((num_mb, envs) + x.shape[1:])  # noqa: E731
-        minibatches = (jax.tree.map(time_major, batch), jax.tree.map(env_major, initial_hidden))
-        return jax.lax.scan(minibatch, carry, minibatches)
-
-    key, epoch_key = jax.random.split(state.key)
-    carry = ((state.torso, state.actor, state.critic), state.opt_state, jnp.zeros((), bool))
-    ((torso, actor, critic), opt_state, _), aux = jax.lax.scan(epoch, carry, jax.random.split(epoch_key, agent.num_epochs))
-    env_steps = state.env_steps + agent.steps_per_iteration
-    state = eqx.tree_at(
-        lambda s: (s.torso, s.actor, s.critic, s.opt_state, s.key, s.env_steps, s.iteration),
-        state,
-        (torso, actor, critic, opt_state, key, env_steps, state.iteration + 1),
-    )
-    return state, iteration_metrics(ro, aux, env_steps, optimizer, progress)
 
 
 def recurrent_preset() -> dict[str, Any]:

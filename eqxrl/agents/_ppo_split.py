@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from ..components import add_loss_terms, check_optimizer, normalize_advantages, ppo_policy_loss, value_loss
 from ..core import Metrics, check_hyperparameter, check_positive_int, concrete_scalar
 from ._base import with_mask
-from ._ppo_update import _Packed, iteration_metrics, minibatch_step
+from ._ppo_update import _Packed, iteration_metrics, minibatch_step, shuffled_minibatches
 
 SEPARATE_FIELDS = ("actor_epochs", "critic_epochs", "critic_optimizer")
 """The fields whose setting trains the actor and the critic in separate passes."""
@@ -84,13 +84,7 @@ def separate_iteration(agent: Any, state: Any, ro: Any, batch: tuple, progress: 
     epochs of the critic; each epoch a new shuffle into `num_minibatches` minibatches.
 
     **Returns:** the new state and the iteration's metrics."""
-    batch_size, num_mb = agent.steps_per_iteration, agent.num_minibatches
-    mb_size = batch_size // num_mb
-
-    def shuffle(key):
-        perm = jax.random.permutation(key, batch_size)
-        return jax.tree.map(lambda x: x[perm].reshape((num_mb, mb_size) + x.shape[1:]), batch)
-
+    shuffle = shuffled_minibatches(batch, agent.num_minibatches)
     actor_opt, critic_opt = agent.network_optimizer, critic_optimizer(agent)
     actor_grad = eqx.filter_value_and_grad(lambda a, mb, p: actor_loss(agent, a, mb, p), has_aux=True)
     actor_step = minibatch_step(actor_grad, actor_opt, agent.target_kl, progress)
@@ -120,7 +114,7 @@ def separate_iteration(agent: Any, state: Any, ro: Any, batch: tuple, progress: 
     (critic, critic_state), critic_aux = jax.lax.scan(
         critic_epoch, (state.critic, critic_state), jax.random.split(critic_key, epochs(agent.critic_epochs))
     )
-    env_steps = state.env_steps + batch_size
+    env_steps = state.env_steps + agent.steps_per_iteration
     state = eqx.tree_at(
         lambda s: (s.actor, s.critic, s.opt_state, s.key, s.env_steps, s.iteration),
         state,

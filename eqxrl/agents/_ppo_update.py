@@ -1,11 +1,12 @@
-"""PPO's pieces shared by the feed-forward and the recurrent iteration (and IPPO): the policy
-head for an action space, the stored rollout, one minibatch step (with KL early stopping) and
-the metrics."""
+"""PPO's pieces that its separate updates (`_ppo_split`) and PQN share with it: the policy head
+for an action space, the stored rollout, shuffled minibatches, one minibatch step (with KL early
+stopping) and the metrics."""
 
 from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
@@ -63,6 +64,18 @@ class _Rollout(eqx.Module):
             truncated=ts.truncated, final_obs=final_obs, episode_return=ts.info["episode_return"],
             episode_length=ts.info["episode_length"],
         )  # fmt: skip
+
+
+def shuffled_minibatches(batch: Any, num_minibatches: int) -> Callable[[Key], Any]:
+    """**Returns:** `key -> batch` shuffled along its leading axis into `num_minibatches`
+    minibatches (a new leading axis), a new shuffle for each key (an epoch's)."""
+    size = jax.tree.leaves(batch)[0].shape[0]
+
+    def shuffle(key):
+        perm = jax.random.permutation(key, size)
+        return jax.tree.map(lambda x: x[perm].reshape((num_minibatches, size // num_minibatches) + x.shape[1:]), batch)
+
+    return shuffle
 
 
 def minibatch_step(grad_fn: Callable, optimizer: AbstractOptimizer, target_kl: Array, progress: Array) -> Callable:

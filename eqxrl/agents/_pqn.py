@@ -42,7 +42,7 @@ from ._base import AbstractRolloutAgent, Clock, as_env
 from ._dqn import masked_q_values
 from ._keywords import LearningRate, default_adam, init_only_names, module_from_keywords
 from ._noise import epsilon_greedy_from_noise, epsilon_greedy_noise_spec
-from ._ppo_update import _Packed, _Rollout, iteration_metrics
+from ._ppo_update import _Packed, _Rollout, iteration_metrics, shuffled_minibatches
 
 
 class PQNState(eqx.Module):
@@ -253,7 +253,7 @@ class PQN(AbstractRolloutAgent):
         batch = tuple(x.reshape((size,) + x.shape[2:]) for x in (ro.obs, ro.action, targets))
         optimizer = self.network_optimizer
         grad_fn = eqx.filter_value_and_grad(self.loss, has_aux=True)
-        mb_size = size // self.num_minibatches
+        minibatches = shuffled_minibatches(batch, self.num_minibatches)
 
         def minibatch(carry, mb):
             q, opt_state = carry
@@ -262,9 +262,7 @@ class PQN(AbstractRolloutAgent):
             return (q, opt_state), _Packed.of({**aux, "applied": jnp.ones((), jnp.float32)})
 
         def epoch(carry, key):
-            perm = jax.random.permutation(key, size)
-            shuffled = jax.tree.map(lambda x: x[perm].reshape((self.num_minibatches, mb_size) + x.shape[1:]), batch)
-            return jax.lax.scan(minibatch, carry, shuffled)
+            return jax.lax.scan(minibatch, carry, minibatches(key))
 
         key, epoch_key = jax.random.split(state.key)
         (q, opt_state), packed = jax.lax.scan(epoch, (state.q, state.opt_state), jax.random.split(epoch_key, self.num_epochs))
