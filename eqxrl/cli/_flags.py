@@ -12,7 +12,7 @@ from ..components import (
     AbstractLossTerm, AbstractOptimizer, AbstractReplayBuffer, AbstractSchedule, AbstractTorso,
     as_buffer, as_learning_rate, as_optimizer, as_terms, as_torso,
 )  # fmt: skip
-from ..core import as_float, trust_modules
+from ..core import is_float_converter, trust_modules
 from ._parse import SCALARS, or_none, tuple_of
 from ._specs import SET_HELP, SPEC_HELP, SPEC_PARSERS, parse_set
 
@@ -144,7 +144,7 @@ def agent_flags(cls: type[AbstractAgent]) -> list[Flag]:
         kind = spec_kind(field)
         if kind is not None:
             found = SPEC_PARSERS[kind]
-        elif field.metadata.get("converter") is as_float:
+        elif is_float_converter(field.metadata.get("converter")):
             found = SCALARS[float]  # a float leaf, even with an int default
         else:
             annotation = field.type.type if isinstance(field.type, dataclasses.InitVar) else field.type

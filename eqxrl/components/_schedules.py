@@ -16,7 +16,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..core import as_float, check_hyperparameter, concrete_scalar, hyperparameter
+from ..core import as_float, check_hyperparameter, concrete_scalar, hyperparameter, named_field
 
 
 class AbstractSchedule(eqx.Module):
@@ -210,7 +210,7 @@ def learning_rate(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
     default of None must be replaced before the converter runs (in `__post_init__`)."""
     if default is not dataclasses.MISSING:
         kwargs["default"] = default
-    return eqx.field(converter=as_learning_rate, metadata={"hyperparameter": True}, **kwargs)
+    return named_field(as_learning_rate, "a number or a schedule", metadata={"hyperparameter": True}, **kwargs)
 
 
 def check_learning_rate(owner: str, name: str, value: Any) -> None:
@@ -218,7 +218,7 @@ def check_learning_rate(owner: str, name: str, value: Any) -> None:
     (an eqxrl schedule, or a callable such as an optax schedule, which `as_learning_rate` wraps)."""
     if isinstance(value, AbstractSchedule) or (callable(value) and not hasattr(value, "__array__")):
         return
-    v = concrete_scalar(value)
+    v = concrete_scalar(value, f"{owner}({name})", "a number > 0 or a schedule")
     if v is not None and v == float("inf"):
         raise ValueError(f"{owner}({name}) must be a finite number > 0, got inf")
     if v is not None and not v > 0:

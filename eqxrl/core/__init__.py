@@ -38,6 +38,8 @@ from ._types import Metrics as Metrics
 from ._types import Obs as Obs
 from ._types import Scalar as Scalar
 from ._types import as_float as as_float
+from ._types import is_float_converter as is_float_converter
+from ._types import named_field as named_field
 from ._types import hyperparameter as hyperparameter
 from ._types import is_hyperparameter_field as is_hyperparameter_field
 from ._paths import get_path as get_path

@@ -34,21 +34,27 @@ def check_positive_int(owner: str, name: str, value: Any) -> int:
     return int(value)
 
 
-def concrete_scalar(value: Any) -> float | None:
+def concrete_scalar(value: Any, what: str | None = None, expected: str = "a number") -> float | None:
     """`value` as a Python float when it is a concrete scalar, else None.
 
     Traced values (inside jit/vmap) and stacked populations (non-scalar leaves)
-    are None: they were checked where each member was made.
+    are None: they were checked where each member was made. A value that is no number
+    (a string, None) is refused: with `what` (`"PPO(gamma)"`) in one line naming it.
     """
     if isinstance(value, jax.core.Tracer) or jnp.ndim(value) != 0:
         return None
-    return float(value)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        if what is None:
+            raise
+        raise ValueError(f"{what} must be {expected}, got {value!r}") from None
 
 
 def check_hyperparameter(owner: str, name: str, value: Any, ok, expected: str) -> None:
     """Raise `ValueError("PPO(clip_eps) must be in (0, 1), got 1.5")` for a bad concrete scalar
     (traced and stacked values are skipped: see `concrete_scalar`)."""
-    v = concrete_scalar(value)
+    v = concrete_scalar(value, f"{owner}({name})")
     if v is not None and not ok(v):
         raise ValueError(f"{owner}({name}) must be {expected}, got {v:g}")
 

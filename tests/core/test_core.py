@@ -1,11 +1,14 @@
 """eqxrl.core: the checks and helpers every floor shares."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from eqxrl import core
+from typecheck import no_runtime_typecheck
 
 
 def test_is_key_and_keys_as_data():
@@ -44,6 +47,39 @@ def test_check_hyperparameter_message():
     core.check_hyperparameter("PPO", "clip_eps", jnp.full(3, 5.0), lambda v: 0 < v < 1, "in (0, 1)")  # a stack: skipped
     with pytest.raises(ValueError, match=r"PPO\(clip_eps\) must be in \(0, 1\), got 1.5"):
         core.check_hyperparameter("PPO", "clip_eps", jnp.asarray(1.5), lambda v: 0 < v < 1, "in (0, 1)")
+
+
+def test_a_hyperparameter_that_is_no_number_is_refused_naming_it():
+    """`PPO(gamma="x")` used to say only "could not convert string to float: 'x'"."""
+    import equinox as eqx
+
+    class M(eqx.Module):
+        rate: float = core.hyperparameter(1e-3)
+
+    for bad in ("x", None, [1.0, "a"]):
+        with pytest.raises(ValueError, match=rf"^rate must be a number \(or an array of numbers\), got {re.escape(repr(bad))}$"):
+            M(bad)
+    with pytest.raises(ValueError, match=r"^PPO\(clip_eps\) must be a number, got 'x'$"):
+        core.check_hyperparameter("PPO", "clip_eps", "x", lambda v: 0 < v < 1, "in (0, 1)")
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda a: a.PPO("CartPole-v1", gamma="x"), r"gamma must be a number \(or an array of numbers\), got 'x'"),
+        (lambda a: a.DQN("CartPole-v1", gamma="x"), r"gamma must be a number \(or an array of numbers\), got 'x'"),
+        (lambda a: a.DQN("CartPole-v1", learning_rate="fast"), r"DQN\(learning_rate\) must be a number > 0 or a schedule, got 'fast'"),
+        (lambda a: a.SAC("Pendulum-v1", tau=None), r"tau must be a number \(or an array of numbers\), got None"),
+    ],
+)
+def test_an_agent_keyword_that_is_no_number_is_refused_naming_it(make, message):
+    from eqxrl import agents
+    from eqxrl.components import Adam
+
+    with no_runtime_typecheck(), pytest.raises(ValueError, match=f"^{message}$"):
+        make(agents)
+    with pytest.raises(ValueError, match=r"^learning_rate must be a number or a schedule, got 'x'$"):
+        Adam("x")
 
 
 def test_tree_select():
