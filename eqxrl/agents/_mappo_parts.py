@@ -107,17 +107,9 @@ class GlobalState(AbstractWrapper):
         own = dict(obs) if isinstance(obs, dict) else {"obs": obs}
         return {**own, GLOBAL_STATE: rows}
 
-    def _observe(self, state: EnvState, ts: TimeStep) -> TimeStep:
+    def transform(self, state: EnvState, ts: TimeStep) -> TimeStep:
         obs = self.with_state(ts.obs, self.global_state(state, ts.obs))
         return TimeStep(obs, ts.reward, ts.terminated, ts.truncated, ts.info)  # (auto-resets go outside)
-
-    def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
-        state, ts = self.env.reset(key)
-        return state, self._observe(state, ts)
-
-    def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
-        state, ts = self.env.step(key, state, action)
-        return state, self._observe(state, ts)
 
 
 class _Selected(eqx.Module):

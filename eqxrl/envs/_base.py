@@ -145,10 +145,18 @@ class AbstractWrapper(AbstractEnv):
     `SkillWrapper`): a `DescriptorWrapper` below it keeps its descriptor's offset."""
 
     def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
-        return self.env.reset(key)
+        state, ts = self.env.reset(key)
+        return state, self.transform(state, ts)
 
     def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
-        return self.env.step(key, state, action)
+        state, ts = self.env.step(key, state, action)
+        return state, self.transform(state, ts)
+
+    def transform(self, state: EnvState, ts: TimeStep) -> TimeStep:
+        """What this wrapper makes of each time step of the env it wraps (`state`: the env's state
+        after it): a wrapper that only changes observations or `info` overrides this alone.
+        Default: the time step as it is."""
+        return ts
 
     @property
     def observation_space(self) -> AbstractSpace:

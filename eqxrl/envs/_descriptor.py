@@ -199,7 +199,7 @@ class DescriptorWrapper(AbstractWrapper):
     def _descriptor(self, state: EnvState, ts: TimeStep) -> Float[Array, " descriptor"]:
         return jnp.asarray(self.fn(innermost_state(state), ts.obs), jnp.float32).reshape(-1)
 
-    def _with_descriptor(self, state: EnvState, ts: TimeStep) -> TimeStep:
+    def transform(self, state: EnvState, ts: TimeStep) -> TimeStep:
         obs = jnp.concatenate([self.layout.flatten(ts.obs, "DescriptorWrapper"), self._descriptor(state, ts)])
         return eqx.tree_at(lambda t: t.obs, ts, obs)
 
@@ -212,14 +212,6 @@ class DescriptorWrapper(AbstractWrapper):
             low, high = np.full(self.base_obs_size, -np.inf), np.full(self.base_obs_size, np.inf)
         pad = np.full(self.descriptor_size, np.inf, np.float32)
         return Box(np.concatenate([low, -pad]), np.concatenate([high, pad]))
-
-    def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
-        state, ts = self.env.reset(key)
-        return state, self._with_descriptor(state, ts)
-
-    def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
-        state, ts = self.env.step(key, state, action)
-        return state, self._with_descriptor(state, ts)
 
 
 class SkillState(eqx.Module):

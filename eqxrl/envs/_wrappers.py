@@ -279,17 +279,9 @@ class SelectObservation(AbstractWrapper):
         index = np.asarray(self.indices)  # bounds may be NumPy or JAX arrays: a NumPy array indexes both
         return Box(space.low[index], space.high[index], (len(self.indices),))
 
-    def _select(self, ts: TimeStep) -> TimeStep:
+    def transform(self, state: EnvState, ts: TimeStep) -> TimeStep:
         index = jnp.asarray(self.indices)
         info = dict(ts.info)
         if "final_obs" in info:
             info["final_obs"] = info["final_obs"][..., index]
         return TimeStep(ts.obs[..., index], ts.reward, ts.terminated, ts.truncated, info)
-
-    def reset(self, key: Key) -> tuple[EnvState, TimeStep]:
-        state, ts = self.env.reset(key)
-        return state, self._select(ts)
-
-    def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
-        state, ts = self.env.step(key, state, action)
-        return state, self._select(ts)
