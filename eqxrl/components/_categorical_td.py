@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from ._td import _check_batch
+
 
 def _check_support(owner: str, name: str, z: Array) -> None:
     if jnp.ndim(z) != 1 or jnp.shape(z)[0] < 2:
@@ -67,9 +69,7 @@ def categorical_q_target(
         raise ValueError(
             f"categorical_q_target(next_selector) must have shape {next_logits.shape[:2]}, got {tuple(jnp.shape(next_selector))}"
         )
-    for name, x in (("reward", reward), ("discount", discount)):
-        if tuple(jnp.shape(x)) not in ((b,), ()):
-            raise ValueError(f"categorical_q_target({name}) must have shape {(b,)} (one per transition), got {tuple(jnp.shape(x))}")
+    _check_batch("categorical_q_target", "one per transition", b, reward=reward, discount=discount)
     best = jnp.argmax(next_selector, axis=-1)
     probs = jax.nn.softmax(jnp.take_along_axis(next_logits, best[:, None, None], axis=1)[:, 0], axis=-1)
     z = jnp.reshape(reward, (-1, 1)) + jnp.reshape(discount, (-1, 1)) * atoms

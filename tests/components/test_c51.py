@@ -111,6 +111,9 @@ def test_bad_projection_inputs():
     with no_runtime_typecheck(), pytest.raises(ValueError) as info:
         categorical_q_target(jnp.zeros(2), jnp.zeros(2), jnp.zeros((2, 3, 4)), jnp.zeros((2, 3)), jnp.linspace(0, 1, 5))
     assert str(info.value) == "categorical_q_target(next_logits) must have shape (batch, num_actions, 5), got (2, 3, 4)"
+    with no_runtime_typecheck(), pytest.raises(ValueError) as info:
+        categorical_q_target(jnp.zeros((2, 1)), jnp.zeros(2), jnp.zeros((2, 3, 5)), jnp.zeros((2, 3)), jnp.linspace(0, 1, 5))
+    assert str(info.value) == "categorical_q_target(reward) must have shape (2,) (one per transition), got (2, 1)"
 
 
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)

@@ -30,7 +30,7 @@ from eqxrl.components import (
     TanhNormal,
     ValueHead,
 )
-from eqxrl.components.networks import ACTIVATIONS, batched_orthogonal, get_activation, orthogonal
+from eqxrl.components.networks import ACTIVATIONS, CNNTorso, MLPTorso, MultiInputTorso, batched_orthogonal, get_activation, orthogonal
 from eqxrl.components.networks import _init as init_module
 from eqxrl.testing import strategies as kit
 from typecheck import no_runtime_typecheck
@@ -250,6 +250,15 @@ def test_mlp_rejects_non_positive_sizes(args, match, getkey):
 def test_mlp_rejects_unknown_activation(getkey):
     with pytest.raises(ValueError, match=r"activation must be one of .*got 'relu6'"):
         MLP(3, 2, (8,), "relu6", key=getkey())
+
+
+@pytest.mark.parametrize("torso", [MLPTorso, lambda h, a: CNNTorso((4,), (2,), (1,), h, a), lambda h, a: MultiInputTorso({}, hidden_sizes=h, activation=a)])
+def test_torsos_check_hidden_layers(torso):
+    """Every fully connected stack checks its widths and activation by one rule (`MLP`'s, the heads')."""
+    with pytest.raises(ValueError, match=r"^\w+Torso\(hidden_sizes\) must be a tuple of positive ints, got \(8, 0\)$"):
+        torso((8, 0), "relu")
+    with pytest.raises(ValueError, match=r"activation must be one of .*got 'relu6'"):
+        torso((8,), "relu6")
 
 
 @pytest.mark.slow

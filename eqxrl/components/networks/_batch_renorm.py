@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
-from ...core import Key, check_positive_int, is_positive_int
+from ...core import Key, check_positive_int
 from ._ensemble import Ensemble
-from ._mlp import Linear, check_last_axis, check_obs_and_action, get_activation
+from ._mlp import Linear, check_last_axis, check_obs_and_action, check_positive_ints, get_activation
 
 
 class BatchRenormStats(eqx.Module):
@@ -174,9 +174,7 @@ class BatchRenormMLP(eqx.Module):
         `activation` (a name or a callable), `key`, and `BatchRenorm`'s keyword arguments
         (`momentum`, `eps`, `r_max`, `d_max`, `warmup_steps`, `relax_steps`) for every layer."""
         self.in_size = check_positive_int("BatchRenormMLP", "in_size", in_size)
-        hidden_sizes = tuple(hidden_sizes) if isinstance(hidden_sizes, (tuple, list)) else hidden_sizes
-        if not isinstance(hidden_sizes, tuple) or not hidden_sizes or not all(is_positive_int(h) for h in hidden_sizes):
-            raise ValueError(f"BatchRenormMLP(hidden_sizes) must be a non-empty sequence of positive ints, got {hidden_sizes!r}")
+        hidden_sizes = check_positive_ints("BatchRenormMLP", "hidden_sizes", hidden_sizes)
         get_activation(activation, "BatchRenormMLP")
         sizes = (self.in_size, *hidden_sizes)
         keys = jax.random.split(key, len(hidden_sizes))

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ...core import Key, check_positive_int, is_positive_int
+from ...core import Key, check_positive_int
 from ..distributions import Categorical, MultiCategorical, Normal, TanhNormal
-from ._mlp import Linear, ObsShape, as_obs_shape, check_last_axis, check_obs_and_action, get_activation, obs_size_of
+from ._mlp import Linear, ObsShape, as_obs_shape, check_hidden_layers, check_last_axis, check_obs_and_action, check_positive_ints, obs_size_of
 from ._noisy import NoisyLinear, noisy_output
 from ._torsos import AbstractTorso, Encoder, torso_or_mlp
 
@@ -48,10 +48,7 @@ class AbstractHead(eqx.Module):
         `NoisyLinear` of that shape from `fold_in(key, 1)`, Rainbow's noisy nets)."""
         owner = type(self).__name__
         if torso is None:
-            hidden_sizes = tuple(hidden_sizes)
-            if not all(is_positive_int(h) for h in hidden_sizes):
-                raise ValueError(f"{owner}(hidden_sizes) must be positive ints, got {hidden_sizes!r}")
-            get_activation(activation)
+            hidden_sizes = check_hidden_layers(owner, hidden_sizes, activation)
         elif not isinstance(torso, AbstractTorso):
             raise ValueError(f"{owner}(torso) must be an eqxrl AbstractTorso (MLPTorso, CNNTorso, ...), got {torso!r}")
         if in_shape is None:
@@ -131,10 +128,7 @@ class MultiCategoricalHead(AbstractHead):
         """**Arguments:** as `CategoricalHead`, with `nvec` (the choices of each factor, positive
         ints) in place of `num_actions`."""
         self.obs_size = check_positive_int("MultiCategoricalHead", "obs_size", obs_size)
-        nvec = tuple(nvec) if isinstance(nvec, (tuple, list)) else nvec
-        if not isinstance(nvec, tuple) or not nvec or not all(is_positive_int(n) for n in nvec):
-            raise ValueError(f"MultiCategoricalHead(nvec) must be a non-empty sequence of positive ints, got {nvec!r}")
-        self.nvec = tuple(int(n) for n in nvec)
+        self.nvec = check_positive_ints("MultiCategoricalHead", "nvec", nvec)
         self.build_body(sum(self.nvec), hidden_sizes, activation, torso, key, 0.01, obs_shape)
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> MultiCategorical:

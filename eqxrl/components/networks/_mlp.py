@@ -47,6 +47,24 @@ def is_entries(obs_shape: Any) -> bool:
     )
 
 
+def check_hidden_layers(owner: str, hidden_sizes: Any, activation: Any, expected: str = "positive ints") -> tuple[int, ...]:
+    """Check fully connected layers' `hidden_sizes` (positive ints, maybe none) and `activation`;
+    **returns** `hidden_sizes` as a tuple. `expected` words the `ValueError` naming `owner`."""
+    hidden_sizes = tuple(hidden_sizes)
+    if not all(is_positive_int(h) for h in hidden_sizes):
+        raise ValueError(f"{owner}(hidden_sizes) must be {expected}, got {hidden_sizes!r}")
+    get_activation(activation)
+    return hidden_sizes
+
+
+def check_positive_ints(owner: str, name: str, value: Any) -> tuple[int, ...]:
+    """`check_positive_int` for a non-empty tuple or list: **returns** it as a tuple of ints."""
+    value = tuple(value) if isinstance(value, (tuple, list)) else value
+    if not isinstance(value, tuple) or not value or not all(is_positive_int(v) for v in value):
+        raise ValueError(f"{owner}({name}) must be a non-empty sequence of positive ints, got {value!r}")
+    return tuple(int(v) for v in value)
+
+
 def refuse_entries(owner: str, needs: str, obs_shape: Any) -> None:
     """Raise the one-line ValueError of a one-array torso (`owner`, which `needs` e.g. "image
     observations (H, W, C) or (H, W)") given a `Dict` observation's entries: it names them and
@@ -160,12 +178,9 @@ class MLP(eqx.Module):
         - `key`: PRNG key.
         - `hidden_scale`, `final_scale`: orthogonal-init gains of the hidden and output layers.
         """
-        hidden_sizes = tuple(hidden_sizes)
         in_size = check_positive_int("MLP", "in_size", in_size)
         out_size = check_positive_int("MLP", "out_size", out_size)
-        if not all(is_positive_int(h) for h in hidden_sizes):
-            raise ValueError(f"MLP(hidden_sizes) must be positive ints, got {hidden_sizes!r}")
-        get_activation(activation)
+        hidden_sizes = check_hidden_layers("MLP", hidden_sizes, activation)
         sizes = (in_size, *hidden_sizes, out_size)
         keys = jax.random.split(key, len(sizes) - 1)
         scales = [hidden_scale] * len(hidden_sizes) + [final_scale]

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ...core import Key, is_positive_int
-from ._mlp import Linear, as_obs_shape, get_activation, is_entries
+from ...core import Key
+from ._mlp import Linear, as_obs_shape, check_hidden_layers, get_activation, is_entries
 from ._torsos import AbstractTorso, Activation, Encoder, IdentityTorso
 
 
@@ -66,10 +66,7 @@ class MultiInputTorso(AbstractTorso):
         default = IdentityTorso() if default is None else default
         if not isinstance(default, AbstractTorso):
             raise ValueError(f"MultiInputTorso(default) must be a torso (MLPTorso, CNNTorso, ...), got {default!r}")
-        hidden_sizes = tuple(hidden_sizes)
-        if not all(is_positive_int(h) for h in hidden_sizes):
-            raise ValueError(f"MultiInputTorso(hidden_sizes) must be a tuple of positive ints, got {hidden_sizes!r}")
-        get_activation(activation)
+        hidden_sizes = check_hidden_layers("MultiInputTorso", hidden_sizes, activation, "a tuple of positive ints")
         self.names = tuple(sorted(torsos))
         self.torsos = tuple(torsos[name] for name in self.names)
         self.default = default

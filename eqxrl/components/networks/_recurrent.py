@@ -10,7 +10,6 @@ sequence the same way.
 """
 
 import abc
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 

@@ -20,11 +20,10 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
 from ...core import Key, is_positive_int
-from ._mlp import LayerNorm, Linear, ObsShape, as_obs_shape, check_last_axis, get_activation, is_entries, obs_size_of, refuse_entries
+from ._mlp import LayerNorm, Linear, ObsShape, as_obs_shape, check_hidden_layers, check_last_axis, get_activation, is_entries, obs_size_of, refuse_entries
 from ._recurrent import AbstractRecurrentTorso
 
 Activation = str | Callable[[Array], Array]
@@ -123,9 +122,7 @@ class MLPTorso(AbstractTorso):
     layer_norm: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
-        if not all(is_positive_int(h) for h in self.hidden_sizes):
-            raise ValueError(f"MLPTorso(hidden_sizes) must be a tuple of positive ints, got {self.hidden_sizes!r}")
-        get_activation(self.activation)
+        check_hidden_layers("MLPTorso", self.hidden_sizes, self.activation, "a tuple of positive ints")
         if not isinstance(self.layer_norm, bool):
             raise ValueError(f"MLPTorso(layer_norm) must be True or False, got {self.layer_norm!r}")
 
@@ -204,9 +201,7 @@ class CNNTorso(AbstractTorso):
                 "CNNTorso(channels, kernel_sizes, strides) must have one entry per convolution, got lengths "
                 f"{len(self.channels)}, {len(self.kernel_sizes)}, {len(self.strides)}"
             )
-        if not all(is_positive_int(h) for h in self.hidden_sizes):
-            raise ValueError(f"CNNTorso(hidden_sizes) must be a tuple of positive ints, got {self.hidden_sizes!r}")
-        get_activation(self.activation)
+        check_hidden_layers("CNNTorso", self.hidden_sizes, self.activation, "a tuple of positive ints")
 
     @classmethod
     def minatar(cls, activation: Activation = "relu") -> "CNNTorso":
