@@ -78,6 +78,7 @@ EQXRL_FROM_SBX = dict(
     num_critics=2,  # n_critics=2
     activation="relu",  # activation_fn=nn.relu
     batch_norm_momentum=0.99,  # batch_norm_momentum=0.99 (BatchRenorm in actor and critic: batch_norm(_actor)=True)
+    actor_batch_norm=True,  # batch_norm_actor=True: the actor batch-renormalised too
     renorm_warmup_steps=100_000,  # renorm_warmup_steps=100_000 (BatchRenorm acts as BatchNorm before)
     adam_b1=0.5,  # optimizer_kwargs b1=0.5 for optax.adam (CrossQ's paper), other Adam defaults
     init_alpha=1.0,  # ent_coef="auto": learned, initial value 1.0 (log-parameterised)

@@ -14,6 +14,7 @@ from ..core import Key, Metrics, check_hyperparameter, check_positive_int, hyper
 from ..components import (
     AbstractOptimizer,
     BatchRenorm,
+    BatchRenormPolicy,
     BatchRenormQHead,
     BatchRenormStats,
     Ensemble,
@@ -43,13 +44,15 @@ class CrossQLearner(eqx.Module):
     """CrossQ's networks, the critics' batch-renormalisation statistics (state, beside the
     parameters: no optimizer sees them), the temperature and the optimizer states."""
 
-    actor: TanhGaussianHead
+    actor: TanhGaussianHead | BatchRenormPolicy
     critic: Ensemble[BatchRenormQHead]
     critic_stats: tuple[BatchRenormStats, ...]  # (each with a leading member axis)
     log_alpha: Float[Array, ""]
     actor_opt: OptState
     critic_opt: OptState
     alpha_opt: OptState
+    actor_stats: tuple[BatchRenormStats, ...] | None = None
+    """The actor's batch-renormalisation statistics (`CrossQ(actor_batch_norm=True)`), else None."""
 
 
 class CrossQ(AbstractActorCriticAgent):
@@ -59,7 +62,11 @@ class CrossQ(AbstractActorCriticAgent):
     `a' ~ pi(.|next_obs)`, through them in ONE train-mode call, so both halves share the batch
     statistics, and splits the Q-values into the current ones and the target's (gradient stopped).
     The actor and the temperature are updated every `policy_delay` critic updates, the actor's
-    loss reading the critics in eval mode (their running statistics), as sbx does.
+    loss reading the critics in eval mode (their running statistics), as sbx does. With
+    `actor_batch_norm=True` (sbx's default) the actor is batch-renormalised too (a `BatchRenormPolicy`
+    of the actor's `hidden_sizes` and `activation`; `actor_torso` must be None): train mode in its
+    own update, eval mode (its running statistics, `CrossQLearner.actor_stats`) to act and to sample
+    the critics' next actions.
 
     Defaults are sbx's CrossQ (actor 256x256, critics 1024x1024, learning rates 1e-3, Adam with
     `b1=0.5`, `policy_delay=3`, `learning_starts=100`, batch renormalisation with momentum 0.99 and
@@ -78,6 +85,7 @@ class CrossQ(AbstractActorCriticAgent):
     learning_starts: InitVar[int] = 100
     critic_hidden_sizes: tuple[int, ...] = eqx.field(static=True, default=(1024, 1024), converter=tuple)
     policy_delay: int = eqx.field(static=True, default=3)
+    actor_batch_norm: bool = eqx.field(static=True, default=False)
     batch_norm_momentum: float = eqx.field(static=True, default=0.99)
     renorm_eps: float = eqx.field(static=True, default=1e-3)
     renorm_r_max: float = eqx.field(static=True, default=3.0)
@@ -108,7 +116,12 @@ class CrossQ(AbstractActorCriticAgent):
         for name in ("num_critics", "policy_delay"):
             check_positive_int("CrossQ", name, getattr(self, name))
         self.renorm()  # BatchRenorm names a bad renorm_* value
-        for name in ("autotune", "importance_weight_actor"):
+        if self.actor_batch_norm is True and self.actor.torso is not None:
+            raise ValueError(
+                f"CrossQ(actor_torso) must be None with actor_batch_norm=True: the actor is then a BatchRenormPolicy "
+                f"of the actor's hidden_sizes (its batch statistics are learner state), got {self.actor.torso!r}"
+            )
+        for name in ("autotune", "importance_weight_actor", "actor_batch_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"CrossQ({name}) must be True or False, got {getattr(self, name)!r}")
         check_optimizer("CrossQ", "alpha_optimizer", self.alpha_optimizer)
@@ -148,28 +161,33 @@ class CrossQ(AbstractActorCriticAgent):
     def init_learner(self, key: Key) -> CrossQLearner:
         actor_key, critic_key = jax.random.split(key)
         n, a = self.obs_size, self.action_size
-        actor = TanhGaussianHead(n, a, key=actor_key, torso=self.actor.torso_for(self), obs_shape=self.obs_shape)
         renorm = self.renorm()
+        if self.actor_batch_norm:
+            actor = BatchRenormPolicy(n, a, self.actor.hidden_sizes, self.actor.activation, key=actor_key, **renorm)
+        else:
+            actor = TanhGaussianHead(n, a, key=actor_key, torso=self.actor.torso_for(self), obs_shape=self.obs_shape)
         make_q = lambda k: BatchRenormQHead(n, a, self.critic_hidden_sizes, self.activation, key=k, **renorm)  # noqa: E731
         parts = init_sac_parts(self, actor, make_q, critic_key)
-        return CrossQLearner(critic_stats=ensemble_stats(parts["critic"]), **parts)
+        actor_stats = actor.init_stats() if self.actor_batch_norm else None
+        return CrossQLearner(critic_stats=ensemble_stats(parts["critic"]), actor_stats=actor_stats, **parts)
 
-    def policy(self, actor: Any, obs: Array) -> Any:
-        """The policy (a `TanhNormal` in [-1, 1]) at stored observations `obs`."""
-        return actor(obs)
+    def policy(self, actor: Any, obs: Array, stats: Any = None) -> Any:
+        """The policy (a `TanhNormal` in [-1, 1]) at stored observations `obs` (a batch-renormalised
+        actor's in eval mode, on its statistics `stats`)."""
+        return actor(obs) if stats is None else actor(obs, stats, train=False)[0]
 
     def greedy(self, learner: CrossQLearner, obs: Array) -> Array:
-        return learner.actor(obs).mode()
+        return self.policy(learner.actor, obs, learner.actor_stats).mode()
 
     def explore(self, learner: CrossQLearner, obs: Array, key: Key, progress: Float[Array, ""]) -> Array:
-        return learner.actor(obs).sample(key)
+        return self.policy(learner.actor, obs, learner.actor_stats).sample(key)
 
     def noise_spec(self, state: Any, batch_shape: tuple[int, ...] = ()) -> Noise:
         """The policy's noise: standard normal `(*batch, action_size)` (`TanhNormal`)."""
         return policy_noise_spec(self.env.action_space, batch_shape, "CrossQ.noise_spec")
 
     def explore_from_noise(self, learner: CrossQLearner, obs: Array, noise: Array, progress: Float[Array, ""]) -> Array:
-        return learner.actor(obs).sample_from_noise(noise)
+        return self.policy(learner.actor, obs, learner.actor_stats).sample_from_noise(noise)
 
     def update(
         self, learner: CrossQLearner, batch: Sample, key: Key, updates: Int[Array, ""], progress: Float[Array, ""]
@@ -177,7 +195,7 @@ class CrossQ(AbstractActorCriticAgent):
         data = batch.data
         next_key, actor_key = jax.random.split(key)
         alpha = jnp.exp(learner.log_alpha)
-        next_action, next_log_prob = learner.actor(data.next_obs).sample_and_log_prob(next_key)
+        next_action, next_log_prob = self.policy(learner.actor, data.next_obs, learner.actor_stats).sample_and_log_prob(next_key)
         next_action, next_log_prob = jax.lax.stop_gradient((next_action, next_log_prob))
         size = data.obs.shape[0]
         # The current and next pairs in one train-mode call: both halves share the batch statistics.
@@ -202,13 +220,21 @@ class CrossQ(AbstractActorCriticAgent):
             return ensemble_apply(critic, critic_stats, obs, action, train=False)[0]
 
         def policy_step(operand):
+            *parts, actor_stats = operand
+            if actor_stats is None:
+                *new, metrics = sac_policy_update(self, *parts, eval_q, batch, actor_key, progress, actor_optimizer, alpha_optimizer)
+                return (*new, None), metrics
+            # A batch-renormalised actor: train mode in its own loss, its statistics moved by that pass.
+            train_policy = lambda actor, obs: actor(obs, actor_stats, train=True)  # noqa: E731
             *new, metrics = sac_policy_update(
-                self, *operand, eval_q, batch, actor_key, progress, actor_optimizer, alpha_optimizer
+                self, *parts, eval_q, batch, actor_key, progress, actor_optimizer, alpha_optimizer, policy=train_policy
             )
             return tuple(new), metrics
 
-        operand = (learner.actor, learner.actor_opt, learner.log_alpha, learner.alpha_opt)
-        (actor, actor_opt, log_alpha, alpha_opt), policy_metrics = every_nth_update(self.policy_delay, updates, policy_step, operand)
+        operand = (learner.actor, learner.actor_opt, learner.log_alpha, learner.alpha_opt, learner.actor_stats)
+        (actor, actor_opt, log_alpha, alpha_opt, actor_stats), policy_metrics = every_nth_update(
+            self.policy_delay, updates, policy_step, operand
+        )
         new = CrossQLearner(
             actor=actor,
             critic=critic,
@@ -217,6 +243,7 @@ class CrossQ(AbstractActorCriticAgent):
             actor_opt=actor_opt,
             critic_opt=critic_opt,
             alpha_opt=alpha_opt,
+            actor_stats=actor_stats,
         )
         metrics = {"critic_loss": critic_loss, "alpha": alpha, "q_mean": jnp.mean(target), **critic_metrics, **policy_metrics}
         return new, td, metrics

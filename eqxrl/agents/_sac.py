@@ -302,7 +302,9 @@ def sac_policy_update(
     progress: Float[Array, ""],
     actor_optimizer: AbstractOptimizer,
     alpha_optimizer: AbstractOptimizer,
-) -> tuple[Any, OptState, Float[Array, ""], OptState, Metrics]:
+    *,
+    policy: Any = None,
+) -> tuple[Any, ...]:
     """SAC's actor and temperature step (SAC, discrete SAC, CrossQ): the actor's loss
     (`sac_actor_loss`, or `discrete_sac_actor_loss` where `agent.discrete`) plus `agent`'s
     `policy_loss_terms`, one `actor_optimizer` step, then (with `agent.autotune`) one
@@ -312,17 +314,20 @@ def sac_policy_update(
     `importance_weight_actor`, `policy_loss_terms`, `autotune` and `target_entropy`), the actor, its
     optimizer state, `log_alpha` and its optimizer state, `q_fn` (the critics' Q-values with a
     leading member axis: `q_fn(obs, action)`, discrete `q_fn(features)` for every action), the
-    `batch`, the key of the policy's sample, `progress` and the two optimizers.
+    `batch`, the key of the policy's sample, `progress` and the two optimizers; `policy`: None
+    (the policy is `agent.policy(actor, obs)`), or a policy with state, `policy(actor, obs) ->
+    (dist, state)` (CrossQ's batch-renormalised actor in train mode: its new statistics).
 
     **Returns:** `(actor, actor_opt, log_alpha, alpha_opt, metrics)`, metrics `actor_loss`,
-    `alpha_loss`, `entropy` and the policy terms'.
+    `alpha_loss`, `entropy` and the policy terms'; with `policy`, `(actor, actor_opt, log_alpha,
+    alpha_opt, state, metrics)`, `state` the one `policy` returned (from the actor before its step).
     """
     data = batch.data
     alpha = jnp.exp(log_alpha)
     weights = batch.weights if agent.importance_weight_actor else None
 
     def actor_loss_fn(actor):
-        dist = agent.policy(actor, data.obs)
+        dist, state = (agent.policy(actor, data.obs), None) if policy is None else policy(actor, data.obs)
         if agent.discrete:
             loss = discrete_sac_actor_loss(q_fn(agent.layout.split(data.obs)[0]), dist.logits, alpha, weights)
             outputs = {"obs": data.obs, "dist": dist}
@@ -333,9 +338,9 @@ def sac_policy_update(
             outputs = {"obs": data.obs, "dist": dist, "action": action, "log_prob": log_prob}
             entropy_stat = log_prob
         extra, extra_metrics = add_loss_terms(agent.policy_loss_terms, "policy_loss_terms", actor, batch, outputs)
-        return loss + extra, (loss, entropy_stat, extra_metrics)
+        return loss + extra, (loss, entropy_stat, extra_metrics, state)
 
-    (_, (actor_loss, entropy_stat, actor_metrics)), grads = eqx.filter_value_and_grad(actor_loss_fn, has_aux=True)(actor)
+    (_, (actor_loss, entropy_stat, actor_metrics, state)), grads = eqx.filter_value_and_grad(actor_loss_fn, has_aux=True)(actor)
     actor, actor_opt = actor_optimizer.update(grads, actor_opt, actor, progress)
 
     alpha_loss_fn = discrete_sac_alpha_loss if agent.discrete else sac_alpha_loss
@@ -347,4 +352,4 @@ def sac_policy_update(
     else:
         entropy = -jnp.mean(entropy_stat)
     metrics = {"actor_loss": actor_loss, "alpha_loss": alpha_loss, "entropy": entropy, **actor_metrics}
-    return actor, actor_opt, log_alpha, alpha_opt, metrics
+    return (actor, actor_opt, log_alpha, alpha_opt, metrics) if policy is None else (actor, actor_opt, log_alpha, alpha_opt, state, metrics)

@@ -89,6 +89,7 @@ from .networks import MLPTorso as MLPTorso
 from .networks import SimBaTorso as SimBaTorso
 from .networks import BatchRenorm as BatchRenorm
 from .networks import BatchRenormMLP as BatchRenormMLP
+from .networks import BatchRenormPolicy as BatchRenormPolicy
 from .networks import BatchRenormQHead as BatchRenormQHead
 from .networks import BatchRenormStats as BatchRenormStats
 from .networks import ensemble_apply as ensemble_apply

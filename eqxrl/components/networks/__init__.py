@@ -3,6 +3,7 @@
 from ._auto import auto_torso as auto_torso
 from ._batch_renorm import BatchRenorm as BatchRenorm
 from ._batch_renorm import BatchRenormMLP as BatchRenormMLP
+from ._batch_renorm import BatchRenormPolicy as BatchRenormPolicy
 from ._batch_renorm import BatchRenormQHead as BatchRenormQHead
 from ._batch_renorm import BatchRenormStats as BatchRenormStats
 from ._batch_renorm import ensemble_apply as ensemble_apply

@@ -20,7 +20,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
 from ...core import Key, check_positive_int
+from ..distributions import TanhNormal
 from ._ensemble import Ensemble
+from ._heads import tanh_gaussian
 from ._mlp import Linear, check_last_axis, check_obs_and_action, check_positive_ints, get_activation
 
 
@@ -241,6 +243,54 @@ class BatchRenormQHead(eqx.Module):
         check_obs_and_action(obs, action, self.obs_size, self.action_size, "BatchRenormQHead")
         features, stats = self.body(jnp.concatenate([obs, action], axis=-1), stats, train=train)
         return self.out(features)[..., 0], stats
+
+
+class BatchRenormPolicy(eqx.Module):
+    """`(obs, stats) -> (TanhNormal policy, stats)`: a `BatchRenormMLP` over the observation and a
+    linear output of every action's mean and raw log-std, squashed as `TanhGaussianHead` does,
+    on actions in `[-1, 1]` (CrossQ's batch-renormalised actor, sbx's default: train mode in the
+    actor's update, eval mode to act and to sample the critics' next actions)."""
+
+    body: BatchRenormMLP
+    out: Linear
+    obs_size: int = eqx.field(static=True)
+    action_size: int = eqx.field(static=True)
+    log_std_min: float = eqx.field(static=True)
+    log_std_max: float = eqx.field(static=True)
+
+    def __init__(
+        self,
+        obs_size: int,
+        action_size: int,
+        hidden_sizes: Sequence[int] = (256, 256),
+        activation: str | Callable[[Array], Array] = "relu",
+        *,
+        key: Key,
+        log_std_min: float = -5.0,
+        log_std_max: float = 2.0,
+        **renorm: Any,
+    ):
+        """**Arguments:** `obs_size`, `action_size`, `BatchRenormMLP`'s `hidden_sizes`, `activation`
+        and `key`, the log-std's range `[log_std_min, log_std_max]`, and `BatchRenorm`'s keyword arguments."""
+        self.obs_size = check_positive_int("BatchRenormPolicy", "obs_size", obs_size)
+        self.action_size = check_positive_int("BatchRenormPolicy", "action_size", action_size)
+        if not log_std_min < log_std_max:
+            raise ValueError(f"BatchRenormPolicy needs log_std_min < log_std_max, got {log_std_min} and {log_std_max}")
+        self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
+        body_key, out_key = jax.random.split(key)
+        self.body = BatchRenormMLP(self.obs_size, hidden_sizes, activation, key=body_key, **renorm)
+        self.out = Linear(self.body.features, 2 * self.action_size, key=out_key, scale=0.01)
+
+    def init_stats(self) -> tuple[BatchRenormStats, ...]:
+        """**Returns:** the body's initial statistics."""
+        return self.body.init_stats()
+
+    def __call__(
+        self, obs: Float[Array, "*batch obs"], stats: tuple[BatchRenormStats, ...], *, train: bool
+    ) -> tuple[TanhNormal, tuple[BatchRenormStats, ...]]:
+        check_last_axis(obs, self.obs_size, "obs", "BatchRenormPolicy")
+        features, stats = self.body(obs, stats, train=train)
+        return tanh_gaussian(self.out(features), self.log_std_min, self.log_std_max, -1.0, 1.0), stats
 
 
 def ensemble_stats(ensemble: Ensemble) -> PyTree:

@@ -261,10 +261,16 @@ class TanhGaussianHead(AbstractBoundedHead):
         return 2 * self.action_size
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> TanhNormal:
-        mean, raw = jnp.split(self.body_outputs(obs), 2, axis=-1)
-        # Smoothly squash the log-std into its range (no dead gradient as with a hard clip).
-        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw) + 1.0)
-        return TanhNormal(mean, jnp.exp(log_std), jnp.asarray(self.low), jnp.asarray(self.high))
+        return tanh_gaussian(self.body_outputs(obs), self.log_std_min, self.log_std_max, self.low, self.high)
+
+
+def tanh_gaussian(outputs: Array, log_std_min: float, log_std_max: float, low: Any, high: Any) -> TanhNormal:
+    """The `TanhNormal` on `[low, high]` of a policy network's `outputs` (the means, then the raw
+    log-stds of every action), the log-std squashed smoothly into `[log_std_min, log_std_max]`."""
+    mean, raw = jnp.split(outputs, 2, axis=-1)
+    # Smoothly squash the log-std into its range (no dead gradient as with a hard clip).
+    log_std = log_std_min + 0.5 * (log_std_max - log_std_min) * (jnp.tanh(raw) + 1.0)
+    return TanhNormal(mean, jnp.exp(log_std), jnp.asarray(low), jnp.asarray(high))
 
 
 class DeterministicHead(AbstractBoundedHead):
