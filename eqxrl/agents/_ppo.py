@@ -46,6 +46,7 @@ from ._keywords import LearningRate, default_adam, module_from_keywords
 from ._noise import policy_noise_spec
 from ._ppo_split import check_separate, init_opt_state, separate_iteration
 from ._ppo_recurrent import check_feed_forward, check_recurrent, recurrent_iteration, recurrent_preset
+from ._ippo_envs import minibatch_permutation
 from ._ppo_update import _Rollout, check_action_space, iteration_metrics, minibatch_step, policy_head
 
 
@@ -396,7 +397,7 @@ class PPO(AbstractRolloutAgent):
         minibatch = minibatch_step(grad_fn, optimizer, self.target_kl, progress)
 
         def epoch(carry, key):
-            perm = jax.random.permutation(key, batch_size)
+            perm = minibatch_permutation(key, batch_size, self.train_env)  # (a vector env's groups of seats kept whole)
             shuffled = jax.tree.map(lambda x: x[perm].reshape((self.num_minibatches, mb_size) + x.shape[1:]), batch)
             return jax.lax.scan(minibatch, carry, shuffled)
 
