@@ -153,11 +153,11 @@ class _Selected(eqx.Module):
     net: Any
     spans: tuple[tuple[int, int], ...] = eqx.field(static=True)
 
-    def __call__(self, x: Array) -> Array:
+    def __call__(self, x: Array) -> Array:  # (one observation, or a batch of them when net takes batches)
         if len(self.spans) == 1:
             a, b = self.spans[0]
-            return self.net(x[a:b])
-        return self.net(jnp.concatenate([x[a:b] for a, b in self.spans]))
+            return self.net(x if (a, b) == (0, x.shape[-1]) else x[..., a:b])
+        return self.net(jnp.concatenate([x[..., a:b] for a, b in self.spans], axis=-1))
 
 
 def _spans(obs_shape: Any, names: tuple[str, ...]) -> tuple[list, list]:
@@ -190,11 +190,14 @@ class SelectTorso(AbstractTorso):
         sub = chosen[0][1] if len(chosen) == 1 else tuple(chosen)
         return _Selected(self.inner.build(sub, key=key), tuple(spans))
 
+    def make(self, obs_shape: Any, *, key: Key) -> Encoder:
+        encoder = super().make(obs_shape, key=key)  # (an MLP takes any batch axes: no vmap)
+        return Encoder(encoder.net, encoder.obs_shape, encoder.features, batched=True) if isinstance(self.inner, MLPTorso) else encoder
+
 
 class _TeamCritic(eqx.Module):
     net: Encoder  # (the inner torso, on the global state and the id)
     state: tuple[tuple[int, int], ...] = eqx.field(static=True)  # (the spans of a seat's slice of the state)
-    ids: tuple[int, int] = eqx.field(static=True)
     num_agents: int = eqx.field(static=True)
     state_size: int = eqx.field(static=True)
     split: bool = eqx.field(static=True)  # (net is an MLPTorso's plain MLP: its first layer is split)
@@ -208,16 +211,17 @@ class _TeamCritic(eqx.Module):
         g = x.reshape((*x.shape[:-2], x.shape[-2] // n, n, x.shape[-1]))
         own = jnp.concatenate([g[..., a:b] for a, b in self.state], axis=-1) if len(self.state) > 1 else g[..., self.state[0][0] : self.state[0][1]]
         s = own.reshape((*g.shape[:-2], -1))[..., : self.state_size]  # (once per team)
-        ids = g[..., self.ids[0] : self.ids[1]]
-        if self.split:  # The first layer is linear: W [s, id] = W_s s + W_id id, and W_s s is once per team.
+        if self.split:  # The first layer is linear: W [s, id] = W_s s + W_id id, W_s s once per team, W_id id row i for seat i.
             body = self.net.net
             act, first = get_activation(body.activation), body.layers[0]
-            h = act((s @ first.weight[: self.state_size])[..., None, :] + ids @ first.weight[self.state_size :] + first.bias)
+            h = (s @ first.weight[: self.state_size])[..., None, :] + (first.weight[self.state_size :] + first.bias)
+            h = act(h.reshape((*x.shape[:-1], h.shape[-1])))  # (the seats' batch again: XLA's CPU products prefer 2-D)
             for layer in body.layers[1:]:
                 h = act(layer(h))
-        else:
-            h = self.net(jnp.concatenate([jnp.broadcast_to(s[..., None, :], (*ids.shape[:-1], s.shape[-1])), ids], axis=-1))
-        return h.reshape((*x.shape[:-1], h.shape[-1]))
+            return h
+        ids = jnp.broadcast_to(jnp.eye(n, dtype=s.dtype), (*s.shape[:-1], n, n))
+        inputs = jnp.concatenate([jnp.broadcast_to(s[..., None, :], (*s.shape[:-1], n, s.shape[-1])), ids], axis=-1)
+        return self.net(inputs.reshape((*x.shape[:-1], inputs.shape[-1])))
 
 
 class TeamCriticTorso(AbstractTorso):
@@ -226,8 +230,9 @@ class TeamCriticTorso(AbstractTorso):
     (one team env step, in agent order; PPO's minibatches keep them together through the seats'
     `minibatch_group`), rebuilds the team's global state (`state_size` floats) once from their
     slices (the entries `slices`, concatenated), and gives every seat `inner` on `[global state,
-    the seat's id]`. An `MLPTorso`'s first layer is split, `W_s s + W_id id`, so `W_s s` is
-    computed once per team."""
+    the seat's one-hot id]`, the id being the seat's place in its team. An `MLPTorso`'s first
+    layer is split, `W_s s + W_id id`: `W_s s` is computed once per team, and `W_id id` is
+    `W_id`'s row of the seat."""
 
     whole_teams: ClassVar[bool] = True
     num_agents: int = eqx.field(static=True)
@@ -236,10 +241,10 @@ class TeamCriticTorso(AbstractTorso):
     slices: tuple[str, ...] = eqx.field(static=True, default=(GLOBAL_STATE,), converter=tuple)
 
     def build(self, obs_shape: Any, *, key: Key) -> _TeamCritic:
-        state, (ids,) = _spans(obs_shape, self.slices)[1], _spans(obs_shape, (AGENT_ID,))[1]
+        state = _spans(obs_shape, self.slices)[1]
         sub = ((GLOBAL_STATE, (self.state_size,)), (AGENT_ID, (self.num_agents,)))
         split = isinstance(self.inner, MLPTorso) and not self.inner.layer_norm and bool(self.inner.hidden_sizes)
-        return _TeamCritic(self.inner.make(sub, key=key), tuple(state), ids, self.num_agents, self.state_size, split)
+        return _TeamCritic(self.inner.make(sub, key=key), tuple(state), self.num_agents, self.state_size, split)
 
     def make(self, obs_shape: Any, *, key: Key) -> Encoder:
         obs_shape = tuple((str(name), tuple(int(d) for d in shape)) for name, shape in obs_shape)  # (a Dict's entries)
