@@ -59,7 +59,8 @@ class IPPO(AbstractTeamAgent):
         `ppo`, vmapped over the agents)."""
         if not self.share_parameters:
             return self.ppo
-        shared = SharedSeats(self.eval_env, self.ppo.num_envs, self.agent_ids)
+        whole_teams = getattr(self.ppo.critic_torso, "whole_teams", False)  # (MAPPO's TeamCriticTorso)
+        shared = SharedSeats(self.eval_env, self.ppo.num_envs, self.agent_ids, whole_teams)
         return dataclasses.replace(self.ppo, num_envs=self.ppo.num_envs * self.num_agents, vector_env=shared)
 
     # ----------------------------------------------------------------- API

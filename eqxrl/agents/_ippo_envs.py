@@ -7,7 +7,9 @@
   0's key, so the replicated team states stay equal. Outside that axis (`check_env`) the
   one action is every agent's and the seat is agent 0's.
 - `SharedSeats`: `num_envs` team envs seen as `num_envs * num_agents` single-agent envs
-  (IPPO with shared parameters: one PPO whose batch holds every agent's experience).
+  (IPPO with shared parameters: one PPO whose batch holds every agent's experience); with
+  `whole_teams` its `minibatch_group` keeps every team env step's seats together in PPO's
+  minibatches (`minibatch_permutation`: MAPPO's critic computes the team's part once).
 
 An agent's observation may be a `Dict` (features and an action mask, `eqxrl.envs.ACTION_MASK`):
 the seats take every entry's row of the agent, so each seat's observation carries that agent's
@@ -174,6 +176,16 @@ class AgentSeat(AbstractSeats):
         return state, self._view(ts)
 
 
+def minibatch_permutation(key: Key, size: int, env: Any) -> Int[Array, " size"]:
+    """The order in which PPO's update shuffles its `size` (env-major) samples: a random
+    permutation, or (a vector env with a `minibatch_group` g > 1) one of blocks of g adjacent
+    samples, each block kept whole and in order."""
+    group = getattr(env, "minibatch_group", 1)
+    if group == 1:
+        return jax.random.permutation(key, size)
+    return (jax.random.permutation(key, size // group)[:, None] * group + jnp.arange(group)).reshape(size)
+
+
 class SharedSeatsState(eqx.Module):
     inner: EnvState
     agent_return: Float[Array, "envs agents"]
@@ -198,6 +210,12 @@ class SharedSeats(AbstractSeats):
     team: AbstractEnv
     num_envs: int = eqx.field(static=True)
     agent_ids: bool = eqx.field(static=True)
+    whole_teams: bool = eqx.field(static=True, default=False)
+
+    @property
+    def minibatch_group(self) -> int:
+        """How many adjacent envs (seats) PPO's minibatches keep together: a team's with `whole_teams`, else 1."""
+        return self.num_agents if self.whole_teams else 1
 
     def _vector(self) -> VectorEnv:
         return VectorEnv(AutoReset(self.team), self.num_envs)

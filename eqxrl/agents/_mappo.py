@@ -7,7 +7,9 @@ MAPPO is composed of a PPO as IPPO is (`eqxrl.agents._team`); its `ippo` is an I
 (`SelectTorso`) sees only the agent's own entries and whose critic torso sees only the global
 state and the id. Training is that IPPO's (PPO over every agent's seat); acting fills the
 global-state entry the actor never reads with zeros, so MAPPO acts on the team env's own
-observations.
+observations. With shared parameters (and no observation normalisation: `whole_teams`) the
+seats hold the state once per team, not once per agent, and the critic (`TeamCriticTorso`)
+computes its part of the state once per team step, PPO's minibatches keeping teams whole.
 """
 
 import dataclasses
@@ -22,7 +24,7 @@ from ..core import Key, Metrics
 from ._base import Clock
 from ._ippo import IPPO
 from ._ippo_envs import AGENT_ID, AgentSeat
-from ._mappo_parts import GLOBAL_STATE, GLOBAL_STATE_MODES, GlobalState, SelectTorso, _own_entries, global_state_kind
+from ._mappo_parts import GLOBAL_STATE, GLOBAL_STATE_MODES, GlobalState, SelectTorso, TeamCriticTorso, _own_entries, global_state_kind
 from ._ppo import PPO, PPOState
 from ._team import AbstractTeamAgent, team_ppo
 
@@ -93,9 +95,16 @@ class MAPPO(AbstractTeamAgent):
         return global_state_kind(self.team_env, self.global_state)
 
     @property
+    def whole_teams(self) -> bool:
+        """Whether the critic reads whole teams (`TeamCriticTorso`: shared parameters, no observation
+        normalisation): each seat then stores a slice of the global state, not all of it."""
+        return self.share_parameters and not self.ppo.normalize_observations
+
+    @property
     def central_team(self) -> GlobalState:
-        """The team env with the global state in every agent's observation (what `ippo` trains on)."""
-        return GlobalState(self.team_env, self.global_state_kind)
+        """The team env with the global state in every agent's observation (what `ippo` trains on;
+        with `whole_teams`, agent `i`'s observation holds the `i`-th slice of it)."""
+        return GlobalState(self.team_env, self.global_state_kind, self.whole_teams)
 
     @property
     def actor_entries(self) -> tuple[str, ...]:
@@ -110,7 +119,13 @@ class MAPPO(AbstractTeamAgent):
         ppo = self.ppo
         mlp = MLPTorso(ppo.hidden_sizes, ppo.activation)
         actor = SelectTorso(self.actor_entries, mlp if ppo.actor_torso is None else ppo.actor_torso)
-        critic = SelectTorso((GLOBAL_STATE, AGENT_ID), mlp if ppo.critic_torso is None else ppo.critic_torso)
+        inner = mlp if ppo.critic_torso is None else ppo.critic_torso
+        if self.whole_teams:  # (a seat's slice of the state: its GLOBAL_STATE entry, or its own observation)
+            team = self.central_team
+            slices = (GLOBAL_STATE,) if team.stores_state else tuple(_own_entries(self.team_env.observation_space.space))
+            critic = TeamCriticTorso(self.num_agents, team.state_size, inner, slices)
+        else:
+            critic = SelectTorso((GLOBAL_STATE, AGENT_ID), inner)
         central = dataclasses.replace(ppo, env=AgentSeat(self.central_team, True), actor_torso=actor, critic_torso=critic)
         return IPPO(self.central_team, ppo=central, agent_ids=True, share_parameters=self.share_parameters)
 

@@ -179,6 +179,12 @@ class PPO(AbstractRolloutAgent):
         return self.actor_epochs is not None or self.critic_epochs is not None or self.critic_optimizer is not None
 
     @property
+    def minibatch_group(self) -> int:
+        """How many adjacent samples (envs) the update's shuffle keeps together: the training env's
+        `minibatch_group` where it has one (MAPPO's seats: a team env step's), else 1."""
+        return getattr(self.train_env, "minibatch_group", 1)
+
+    @property
     def network_optimizer(self) -> AbstractOptimizer:
         """The optimizer of the networks: `optimizer` (given, or built from `learning_rate`,
         `max_grad_norm`, `grad_clip` and `anneal_lr`)."""
@@ -381,7 +387,7 @@ class PPO(AbstractRolloutAgent):
             batch = jax.tree.map(lambda x: x.reshape((self.steps_per_iteration,) + x.shape[2:]), batch)
             if self.separate_updates:
                 return separate_iteration(self, state, ro, batch, progress)
-            loss, minibatches = self.loss, shuffled_minibatches(batch, self.num_minibatches)
+            loss, minibatches = self.loss, shuffled_minibatches(batch, self.num_minibatches, self.minibatch_group)
         optimizer = self.network_optimizer
         minibatch = minibatch_step(eqx.filter_value_and_grad(loss, has_aux=True), optimizer, self.target_kl, progress)
 

@@ -11,13 +11,15 @@ from typecheck import no_runtime_typecheck
 import eqxrl
 
 from eqxrl.agents import IPPO, MAPPO, PPO
+from eqxrl.components import MLPTorso
 
 SPREAD = "jaxmarl/MPE_simple_spread_v3"
 TINY = dict(num_envs=2, rollout_length=8, num_epochs=1, num_minibatches=1, hidden_sizes=(8,))
 
 
 def _first_layer(head):
-    return head.torso.net.net.layers[0].weight  # (Encoder -> SelectTorso's network -> the MLP)
+    torso = head.torso.net  # (Encoder -> SelectTorso's network -> the MLP; the team critic's -> its Encoder -> the MLP)
+    return (torso.net.net if isinstance(torso.net, eqxrl.components.Encoder) else torso.net).layers[0].weight
 
 
 def test_the_critic_sees_every_agents_observation_and_the_actor_its_own():
@@ -28,26 +30,69 @@ def test_the_critic_sees_every_agents_observation_and_the_actor_its_own():
     assert type(agent.ppo) is PPO and agent.ppo.num_envs == 2 and agent.ppo.actor_torso is None
     assert "actor_epochs" not in MAPPO.keywords() and list(MAPPO.keywords())[-1] == "global_state"
     assert agent.config()["hidden_sizes"] == [8] and "ppo.optimizer.learning_rate" in agent.hyperparameters()
+    # shared parameters: a seat stores what IPPO's does (the team's seats together hold the global state)
+    assert agent.whole_teams and agent.learner.train_env.minibatch_group == 3
     seat = agent.learner.env.observation_space.spaces
-    assert {k: v.shape for k, v in seat.items()} == {"obs": (18,), "global_state": (54,), "agent_id": (3,)}
+    assert {k: v.shape for k, v in seat.items()} == {"obs": (18,), "agent_id": (3,)}
     state = jax.eval_shape(agent.init, jax.random.key(0))  # (shapes only: nothing compiled)
     assert _first_layer(state.critic).shape == (54 + 3, 8)  # the 3 agents' observations, and the agent's id
     assert _first_layer(state.actor).shape == (18 + 3, 8)  # its own observation and id
     no_ids = jax.eval_shape(MAPPO(SPREAD, **TINY, agent_ids=False).init, jax.random.key(0))
     assert _first_layer(no_ids.actor).shape == (18, 8) and _first_layer(no_ids.critic).shape == (57, 8)
+    # separate parameters (one PPO per agent) or normalised observations: the whole state in every seat
+    for other in (MAPPO(SPREAD, **TINY, share_parameters=False), MAPPO(SPREAD, **TINY, normalize_observations=True)):
+        assert not other.whole_teams and getattr(other.learner.train_env, "minibatch_group", 1) == 1
+        seat = other.learner.env.observation_space.spaces
+        assert {k: v.shape for k, v in seat.items()} == {"obs": (18,), "global_state": (54,), "agent_id": (3,)}
+        assert _first_layer(jax.eval_shape(other.init, jax.random.key(0)).critic).shape[-2:] == (57, 8)
+    assert IPPO(SPREAD, **TINY).learner.train_env.minibatch_group == 1  # (IPPO's minibatches: single seats)
 
 
 def test_the_global_state_is_the_concatenation_and_the_critic_reads_it():
-    agent = MAPPO(SPREAD, **TINY)
-    central = agent.central_team
-    _, ts = central.reset(jax.random.key(1))
+    full = MAPPO(SPREAD, **TINY, share_parameters=False).central_team  # (the whole state in every seat)
+    _, ts = full.reset(jax.random.key(1))
     np.testing.assert_array_equal(ts.obs["global_state"], jnp.broadcast_to(ts.obs["obs"].reshape(-1), (3, 54)))
+    x = {"obs": ts.obs["obs"], "agent_id": jnp.eye(3)}  # (one team's 3 seats)
+    inputs = jnp.concatenate([jnp.broadcast_to(ts.obs["obs"].reshape(-1), (3, 54)), jnp.eye(3)], axis=-1)
+    for torso in (MLPTorso((8,), layer_norm=True), None):  # (another torso sees the whole input; an MLP's first layer is split)
+        agent = MAPPO(SPREAD, **TINY, critic_torso=torso)
+        state = agent.init(jax.random.key(0))
+        value = agent.learner.value(state, agent.learner.flatten(x))
+        # what the critic's torso gives on [every agent's observation, the agent's id]
+        expected = state.critic.out(state.critic.torso.net.net(inputs))[..., 0]
+        np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
+    x = agent.learner.flatten(x)
+    assert len(set(np.asarray(value).tolist())) == 3  # (each agent its own value: the ids)
+    moved = agent.learner.flatten({"obs": ts.obs["obs"].at[2].add(1.0), "agent_id": jnp.eye(3)})  # agent 2's observation
+    assert not np.any(np.isclose(agent.learner.value(state, moved), value))  # changes every agent's value
+    two = jnp.stack([x, moved])  # (any batch axes before the seats)
+    np.testing.assert_allclose(agent.learner.value(state, two)[0], value, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"^MAPPO's critic takes whole teams \(\*batch, seats, 21\), every team's 3 seats adjacent, got shape \(2, 21\)$"):
+        agent.learner.value(state, x[:2])
+
+
+def test_the_team_critic_reads_dict_observations_features():
+    from eqxrl.agents._mappo_parts import GlobalState  # (private: the global state as MAPPO computes it, the reference)
+    from eqxrl.testing.probes import MultiAgentMaskedActions
+
+    agent = MAPPO(MultiAgentMaskedActions(), **TINY)  # ("obs" and "action_mask" entries: the mask is no feature)
     state = agent.init(jax.random.key(0))
-    x = agent.learner.flatten({**ts.obs, "agent_id": jnp.eye(3)})
-    changed = agent.learner.flatten({**ts.obs, "agent_id": jnp.eye(3), "global_state": ts.obs["global_state"] + 1.0})
-    assert not np.allclose(agent.learner.value(state, x), agent.learner.value(state, changed))
-    moved = {**ts.obs, "agent_id": jnp.eye(3), "obs": ts.obs["obs"] + 1.0}  # the actor's input, not the critic's
-    np.testing.assert_array_equal(agent.learner.value(state, x), agent.learner.value(state, agent.learner.flatten(moved)))
+    env_state, ts = agent.team_env.reset(jax.random.key(1))
+    world = GlobalState(agent.team_env).global_state(env_state, ts.obs)  # (every agent's features, concatenated)
+    seats = agent.learner.flatten({**ts.obs, "agent_id": jnp.eye(2)})
+    value = agent.learner.value(state, agent.learner.layout.split(seats)[0])
+    inputs = jnp.concatenate([jnp.broadcast_to(world, (2, world.shape[0])), jnp.eye(2)], axis=-1)
+    np.testing.assert_allclose(value, state.critic.out(state.critic.torso.net.net(inputs))[..., 0], rtol=1e-5, atol=1e-6)
+
+
+def test_minibatches_keep_every_team_step_whole():
+    from eqxrl.agents._ippo_envs import minibatch_permutation  # (private: PPO's update order, with and without groups)
+
+    key = jax.random.key(4)
+    np.testing.assert_array_equal(minibatch_permutation(key, 12, None), jax.random.permutation(key, 12))  # (PPO's own)
+    blocks = np.asarray(minibatch_permutation(key, 12, MAPPO(SPREAD, **TINY).learner.train_env)).reshape(4, 3)
+    assert np.all(blocks[:, 0] % 3 == 0) and np.all(np.diff(blocks, axis=1) == 1)  # a team's 3 seats, in order
+    assert sorted(blocks[:, 0].tolist()) == [0, 3, 6, 9] and blocks[:, 0].tolist() != [0, 3, 6, 9]  # shuffled
 
 
 def test_the_world_state_where_the_env_gives_one():
@@ -57,7 +102,13 @@ def test_the_world_state_where_the_env_gives_one():
     env_state, ts = central.reset(jax.random.key(0))
     world = central.env.jaxmarl_env.get_world_state(env_state)
     flat = jnp.concatenate([jnp.ravel(world[a]) for a in central.env.agents])
-    np.testing.assert_allclose(ts.obs["global_state"][2], flat)
+    # shared parameters: agent i's entry is the i-th slice of the world state (zero-padded)
+    size, n = flat.shape[0], agent.num_agents
+    assert ts.obs["global_state"].shape == (n, -(-size // n))
+    np.testing.assert_allclose(ts.obs["global_state"].reshape(-1)[:size], flat)
+    assert not np.any(ts.obs["global_state"].reshape(-1)[size:])
+    full = MAPPO("jaxmarl/MPE_simple_facmac_v1", **TINY, share_parameters=False).central_team
+    np.testing.assert_allclose(full.reset(jax.random.key(0))[1].obs["global_state"][2], flat)
     assert MAPPO("jaxmarl/MPE_simple_facmac_v1", **TINY, global_state="observations").global_state_kind == "observations"
 
 
@@ -105,10 +156,11 @@ def test_a_recurrent_actor_is_named():
     "env, kwargs",
     [
         (SPREAD, dict(share_parameters=False)),  # one actor and one critic per agent, vmapped
+        (SPREAD, dict(normalize_observations=True)),  # the whole state in every seat, normalised
         ("jaxmarl/MPE_simple_facmac_v1", {}),  # continuous actions, the world state
         ("masked", {}),  # Dict observations with every agent's action mask
     ],
-    ids=["separate", "world_state", "masked"],
+    ids=["separate", "normalized", "world_state", "masked"],
 )
 def test_trains_and_evaluates(env, kwargs):
     from eqxrl.testing.probes import MultiAgentMaskedActions
