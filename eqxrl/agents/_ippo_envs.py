@@ -9,7 +9,7 @@
 - `SharedSeats`: `num_envs` team envs seen as `num_envs * num_agents` single-agent envs
   (IPPO with shared parameters: one PPO whose batch holds every agent's experience); with
   `whole_teams` its `minibatch_group` keeps every team env step's seats together in PPO's
-  minibatches (`minibatch_permutation`: MAPPO's critic computes the team's part once).
+  minibatches (`PPO.minibatch_group`: MAPPO's critic computes the team's part once).
 
 An agent's observation may be a `Dict` (features and an action mask, `eqxrl.envs.ACTION_MASK`):
 the seats take every entry's row of the agent, so each seat's observation carries that agent's
@@ -174,16 +174,6 @@ class AgentSeat(AbstractSeats):
     def step(self, key: Key, state: EnvState, action: Array) -> tuple[EnvState, TimeStep]:
         state, ts = self.team.step(_first_lane_key(key), state, _gather(action, self.num_agents))
         return state, self._view(ts)
-
-
-def minibatch_permutation(key: Key, size: int, env: Any) -> Int[Array, " size"]:
-    """The order in which PPO's update shuffles its `size` (env-major) samples: a random
-    permutation, or (a vector env with a `minibatch_group` g > 1) one of blocks of g adjacent
-    samples, each block kept whole and in order."""
-    group = getattr(env, "minibatch_group", 1)
-    if group == 1:
-        return jax.random.permutation(key, size)
-    return (jax.random.permutation(key, size // group)[:, None] * group + jnp.arange(group)).reshape(size)
 
 
 class SharedSeatsState(eqx.Module):

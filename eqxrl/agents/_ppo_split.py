@@ -84,7 +84,7 @@ def separate_iteration(agent: Any, state: Any, ro: Any, batch: tuple, progress: 
     epochs of the critic; each epoch a new shuffle into `num_minibatches` minibatches.
 
     **Returns:** the new state and the iteration's metrics."""
-    shuffle = shuffled_minibatches(batch, agent.num_minibatches)
+    shuffle = shuffled_minibatches(batch, agent.num_minibatches, agent.minibatch_group)
     actor_opt, critic_opt = agent.network_optimizer, critic_optimizer(agent)
     actor_grad = eqx.filter_value_and_grad(lambda a, mb, p: actor_loss(agent, a, mb, p), has_aux=True)
     actor_step = minibatch_step(actor_grad, actor_opt, agent.target_kl, progress)

@@ -8,7 +8,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array
+from jaxtyping import Array, Int
 
 from ..components import AbstractOptimizer, CategoricalHead, GaussianHead, MultiCategoricalHead
 from ..core import Key, Metrics, tree_select
@@ -66,16 +66,26 @@ class _Rollout(eqx.Module):
         )  # fmt: skip
 
 
-def shuffled_minibatches(batch: Any, num_minibatches: int) -> Callable[[Key], Any]:
+def shuffled_minibatches(batch: Any, num_minibatches: int, group: int = 1) -> Callable[[Key], Any]:
     """**Returns:** `key -> batch` shuffled along its leading axis into `num_minibatches`
-    minibatches (a new leading axis), a new shuffle for each key (an epoch's)."""
+    minibatches (a new leading axis), a new shuffle for each key (an epoch's); `group > 1`
+    shuffles blocks of `group` adjacent samples, each kept whole and in order (MAPPO's team env
+    steps, whose critic computes the team's part once)."""
     size = jax.tree.leaves(batch)[0].shape[0]
 
     def shuffle(key):
-        perm = jax.random.permutation(key, size)
+        perm = minibatch_permutation(key, size, group)
         return jax.tree.map(lambda x: x[perm].reshape((num_minibatches, size // num_minibatches) + x.shape[1:]), batch)
 
     return shuffle
+
+
+def minibatch_permutation(key: Key, size: int, group: int = 1) -> Int[Array, " size"]:
+    """The order of a shuffle of `size` samples: `jax.random.permutation` (`group == 1`), or a
+    permutation of its blocks of `group` adjacent samples, each block whole and in order."""
+    if group == 1:
+        return jax.random.permutation(key, size)
+    return (jax.random.permutation(key, size // group)[:, None] * group + jnp.arange(group)).reshape(size)
 
 
 def minibatch_step(grad_fn: Callable, optimizer: AbstractOptimizer, target_kl: Array, progress: Array) -> Callable:

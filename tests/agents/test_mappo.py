@@ -86,11 +86,12 @@ def test_the_team_critic_reads_dict_observations_features():
 
 
 def test_minibatches_keep_every_team_step_whole():
-    from eqxrl.agents._ippo_envs import minibatch_permutation  # (private: PPO's update order, with and without groups)
+    from eqxrl.agents._ppo_update import minibatch_permutation  # (private: PPO's update order, with and without groups)
 
     key = jax.random.key(4)
-    np.testing.assert_array_equal(minibatch_permutation(key, 12, None), jax.random.permutation(key, 12))  # (PPO's own)
-    blocks = np.asarray(minibatch_permutation(key, 12, MAPPO(SPREAD, **TINY).learner.train_env)).reshape(4, 3)
+    np.testing.assert_array_equal(minibatch_permutation(key, 12), jax.random.permutation(key, 12))  # (PPO's own)
+    assert MAPPO(SPREAD, **TINY).learner.minibatch_group == 3 and IPPO(SPREAD, **TINY).learner.minibatch_group == 1
+    blocks = np.asarray(minibatch_permutation(key, 12, 3)).reshape(4, 3)
     assert np.all(blocks[:, 0] % 3 == 0) and np.all(np.diff(blocks, axis=1) == 1)  # a team's 3 seats, in order
     assert sorted(blocks[:, 0].tolist()) == [0, 3, 6, 9] and blocks[:, 0].tolist() != [0, 3, 6, 9]  # shuffled
 
