@@ -17,6 +17,8 @@ CASES = {
     "sac_discrete": lambda: SAC("CartPole-v1", **OFF),
     "td3": lambda: TD3("Pendulum-v1", **OFF),
     "crossq": lambda: CrossQ("Pendulum-v1", **OFF, critic_hidden_sizes=(8,), normalize_observations=True),
+    # (its actor batch-renormalised, as sbx's: eval mode on the actor's running statistics)
+    "crossq_bn": lambda: CrossQ("Pendulum-v1", **OFF, critic_hidden_sizes=(8,), actor_batch_norm=True),
     "ddpg": lambda: DDPG("Pendulum-v1", **OFF),
     "mpo": lambda: MPO("Pendulum-v1", **OFF, num_action_samples=4),
     "mpo_discrete": lambda: MPO("CartPole-v1", **OFF, num_action_samples=4),

@@ -17,6 +17,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
 from ...core import Key, check_positive_int
@@ -124,8 +125,9 @@ class BatchRenorm(eqx.Module):
         """**Returns:** `(y, stats)`: the normalised `x` and (train mode) the updated statistics,
         (eval mode) `stats` as they were."""
         check_last_axis(x, self.size, "x", "BatchRenorm")
-        if not isinstance(stats, BatchRenormStats) or jnp.shape(stats.mean) != (self.size,):
-            got = f"mean of shape {jnp.shape(stats.mean)}" if isinstance(stats, BatchRenormStats) else repr(type(stats).__name__)
+        # (np.shape: under jax2onnx's tracing, exporting a batch-renormalised actor, jnp.shape gave a tracer)
+        if not isinstance(stats, BatchRenormStats) or tuple(np.shape(stats.mean)) != (self.size,):
+            got = f"mean of shape {tuple(np.shape(stats.mean))}" if isinstance(stats, BatchRenormStats) else repr(type(stats).__name__)
             raise ValueError(f"BatchRenorm(stats) must be the BatchRenormStats of init_stats() (mean of shape ({self.size},)), got {got}")
         if not isinstance(train, bool):
             raise ValueError(f"BatchRenorm(train) must be True or False, got {train!r}")
