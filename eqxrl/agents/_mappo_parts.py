@@ -145,11 +145,16 @@ class _Selected(eqx.Module):
     net: Any
     spans: tuple[tuple[int, int], ...] = eqx.field(static=True)
 
-    def __call__(self, x: Array) -> Array:  # (one observation, or a batch of them when net takes batches)
+    def __call__(self, x: Array) -> Array:  # (one observation, or a batch of them when net takes batches: an Encoder)
         if len(self.spans) == 1:
             a, b = self.spans[0]
             return self.net(x if (a, b) == (0, x.shape[-1]) else x[..., a:b])
         return self.net(jnp.concatenate([x[..., a:b] for a, b in self.spans], axis=-1))
+
+
+def _entries(obs_shape: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """A `Dict` observation's `((name, shape), ...)` entries as plain, hashable tuples (an Encoder's static `obs_shape`)."""
+    return tuple((str(name), tuple(int(d) for d in shape)) for name, shape in obs_shape)
 
 
 def _spans(obs_shape: Any, names: tuple[str, ...]) -> tuple[list, list]:
@@ -175,16 +180,24 @@ class SelectTorso(AbstractTorso):
     names: tuple[str, ...] = eqx.field(static=True, converter=tuple)
     inner: AbstractTorso = eqx.field(static=True)
 
-    def build(self, obs_shape: Any, *, key: Key) -> _Selected:
+    def _select(self, obs_shape: Any) -> tuple[Any, tuple[tuple[int, int], ...]]:
+        """The observation shape `inner` is built on (one entry's, or the chosen entries') and their spans."""
         chosen, spans = _spans(obs_shape, self.names)
         if not chosen:
             raise ValueError(f"SelectTorso: none of {self.names} among the observation's entries {obs_shape}")
-        sub = chosen[0][1] if len(chosen) == 1 else tuple(chosen)
-        return _Selected(self.inner.build(sub, key=key), tuple(spans))
+        return (chosen[0][1] if len(chosen) == 1 else tuple(chosen)), tuple(spans)
+
+    def build(self, obs_shape: Any, *, key: Key) -> _Selected:
+        sub, spans = self._select(obs_shape)
+        return _Selected(self.inner.build(sub, key=key), spans)
 
     def make(self, obs_shape: Any, *, key: Key) -> Encoder:
-        encoder = super().make(obs_shape, key=key)  # (an MLP takes any batch axes: no vmap)
-        return Encoder(encoder.net, encoder.obs_shape, encoder.features, batched=True) if isinstance(self.inner, MLPTorso) else encoder
+        """The inner torso made as an `Encoder` on the selected entries, which batches as that
+        torso does (an MLP takes any batch axes, other nets are vmapped): the slices take any."""
+        obs_shape = _entries(obs_shape)
+        sub, spans = self._select(obs_shape)
+        inner = self.inner.make(sub, key=key)
+        return Encoder(_Selected(inner, spans), obs_shape, inner.features, batched=True)
 
 
 class _TeamCritic(eqx.Module):
@@ -239,6 +252,6 @@ class TeamCriticTorso(AbstractTorso):
         return _TeamCritic(self.inner.make(sub, key=key), tuple(state), self.num_agents, self.state_size, split)
 
     def make(self, obs_shape: Any, *, key: Key) -> Encoder:
-        obs_shape = tuple((str(name), tuple(int(d) for d in shape)) for name, shape in obs_shape)  # (a Dict's entries)
+        obs_shape = _entries(obs_shape)
         net = self.build(obs_shape, key=key)
         return Encoder(net, obs_shape, net.net.features, batched=True)
