@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from eqxrl.components import BatchRenorm, BatchRenormMLP, BatchRenormQHead, BatchRenormStats, Ensemble, ensemble_apply, ensemble_stats
+from eqxrl.components import BatchRenorm, BatchRenormMLP, BatchRenormPolicy, BatchRenormQHead, BatchRenormStats, Ensemble, ensemble_apply, ensemble_stats
 from typecheck import no_runtime_typecheck
 
 
@@ -121,6 +121,28 @@ def test_the_statistics_are_state_not_parameters(getkey):
         np.testing.assert_array_equal(a, b)
 
 
+def test_the_policy_is_a_squashed_gaussian_on_its_batch_renormalised_features(getkey):
+    """`BatchRenormPolicy` (CrossQ's batch-renormalised actor): its body's features through a linear
+    output, squashed as `TanhGaussianHead`'s; train mode moves its statistics, eval mode reads them."""
+    from eqxrl.components.networks._heads import tanh_gaussian  # (private: the squash TanhGaussianHead uses)
+
+    policy = BatchRenormPolicy(3, 2, (8,), key=getkey(), log_std_min=-4.0, log_std_max=1.0)
+    assert not any(isinstance(x, BatchRenormStats) for x in jax.tree.leaves(policy, is_leaf=lambda x: isinstance(x, BatchRenormStats)))
+    stats = policy.init_stats()
+    obs = jnp.asarray(RNG.normal(size=(16, 3)), jnp.float32)
+    dist, new = policy(obs, stats, train=True)
+    features, expected = policy.body(obs, stats, train=True)
+    for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(expected)):
+        np.testing.assert_array_equal(a, b)
+    want = tanh_gaussian(policy.out(features), -4.0, 1.0, -1.0, 1.0)
+    np.testing.assert_allclose(dist.mode(), want.mode(), rtol=1e-6)
+    assert dist.mode().shape == (16, 2) and np.all(np.abs(dist.sample(getkey())) <= 1.0)
+    one, same = policy(obs[0], new, train=False)  # (eval mode takes one observation)
+    assert one.mode().shape == (2,)
+    for a, b in zip(jax.tree.leaves(same), jax.tree.leaves(new)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_an_ensemble_keeps_each_members_statistics(getkey):
     ens = Ensemble(lambda k: BatchRenormQHead(3, 2, (8, 8), key=k), 2, key=getkey())
     stats = ensemble_stats(ens)
@@ -163,6 +185,13 @@ def test_bad_inputs_are_named():
         head = BatchRenormQHead(3, 2, (4,), key=jax.random.key(0))
         with pytest.raises(ValueError, match=r"BatchRenormQHead: action must have shape \(5, 2\)"):
             head(jnp.zeros((5, 3)), jnp.zeros((4, 2)), head.init_stats(), train=True)
+        with pytest.raises(ValueError, match=r"^BatchRenormPolicy needs log_std_min < log_std_max, got 2.0 and 1.0$"):
+            BatchRenormPolicy(3, 2, key=jax.random.key(0), log_std_min=2.0, log_std_max=1.0)
+        with pytest.raises(ValueError, match=r"^BatchRenormPolicy\(action_size\) must be a positive int, got 0$"):
+            BatchRenormPolicy(3, 0, key=jax.random.key(0))
+        policy = BatchRenormPolicy(3, 2, (4,), key=jax.random.key(0))
+        with pytest.raises(ValueError, match=r"BatchRenormPolicy: obs must have shape \(\*batch, 3\)"):
+            policy(jnp.zeros((5, 4)), policy.init_stats(), train=True)
 
 
 def test_the_docs_example_runs():

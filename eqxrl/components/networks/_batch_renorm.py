@@ -23,7 +23,7 @@ from jaxtyping import Array, Float, Int, PyTree
 from ...core import Key, check_positive_int
 from ..distributions import TanhNormal
 from ._ensemble import Ensemble
-from ._heads import tanh_gaussian
+from ._heads import log_std_range, tanh_gaussian
 from ._mlp import Linear, check_last_axis, check_obs_and_action, check_positive_ints, get_activation
 
 
@@ -276,9 +276,7 @@ class BatchRenormPolicy(eqx.Module):
         and `key`, the log-std's range `[log_std_min, log_std_max]`, and `BatchRenorm`'s keyword arguments."""
         self.obs_size = check_positive_int("BatchRenormPolicy", "obs_size", obs_size)
         self.action_size = check_positive_int("BatchRenormPolicy", "action_size", action_size)
-        if not log_std_min < log_std_max:
-            raise ValueError(f"BatchRenormPolicy needs log_std_min < log_std_max, got {log_std_min} and {log_std_max}")
-        self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
+        self.log_std_min, self.log_std_max = log_std_range("BatchRenormPolicy", log_std_min, log_std_max)
         body_key, out_key = jax.random.split(key)
         self.body = BatchRenormMLP(self.obs_size, hidden_sizes, activation, key=body_key, **renorm)
         self.out = Linear(self.body.features, 2 * self.action_size, key=out_key, scale=0.01)

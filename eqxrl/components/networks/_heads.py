@@ -252,16 +252,18 @@ class TanhGaussianHead(AbstractBoundedHead):
     def _output_size(self, log_std_min: float = -5.0, log_std_max: float = 2.0) -> int:
         """The range `[log_std_min, log_std_max]` the log-std is squashed into; the outputs are the
         mean and the raw log-std of every action."""
-        if not log_std_min < log_std_max:
-            raise ValueError(
-                f"TanhGaussianHead needs log_std_min < log_std_max, got {log_std_min} and {log_std_max}"
-            )
-        self.log_std_min = float(log_std_min)
-        self.log_std_max = float(log_std_max)
+        self.log_std_min, self.log_std_max = log_std_range("TanhGaussianHead", log_std_min, log_std_max)
         return 2 * self.action_size
 
     def __call__(self, obs: Float[Array, "*batch obs"]) -> TanhNormal:
         return tanh_gaussian(self.body_outputs(obs), self.log_std_min, self.log_std_max, self.low, self.high)
+
+
+def log_std_range(owner: str, log_std_min: Any, log_std_max: Any) -> tuple[float, float]:
+    """**Returns:** `(log_std_min, log_std_max)` as floats, a ValueError naming `owner` unless min < max."""
+    if not log_std_min < log_std_max:
+        raise ValueError(f"{owner} needs log_std_min < log_std_max, got {log_std_min} and {log_std_max}")
+    return float(log_std_min), float(log_std_max)
 
 
 def tanh_gaussian(outputs: Array, log_std_min: float, log_std_max: float, low: Any, high: Any) -> TanhNormal:
