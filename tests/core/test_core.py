@@ -1,5 +1,6 @@
 """eqxrl.core: the checks and helpers every floor shares."""
 
+import dataclasses
 import re
 
 import jax
@@ -61,6 +62,14 @@ def test_a_hyperparameter_that_is_no_number_is_refused_naming_it():
             M(bad)
     with pytest.raises(ValueError, match=r"^PPO\(clip_eps\) must be a number, got 'x'$"):
         core.check_hyperparameter("PPO", "clip_eps", "x", lambda v: 0 < v < 1, "in (0, 1)")
+
+    class N(eqx.Module):  # any converter, named by the field it converts
+        count: int = core.named_field(int, "a whole number", default=1)
+
+    assert N("3").count == 3
+    with pytest.raises(ValueError, match=r"^count must be a whole number, got 'three'$"):
+        N("three")
+    assert core.is_float_converter(dataclasses.fields(M)[0].metadata["converter"]) and not core.is_float_converter(int)
 
 
 @pytest.mark.parametrize(
