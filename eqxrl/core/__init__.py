@@ -48,3 +48,4 @@ from ._paths import replace_paths as replace_paths
 from ._paths import resolve_path as resolve_path
 from ._paths import set_paths as set_paths
 from ._version import __version__ as __version__
+from ._version import version_note as version_note

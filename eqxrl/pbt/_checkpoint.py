@@ -29,7 +29,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ..agents import agent_name
-from ..core import __version__, is_key, keys_as_data, one_line
+from ..core import __version__, is_key, keys_as_data, one_line, version_note
 from ..store import CheckpointError, check_stored, checkpoint_write_error, crc32_of, is_step_name, meta_crc32, read_meta, remove_temporary
 from ._population import Population
 
@@ -295,7 +295,7 @@ def _records(path: pathlib.Path, pbt: Any, meta: Mapping[str, Any], restored: Ma
     # A checkpoint written before PBT kept per-episode returns: they read as NaN.
     older = sorted(k for k in expected if k != "episode_returns")
     if (names != expected and names != older) or names is None or len(names) != len(stacked):
-        raise ValueError(f"{path} does not match this PBT configuration: records {names}, expected {expected}")
+        raise ValueError(f"{path}{version_note(meta)} does not match this PBT configuration: records {names}, expected {expected}")
     named = {k: stacked[f"{i:03d}"] for i, k in enumerate(names)}
     generations = meta["generation"]
     for k in set(expected) - set(names):
@@ -311,7 +311,7 @@ def _records_target(path: pathlib.Path, pbt: Any, meta: Mapping[str, Any]) -> di
     names, expected = meta.get("records"), sorted(template)
     older = sorted(k for k in expected if k != "episode_returns")
     if names is None or (names != expected and names != older):
-        raise ValueError(f"{path} does not match this PBT configuration: records {names}, expected {expected}")
+        raise ValueError(f"{path}{version_note(meta)} does not match this PBT configuration: records {names}, expected {expected}")
     generations = meta["generation"]
     return {f"{i:03d}": jax.ShapeDtypeStruct((generations, *template[k].shape[1:]), template[k].dtype) for i, k in enumerate(names)}
 
@@ -336,7 +336,7 @@ def _check_meta(path: pathlib.Path, meta: Mapping[str, Any], pbt: Any, total_ste
     if meta.get("population_size") != pbt.population_size or meta.get("agent") != agent_name(pbt.agent) or meta.get("space") != list(pbt.space):
         got = {k: meta.get(k) for k in ("agent", "population_size", "space")}
         want = {"agent": agent_name(pbt.agent), "population_size": pbt.population_size, "space": list(pbt.space)}
-        raise ValueError(f"{path} does not match this PBT configuration: {got} in the checkpoint, {want} here")
+        raise ValueError(f"{path}{version_note(meta)} does not match this PBT configuration: {got} in the checkpoint, {want} here")
     if meta["generation"] > pbt.num_generations(total_steps):
         raise ValueError(f"{path} is past the run's {pbt.num_generations(total_steps)} generations (total_steps={total_steps})")
     if meta.get("eqxrl_version") != __version__:
@@ -379,7 +379,7 @@ def load_population(run_dir: Any, pbt: Any, total_steps: int, generation: int | 
         shape = jax.eval_shape(jax.random.key_data, t) if is_key(t) else t
         targets[f"{i:05d}"] = jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=sharding if t.ndim and sharding is not None else replicated)
     if sorted(meta.get("state_crc32", {})) != sorted(targets):
-        raise ValueError(f"{path} does not match this PBT configuration: {len(meta.get('state_crc32', {}))} arrays in the checkpoint, {len(targets)} here")
+        raise ValueError(f"{path}{version_note(meta)} does not match this PBT configuration: {len(meta.get('state_crc32', {}))} arrays in the checkpoint, {len(targets)} here")
     here = _layout(arrays)
     if "layout" not in meta:
         raise ValueError(
@@ -388,12 +388,12 @@ def load_population(run_dir: Any, pbt: Any, total_steps: int, generation: int | 
         )
     if meta["layout"] != here:
         first = next(i for i, (a, b) in enumerate(zip(meta["layout"], here)) if a != b)
-        raise ValueError(f"{path} does not match this PBT configuration: array {first} is {meta['layout'][first]} in the checkpoint, {here[first]} here")
+        raise ValueError(f"{path}{version_note(meta)} does not match this PBT configuration: array {first} is {meta['layout'][first]} in the checkpoint, {here[first]} here")
     try:
         restored = _restore(path, state=targets, records=_records_target(path, pbt, meta))
     except CheckpointError as e:
         if "shape" in str(e) or "dtype" in str(e):
-            raise ValueError(f"{path} does not match this PBT configuration: {one_line(e)}") from None
+            raise ValueError(f"{path}{version_note(meta)} does not match this PBT configuration: {one_line(e)}") from None
         raise
     state = restored["state"]
     if _row_crcs(state) != meta["state_crc32"]:

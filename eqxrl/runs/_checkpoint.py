@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from ..agents import Batch, agent_name
-from ..core import __version__, keys_as_data, one_line
+from ..core import __version__, keys_as_data, one_line, version_note
 from ..loop import Checkpoint
 from ..store import CheckpointError, check_stored, checkpoint_write_error, crc32_of, is_step_name, meta_crc32, read_meta, remove_temporary
 from ._best import DEFAULT_BEST, best_score
@@ -288,25 +288,26 @@ def load_checkpoint(
         num_seeds = load_config(run_dir)["seeds"]
     path = _choose(run_dir, which)
     meta = read_meta(path, "iteration", _remedy(path))
+    wrote = version_note(meta)  # (another eqxrl's checkpoint: a refusal says which)
     mismatch = config_mismatch(meta.get("agent"), meta.get("members", []), agent, "the checkpoint")
     if mismatch is not None:
-        raise ValueError(f"{path} does not match the agent: {mismatch}")
+        raise ValueError(f"{path} does not match the agent: {mismatch}{wrote}")
     seeds = (meta.get("run") or {}).get("seeds")
     if seeds is not None and seeds != num_seeds:
         raise ValueError(f"{path} does not match the run: {seeds} seed(s) in the checkpoint, {num_seeds} in the run")
     if run is not None and meta.get("run") != run:
         raise ValueError(f"{path} does not match the run's {CONFIG}: {meta.get('run')} in the checkpoint, {run} in {CONFIG}")
-    if meta.get("eqxrl_version") != __version__:
-        warnings.warn(f"{path} was written by eqxrl {meta.get('eqxrl_version')}, this is eqxrl {__version__}", stacklevel=2)
     # Restored through templates, checked first: the state's from the agent, the metrics'
     # of the run's shape; a file that claims other arrays is refused before any is read.
     states, batch = state_array_template(agent, num_seeds)
-    check_stored(path / "state", states, f"{path} does not match {batch.name} with {num_seeds} seed(s)", _remedy(path))
+    check_stored(path / "state", states, f"{path}{wrote} does not match {batch.name} with {num_seeds} seed(s)", _remedy(path))
     iteration = meta["iteration"]
     if not 0 <= iteration <= meta.get("num_iterations", -1):
         raise CheckpointError(f"{path} is damaged (iteration {iteration} of {meta.get('num_iterations')}): {_remedy(path)}")
     histories = metrics_template(path / "history", batch.size if batch.batched else None, iteration, _remedy(path))
     check_stored(path / "history", histories, f"{path} does not match the run's metrics", _remedy(path))
+    if meta.get("eqxrl_version") != __version__:  # (it fits this eqxrl's agent: read, with a warning)
+        warnings.warn(f"{path} was written by eqxrl {meta.get('eqxrl_version')}, this is eqxrl {__version__}", stacklevel=2)
     ocp = _orbax()
     try:
         reader = ocp.StandardCheckpointer()

@@ -15,7 +15,7 @@ import numpy as np
 from jaxtyping import Array
 
 from ..agents import AbstractAgent, Batch, Stacked, agent_class, agent_name, class_path, keyword_types, stack
-from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_line, trusting
+from ..core import Key, __version__, from_spec, is_hyperparameter_field, one_line, trusting, version_note
 from ..envs import make
 from ..loop import make_sinks
 from ..store import read_text_bounded
@@ -312,7 +312,12 @@ def agent_from_config(config: Mapping[str, Any], env: Any = None, *, trust: Any 
     names a class that is neither eqxrl's, nor registered, nor in a trusted module.
     """
     with trusting(trust, "agent_from_config(trust)"):
-        return _agent_from_config(config, env)
+        try:
+            return _agent_from_config(config, env)
+        except (ValueError, TypeError) as e:
+            if not version_note(config):
+                raise
+            raise ValueError(f"{one_line(e)}{version_note(config)}") from None
 
 
 def _agent_from_config(config: Mapping[str, Any], env: Any) -> AbstractAgent | Stacked:

@@ -11,7 +11,7 @@ import numpy as np
 from jaxtyping import PyTree
 
 from ..agents import agent_name, class_path
-from ..core import __version__, one_line, trust_modules
+from ..core import __version__, one_line, trust_modules, version_note
 from ..envs import AbstractEnv
 from ..loop import state_batch
 from ..store import check_stored, crc32_of, read_text_bounded, temporary_dir
@@ -99,7 +99,7 @@ def load(path: PathLike, env: AbstractEnv | None = None, *, trust: Any = ()) -> 
         raise ValueError(f"load(path): {str(path)!r} is not an eqxrl save (no {AGENT})")
     try:
         record = json.loads(read_text_bounded(path / AGENT))
-        config = {"agent": record["agent"], "agent_class": record.get("agent_class"), "env": record["env"]}
+        config = {"agent": record["agent"], "agent_class": record.get("agent_class"), "env": record["env"], "eqxrl_version": record.get("eqxrl_version")}
         members = record["members"]
         if not isinstance(members, list) or not members or not all(isinstance(m, dict) for m in members):
             raise TypeError(f"'members' must be a non-empty list of objects, got {members!r}")
@@ -120,7 +120,7 @@ def load(path: PathLike, env: AbstractEnv | None = None, *, trust: Any = ()) -> 
     # file that claims other arrays is refused before any is read.
     template, batch = state_array_template(agent, num_seeds)
     remedy = f"{path} cannot be loaded; save the agent again (`eqxrl.save`)"
-    owner = f"{path / STATE} does not match {batch.name} with {num_seeds} seed(s)"
+    owner = f"{path / STATE}{version_note(record)} does not match {batch.name} with {num_seeds} seed(s)"
     check_stored(path / STATE, template, owner, remedy, item=False)
     try:
         import orbax.checkpoint as ocp

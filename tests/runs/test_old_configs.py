@@ -1,13 +1,14 @@
 """Run directories written by eqxrl 0.2 before its keywords became init-only (they build the modules an
 off-policy agent stores: `loop` with its buffer, `critic` with its optimizer, `exploration`; config.json
-now records the modules): their flat configs and checkpoints load, and the run resumes."""
+now records the modules): their flat configs and checkpoints load, and the run resumes. A file another eqxrl
+wrote that does not fit this one is refused in one line that says which version wrote it."""
 
 import json
 
 import pytest
 
 import eqxrl
-from eqxrl.agents import DQN
+from eqxrl.agents import DQN, PPO
 from eqxrl.store import meta_crc32
 
 
@@ -53,3 +54,55 @@ def test_a_run_directory_written_before_the_buffer_keywords_loads_and_resumes(tm
     (run_dir / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"does not hold a state of the agent given: loop.buffer.alpha=0.25 in the run, loop.buffer.alpha=0.5 in the agent given$"):
         eqxrl.runs.load_state(run_dir, agent)
+
+
+# ---------------------------------------------------- a file another eqxrl wrote names its version
+def _written_by_old(record: dict) -> dict:
+    """`record` (a config, a checkpoint's meta or a save's agent.json) as an eqxrl 0.2.0 whose
+    PPO stored 16 hidden units where this one's arrays hold 8 would have written it."""
+    return {**record, "eqxrl_version": "0.2.0"}
+
+
+def _rewrite(path, change) -> None:
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
+
+def _wider(config: dict) -> dict:
+    return {**config, "hidden_sizes": [16]}
+
+
+def test_a_file_another_eqxrl_wrote_is_refused_in_one_line_naming_that_version(tmp_path):
+    agent = PPO("CartPole-v1", num_envs=2, rollout_length=64, num_minibatches=2, hidden_sizes=(8,))
+    run_dir = tmp_path / "run"
+    state, _ = eqxrl.runs.train_run(run_dir, agent, total_steps=256, checkpoint_every=128, progress=False, eval_episodes=2)[:2]
+    saved = eqxrl.save(tmp_path / "saved", agent, state)
+    note = f"(written by eqxrl 0.2.0; this is eqxrl {eqxrl.__version__})"
+    assert eqxrl.__version__ != "0.2.0"
+
+    def refused(call, *match: str) -> str:
+        with pytest.raises(ValueError) as info:
+            call()
+        line = str(info.value)
+        assert "\n" not in line and all(m in line for m in match), line
+        return line
+
+    # config.json: a field this eqxrl's PPO does not take
+    _rewrite(run_dir / "config.json", lambda c: _written_by_old({**c, "agent_config": {**c["agent_config"], "old_flag": True}}))
+    refused(lambda: eqxrl.runs.load_agent(run_dir), "PPO has no field(s) ['old_flag']", note)
+    # state.eqx: the config builds 16 hidden units, the file holds 8
+    _rewrite(run_dir / "config.json", lambda c: {**c, "agent_config": _wider({k: v for k, v in c["agent_config"].items() if k != "old_flag"})})
+    refused(lambda: eqxrl.runs.load_run(run_dir), "state.eqx does not match PPO with 1 seed(s): an array is", note)
+    # a checkpoint whose meta agrees with the config, and whose arrays do not
+    for step in eqxrl.runs.checkpoint_steps(run_dir):
+        path = step["path"] / "meta" / "metadata"
+        meta = _written_by_old(json.loads(path.read_text()))
+        meta["members"] = [_wider(m) for m in meta["members"]]
+        meta["meta_crc32"] = meta_crc32(meta)
+        path.write_text(json.dumps(meta))
+    refused(lambda: eqxrl.runs.load_run(run_dir, checkpoint="last"), f"{note} does not match PPO with 1 seed(s): array", "of state/ is stored as")
+    # a save
+    _rewrite(saved / "agent.json", lambda r: _written_by_old({**r, "members": [_wider(m) for m in r["members"]]}))
+    refused(lambda: eqxrl.load(saved), f"state {note} does not match PPO with 1 seed(s): array")
+    # this eqxrl's own files add nothing
+    _rewrite(saved / "agent.json", lambda r: {**r, "eqxrl_version": eqxrl.__version__})
+    assert "written by" not in refused(lambda: eqxrl.load(saved), "does not match PPO")
