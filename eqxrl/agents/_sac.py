@@ -223,7 +223,6 @@ class SAC(AbstractActorCriticAgent):
         data = batch.data
         next_key, actor_key = jax.random.split(key)
         alpha = jnp.exp(learner.log_alpha)
-        q_values = None
         if self.discrete:
             next_logits = self.policy(learner.actor, data.next_obs).logits
             next_qs = learner.target_critic(self.layout.split(data.next_obs)[0])
@@ -233,6 +232,7 @@ class SAC(AbstractActorCriticAgent):
                 q_all = critic(self.layout.split(data.obs)[0])  # (members, batch, actions)
                 return q_all, jax.vmap(lambda q: select_q(q, data.action))(q_all)
         else:
+            q_values = None  # (update_critics' default: the critic's own Q(obs, action))
             next_action, next_log_prob = learner.actor(data.next_obs).sample_and_log_prob(next_key)
             next_qs = learner.target_critic(data.next_obs, next_action)
             target = clipped_double_q_target(data.reward, data.discount, next_qs, next_log_prob, alpha)

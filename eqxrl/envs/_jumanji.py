@@ -164,7 +164,7 @@ class JumanjiEnv(AbstractSuiteEnv):
         self.env_name = name
         with _foreign_promotion():
             state, ts = jax.eval_shape(env.reset, jax.random.key(0))
-            action_spec, obs_spec = env.action_spec, env.observation_spec
+            action_spec = env.action_spec
         limit = getattr(env, "time_limit", None)
         self.counts_steps = hasattr(state, "step_count")
         self.time_limit = int(limit) if isinstance(limit, (int, np.integer)) and self.counts_steps else None

@@ -9,7 +9,6 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float, PyTree
 
 from ..agents import AbstractAgent, Batch

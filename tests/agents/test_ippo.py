@@ -10,7 +10,7 @@ from typecheck import no_runtime_typecheck
 
 import eqxrl
 from eqxrl.agents import IPPO, PPO
-from eqxrl.envs import ACTION_MASK, make
+from eqxrl.envs import make
 from eqxrl.testing.probes import MultiAgentMaskedActions
 
 SPREAD = "jaxmarl/MPE_simple_spread_v3"

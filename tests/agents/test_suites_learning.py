@@ -1,8 +1,6 @@
 """PPO learns on the JAX env suites through eqxrl's adapters, at budgets CI can afford
 (benchmarks/suites_learning.py records the longer runs)."""
 
-import jax
-import numpy as np
 import pytest
 from learning import most_above, per_seed_returns, train_seeds
 

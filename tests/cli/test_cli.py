@@ -19,7 +19,6 @@ from cli_calls import main_captured
 import eqxrl
 from eqxrl import cli, runs
 from eqxrl.agents import PPO
-from tiers import ci_subset
 
 # 2 envs x 64 steps = 128 steps per iteration, 8 iterations.
 TINY = [

@@ -20,7 +20,7 @@ from eqxrl.components import (
     networks,
 )
 from eqxrl.core import from_spec, to_spec
-from eqxrl.envs import ACTION_MASK, AbstractEnv, Box, Dict, Discrete, MultiBinary, MultiDiscrete, first_timestep, make
+from eqxrl.envs import ACTION_MASK, AbstractEnv, Box, Dict, Discrete, MultiBinary, MultiDiscrete, first_timestep
 from eqxrl.envs import TimeStep
 from typecheck import no_runtime_typecheck
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import rlax
 
-import eqxrl
 from eqxrl.agents import DQN
 from eqxrl.components import CategoricalQHead, categorical_l2_project, categorical_q_loss, categorical_q_target
 from eqxrl.testing import check_agent
