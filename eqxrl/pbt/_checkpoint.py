@@ -339,6 +339,11 @@ def _check_meta(path: pathlib.Path, meta: Mapping[str, Any], pbt: Any, total_ste
         raise ValueError(f"{path}{version_note(meta)} does not match this PBT configuration: {got} in the checkpoint, {want} here")
     if meta["generation"] > pbt.num_generations(total_steps):
         raise ValueError(f"{path} is past the run's {pbt.num_generations(total_steps)} generations (total_steps={total_steps})")
+
+
+def _warn_other_version(path: pathlib.Path, meta: Mapping[str, Any]) -> None:
+    """Another eqxrl's checkpoint that fits this configuration is read, with a warning (one that
+    does not fit is refused, naming the version: `version_note`)."""
     if meta.get("eqxrl_version") != __version__:
         warnings.warn(f"{path} was written by eqxrl {meta.get('eqxrl_version')}, this is eqxrl {__version__}", stacklevel=3)
 
@@ -348,7 +353,9 @@ def load_records(run_dir: Any, pbt: Any, total_steps: int, generation: int | Non
     path = _choose(run_dir, generation)
     meta = _read_meta(path)
     _check_meta(path, meta, pbt, total_steps)
-    return _records(path, pbt, meta, _restore(path, records=_records_target(path, pbt, meta))["records"])
+    records = _records(path, pbt, meta, _restore(path, records=_records_target(path, pbt, meta))["records"])
+    _warn_other_version(path, meta)
+    return records
 
 
 def load_population(run_dir: Any, pbt: Any, total_steps: int, generation: int | None = None) -> tuple[Population, list[dict[str, np.ndarray]]]:
@@ -399,6 +406,7 @@ def load_population(run_dir: Any, pbt: Any, total_steps: int, generation: int | 
     if _row_crcs(state) != meta["state_crc32"]:
         raise CheckpointError(f"{path} is damaged (its arrays do not match their CRC-32): {_remedy(path)}")
     records = _records(path, pbt, meta, restored["records"])
+    _warn_other_version(path, meta)
     keyed = [
         jax.random.wrap_key_data(state[f"{i:05d}"], impl=getattr(t.dtype, "_impl", None)) if is_key(t) else state[f"{i:05d}"]
         for i, t in enumerate(leaves)

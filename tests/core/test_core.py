@@ -125,3 +125,11 @@ def test_tree_mismatch_names_the_first_difference():
     assert core.tree_mismatch(a, {"w": a["w"], "b": jnp.zeros(16)}) == "['b']: dtype int32 expected, got float32"
     assert core.tree_mismatch(a, {"w": a["w"]}) == "['b']: expected, missing"
     assert core.tree_mismatch({"w": a["w"]}, a) == "['b']: not expected, present"
+
+
+def test_version_note_names_another_version_and_adds_nothing_for_this_one_or_none():
+    assert core.version_note({"eqxrl_version": core.__version__}) == ""
+    assert core.version_note({"eqxrl_version": "0.2.0"}) == f" (written by eqxrl 0.2.0; this is eqxrl {core.__version__})"
+    # a config a user wrote names no version, and a damaged record is not a version
+    for record in ({}, {"eqxrl_version": None}, {"eqxrl_version": 2}, None, ["0.2.0"]):
+        assert core.version_note(record) == ""

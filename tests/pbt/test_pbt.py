@@ -4,6 +4,7 @@ run directory and exact resume, bad input. (Sharding and multi-host: test_pbt_de
 import functools
 import importlib
 import json
+import re
 
 import equinox as eqx
 import jax
@@ -446,6 +447,11 @@ def test_crash_during_a_checkpoint_write_leaves_the_previous_one(tmp_path, monke
     for change, match in (
         (lambda m: m.pop("layout"), r"population/1 was written by eqxrl .* before population checkpoints recorded where each array sits"),
         (lambda m: m["layout"].reverse(), r"population/1 does not match this PBT configuration: array 0 is .* in the checkpoint, \[0\]\..* here"),
+        # one another eqxrl wrote says which
+        (
+            lambda m: (m["layout"].reverse(), m.update(eqxrl_version="0.2.0")),
+            rf"population/1 \(written by eqxrl 0\.2\.0; this is eqxrl {re.escape(eqxrl.__version__)}\) does not match this PBT configuration: array 0",
+        ),
     ):
         changed = json.loads(json.dumps(record))
         change(changed)

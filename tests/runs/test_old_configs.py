@@ -100,6 +100,16 @@ def test_a_file_another_eqxrl_wrote_is_refused_in_one_line_naming_that_version(t
         meta["meta_crc32"] = meta_crc32(meta)
         path.write_text(json.dumps(meta))
     refused(lambda: eqxrl.runs.load_run(run_dir, checkpoint="last"), f"{note} does not match PPO with 1 seed(s): array", "of state/ is stored as")
+    # one that fits is read, with a warning that names the version
+    narrow = lambda m: {**m, "hidden_sizes": [8]}  # noqa: E731
+    _rewrite(run_dir / "config.json", lambda c: {**c, "agent_config": narrow(c["agent_config"])})
+    last = eqxrl.runs.checkpoint_steps(run_dir)[-1]["path"] / "meta" / "metadata"
+    meta = json.loads(last.read_text())
+    meta["members"] = [narrow(m) for m in meta["members"]]
+    meta["meta_crc32"] = meta_crc32(meta)
+    last.write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match=f"was written by eqxrl 0.2.0, this is eqxrl {eqxrl.__version__}"):
+        eqxrl.runs.load_run(run_dir, checkpoint="last")
     # a save
     _rewrite(saved / "agent.json", lambda r: _written_by_old({**r, "members": [_wider(m) for m in r["members"]]}))
     refused(lambda: eqxrl.load(saved), f"state {note} does not match PPO with 1 seed(s): array")
