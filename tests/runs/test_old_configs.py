@@ -71,6 +71,7 @@ def _wider(config: dict) -> dict:
     return {**config, "hidden_sizes": [16]}
 
 
+@pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_a_file_another_eqxrl_wrote_is_refused_in_one_line_naming_that_version(tmp_path):
     agent = PPO("CartPole-v1", num_envs=2, rollout_length=64, num_minibatches=2, hidden_sizes=(8,))
     run_dir = tmp_path / "run"
