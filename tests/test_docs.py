@@ -164,6 +164,8 @@ def test_logging_page_runs(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_ippo_page_runs():
     """docs/agents/ippo.md's examples: MPE's team act, and every agent's action legal under its own mask."""
+    import eqxrl  # noqa: F401  (first, as the page does: it chooses its CPU devices before jaxmarl's import starts JAX)
+
     pytest.importorskip("jaxmarl")
     ns = run_page("agents/ippo.md", {"__name__": "docs_agents_ippo"})
     assert ns["agent"].learner.layout.entries == (("agent_id", (2,)), ("legal", (4,))) and ns["actions"].shape == (2,)
@@ -172,6 +174,8 @@ def test_ippo_page_runs():
 @pytest.mark.slow  # (over 2 s in the fast tier: tests/tiers.py)
 def test_mappo_page_runs():
     """docs/agents/mappo.md's example: the centralised critic's input, and the team act."""
+    import eqxrl  # noqa: F401  (first, as the page does: it chooses its CPU devices before jaxmarl's import starts JAX)
+
     pytest.importorskip("jaxmarl")
     ns = run_page("agents/mappo.md", {"__name__": "docs_agents_mappo"})
     assert ns["agent"].global_state_kind == "observations"
