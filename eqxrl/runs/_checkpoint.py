@@ -291,7 +291,7 @@ def load_checkpoint(
     wrote = version_note(meta)  # (another eqxrl's checkpoint: a refusal says which)
     mismatch = config_mismatch(meta.get("agent"), meta.get("members", []), agent, "the checkpoint")
     if mismatch is not None:
-        raise ValueError(f"{path} does not match the agent: {mismatch}{wrote}")
+        raise ValueError(f"{path}{wrote} does not match the agent: {mismatch}")
     seeds = (meta.get("run") or {}).get("seeds")
     if seeds is not None and seeds != num_seeds:
         raise ValueError(f"{path} does not match the run: {seeds} seed(s) in the checkpoint, {num_seeds} in the run")
