@@ -58,8 +58,8 @@ def test_a_run_directory_written_before_the_buffer_keywords_loads_and_resumes(tm
 
 # ---------------------------------------------------- a file another eqxrl wrote names its version
 def _written_by_old(record: dict) -> dict:
-    """`record` (a config, a checkpoint's meta or a save's agent.json) as an eqxrl 0.2.0 whose
-    PPO stored 16 hidden units where this one's arrays hold 8 would have written it."""
+    """`record` (a config, a checkpoint's meta or a save's agent.json) as eqxrl 0.2.0 names itself
+    (the test then makes the record's agent disagree with the stored arrays: 16 hidden units, 8 stored)."""
     return {**record, "eqxrl_version": "0.2.0"}
 
 
