@@ -1,6 +1,7 @@
 """A run's configuration: the agent (by registry name and fields), env, budget and seeds;
 `config.json` written and read back, and the agent rebuilt from it."""
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -21,7 +22,7 @@ from ..loop import make_sinks
 from ..store import read_text_bounded
 from ._files import CONFIG, PathLike
 
-__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "diverged_record", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "recorded_sinks", "seed_keys", "timings_record", "tracked_config"]
+__all__ = ["MAX_SEED", "agent_config", "check_config", "config_mismatch", "agent_from_config", "diverged_record", "eval_key", "float_fields", "load_agent", "load_config", "member_configs", "run_config", "recorded_sinks", "seed_keys", "timings_record", "tracked_config", "versioned_refusal"]
 
 MAX_SEED = 2**31 - 1
 
@@ -311,13 +312,22 @@ def agent_from_config(config: Mapping[str, Any], env: Any = None, *, trust: Any 
     **Returns:** the agent. Raises `ValueError` if it cannot be rebuilt, or when it
     names a class that is neither eqxrl's, nor registered, nor in a trusted module.
     """
-    with trusting(trust, "agent_from_config(trust)"):
-        try:
-            return _agent_from_config(config, env)
-        except (ValueError, TypeError) as e:
-            if not version_note(config):
-                raise
-            raise ValueError(f"{one_line(e)}{version_note(config)}") from None
+    with trusting(trust, "agent_from_config(trust)"), versioned_refusal(config, (ValueError, TypeError)):
+        return _agent_from_config(config, env)
+
+
+@contextlib.contextmanager
+def versioned_refusal(record: Any, errors: tuple[type[Exception], ...] = (ValueError,)) -> Any:
+    """Within it, a refusal (`errors`) of a file another eqxrl wrote (`record`: its config or
+    metadata) is raised again as one `ValueError` line ending in `version_note(record)`; a file of
+    this eqxrl's, or one that names no version, is refused as it was."""
+    note = version_note(record)
+    try:
+        yield
+    except errors as e:
+        if not note:
+            raise
+        raise ValueError(f"{one_line(e)}{note}") from None
 
 
 def _agent_from_config(config: Mapping[str, Any], env: Any) -> AbstractAgent | Stacked:

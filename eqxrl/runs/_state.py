@@ -14,8 +14,8 @@ import numpy as np
 from jaxtyping import PyTree
 
 from ..agents import Batch
-from ..core import is_key, keys_as_data, one_line, version_note
-from ._config import config_mismatch, diverged_record, load_config
+from ..core import is_key, keys_as_data, one_line
+from ._config import config_mismatch, diverged_record, load_config, versioned_refusal
 from ._files import CHECKPOINTS, CONFIG, STATE, PathLike
 
 __all__ = ["STATE_RECORD", "deserialise_state", "load_state", "save_state", "state_array_template", "template_state", "unflatten_state", "verify_state_file"]
@@ -126,12 +126,8 @@ def load_state(run_dir: PathLike, agent: Any, num_seeds: int | None = None) -> P
     # still read against the agent's shapes and dtypes, as every state.eqx is.
     if STATE_RECORD in config:
         verify_state_file(path, config[STATE_RECORD], remedy)
-    try:
+    with versioned_refusal(config):
         return deserialise_state(path, path, agent, num_seeds)
-    except ValueError as e:
-        if not version_note(config):
-            raise
-        raise ValueError(f"{one_line(e)}{version_note(config)}") from None
 
 
 def _key_data_template(agent: Any, num_seeds: int) -> tuple[Batch, PyTree, PyTree]:
